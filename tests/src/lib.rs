@@ -1,0 +1,4 @@
+//! Shared helpers for the m3-rs end-to-end, cross-process and interop tests.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![deny(unused_must_use)]
