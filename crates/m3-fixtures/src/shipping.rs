@@ -574,7 +574,7 @@ impl ServerHandler for ShippingHandler {
             "The latest quote; asks for a confirmation first (form, key confirmation).".to_owned(),
         );
         resource.mime_type = Some("application/json".to_owned());
-        Ok(ListResourcesResult::with_all_items(vec![resource.into()]))
+        Ok(ListResourcesResult::with_all_items(vec![resource]))
     }
 
     async fn read_resource(
