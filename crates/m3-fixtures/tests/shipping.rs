@@ -729,6 +729,9 @@ fn raw(options: ShippingOptions) -> Raw {
 impl Raw {
     async fn send(&mut self, line: &str) {
         self.write.write_all(line.as_bytes()).await.unwrap();
+        if !line.ends_with('\n') {
+            self.write.write_all(b"\n").await.unwrap();
+        }
     }
 
     async fn next(&mut self) -> Option<String> {
@@ -856,5 +859,63 @@ async fn fault_endless_rounds_in_legacy_asks_forever() {
     }
     assert!(!call.is_finished());
     call.abort();
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn a_client_without_the_needed_elicitation_mode_gets_32021() {
+    let mut raw = raw(ShippingOptions::new(Era::Auto));
+    let no_elicitation = ENVELOPE.replace(r#"{"elicitation":{"form":{},"url":{}}}"#, "{}");
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"book_shipment","arguments":{{"weight_kg":2}},{no_elicitation}}}}}"#
+    )).await;
+    let frame: Value = serde_json::from_str(&raw.next().await.unwrap()).unwrap();
+    assert_eq!(frame["error"]["code"], -32021, "{frame}");
+    // A form-only client cannot get the URL round of book_verified_shipment.
+    let form_only = ENVELOPE.replace(r#"{"form":{},"url":{}}"#, "{}");
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"book_verified_shipment","arguments":{{"weight_kg":2}},{form_only}}}}}"#
+    )).await;
+    let frame: Value = serde_json::from_str(&raw.next().await.unwrap()).unwrap();
+    let state = frame["result"]["requestState"].as_str().unwrap().to_owned();
+    let answer = json!({"shipping_address": {"action": "accept", "content": address()}});
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"book_verified_shipment","arguments":{{"weight_kg":2}},"inputResponses":{answer},"requestState":{},{form_only}}}}}"#,
+        Value::String(state)
+    )).await;
+    let frame: Value = serde_json::from_str(&raw.next().await.unwrap()).unwrap();
+    assert_eq!(frame["error"]["code"], -32021, "{frame}");
+    assert_eq!(
+        frame["error"]["data"]["requiredCapabilities"]["elicitation"],
+        json!({"url": {}}),
+        "{frame}"
+    );
+}
+
+#[tokio::test]
+async fn the_server_lists_its_tools_prompt_and_resource() {
+    let connection = connect(Era::Auto, never_asked()).await;
+    let peer = connection.client.peer();
+    let mut tools: Vec<String> = peer
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    tools.sort();
+    assert_eq!(
+        tools,
+        [
+            "book_gift_shipment",
+            "book_shipment",
+            "book_verified_shipment",
+            "quote"
+        ]
+    );
+    let prompts = peer.list_all_prompts().await.unwrap();
+    assert_eq!(prompts[0].name, "shipping_label");
+    let resources = peer.list_all_resources().await.unwrap();
+    assert_eq!(resources[0].uri, "shipping://quote/latest");
     connection.close().await;
 }
