@@ -13,6 +13,11 @@ pub const MAX_SCHEMA_DEPTH: usize = 64;
 /// Most JSON nodes a requested schema may have.
 pub const MAX_SCHEMA_NODES: usize = 20_000;
 
+/// Backtracking budget of one `pattern` match (guards against catastrophic regexes).
+const REGEX_BACKTRACK_LIMIT: usize = 100_000;
+/// Size budget, in bytes, of one compiled `pattern`.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
 const SCHEMA_MISMATCH: &str = "response content does not match the request schema";
 
 /// Checks `responses` against the pending round, exactly as the reference's store does.
@@ -96,19 +101,26 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
     let mismatch = |reason: &str| {
         Error::managed_input_validation(SCHEMA_MISMATCH).with_detail("reason", reason.to_owned())
     };
-    let schema = Value::Object(schema.clone());
-    let content = Value::Object(content.clone());
-    let (depth, nodes) = measure(&schema);
+    // Measure before cloning: clone and drop of serde_json values recurse.
+    let (depth, nodes) = measure_map(schema);
     if depth > MAX_SCHEMA_DEPTH || nodes > MAX_SCHEMA_NODES {
         return Err(mismatch("request schema is too large or too deeply nested"));
     }
-    if measure(&content).0 > MAX_SCHEMA_DEPTH {
+    if measure_map(content).0 > MAX_SCHEMA_DEPTH {
         return Err(mismatch("response content is too deeply nested"));
     }
+    let schema = Value::Object(schema.clone());
+    let content = Value::Object(content.clone());
     let validator = jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
         .should_validate_formats(true)
         .offline()
+        .with_pattern_options(
+            jsonschema::PatternOptions::fancy_regex()
+                .backtrack_limit(REGEX_BACKTRACK_LIMIT)
+                .size_limit(REGEX_SIZE_LIMIT)
+                .dfa_size_limit(REGEX_SIZE_LIMIT),
+        )
         .build(&schema)
         .map_err(|e| mismatch(&format!("invalid request schema: {e}")))?;
     let errors: Vec<Value> = validator
@@ -128,11 +140,11 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
     }
 }
 
-/// Nesting depth and node count of a JSON value, computed without recursion.
-fn measure(value: &Value) -> (usize, usize) {
-    let mut stack = vec![(value, 1usize)];
-    let mut max_depth = 0;
-    let mut nodes = 0;
+/// Nesting depth and node count of a JSON object, computed without recursion.
+fn measure_map(map: &Map<String, Value>) -> (usize, usize) {
+    let mut stack: Vec<(&Value, usize)> = map.values().map(|v| (v, 2usize)).collect();
+    let mut max_depth = 1;
+    let mut nodes = 1;
     while let Some((v, depth)) = stack.pop() {
         nodes += 1;
         max_depth = max_depth.max(depth);
