@@ -1,5 +1,10 @@
 //! JSON shapes equal the reference's (snake_case, every optional field `null`), and
 //! deserialization enforces the invariants.
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test helpers outside #[test] fns"
+)]
 
 use std::collections::BTreeMap;
 
@@ -148,9 +153,11 @@ fn pending_round_reads_python_timestamps_and_missing_optionals() {
     assert_eq!(round, pending());
 }
 
+type Edit = Box<dyn Fn(&mut Value)>;
+
 #[test]
 fn pending_round_rejects_broken_invariants() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let cases: Vec<(&str, Edit, &str)> = vec![
         (
             "empty round id",
             Box::new(|v| v["round_id"] = json!("")),

@@ -1,4 +1,9 @@
 //! The response validation table and its never-panic property.
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test helpers outside #[test] fns"
+)]
 
 use std::collections::BTreeMap;
 
