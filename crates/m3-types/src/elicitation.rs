@@ -18,6 +18,10 @@ pub type ResponseMap = BTreeMap<String, ElicitationResponse>;
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ElicitationAction {
     /// `"accept"`: answered (form content, or consent for a URL request).
     Accept,
@@ -70,6 +74,10 @@ impl FromStr for ElicitationAction {
 /// deserialization enforce that. JSON: `{"action": .., "content": .. | null, "meta": .. | null}`.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct ElicitationResponse {
     /// What the person did.
     pub action: ElicitationAction,
@@ -179,6 +187,10 @@ impl<'de> Deserialize<'de> for ElicitationResponse {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum OperationKind {
     /// `"tool"`: a tool call.
     Tool,
@@ -228,6 +240,10 @@ impl FromStr for OperationKind {
 /// A form request: the server asks for content matching `requested_schema`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct FormElicitationRequest {
     /// Key of this request inside its round (non-empty).
     pub request_key: String,
@@ -303,6 +319,10 @@ impl FormElicitationRequest {
 /// A URL request: the server asks the person to visit `url` (M3 never opens it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct UrlElicitationRequest {
     /// Key of this request inside its round (non-empty).
     pub request_key: String,
@@ -384,6 +404,10 @@ impl UrlElicitationRequest {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ElicitationMode {
     /// `"form"`
     Form,
@@ -404,6 +428,10 @@ impl ElicitationMode {
 /// One request of a round, tagged by `mode` (`"form"` or `"url"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "mode", rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ElicitationRequest {
     /// A form request.
     Form(FormElicitationRequest),

@@ -62,6 +62,10 @@ macro_rules! wire_enum {
     JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum HumanInput {
     /// `"fail"`: elicitation requests fail the operation (the default).
     #[default]
@@ -111,6 +115,10 @@ impl FromStr for HumanInput {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ExecutionStatus {
     /// `"created"`
     Created,
@@ -173,6 +181,10 @@ impl ExecutionStatus {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ExecutionOutcome {
     /// `"completed"`
     Completed,
@@ -223,6 +235,10 @@ impl ExecutionOutcome {
     JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ActivityHealth {
     /// `"no_calls"` (default)
     #[default]
@@ -245,6 +261,10 @@ wire_enum!(ActivityHealth, "activity health", [
 /// The error recorded in an [`ExecutionResult`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct ErrorInfo {
     /// Stable code.
     pub code: ErrorCode,
@@ -289,6 +309,10 @@ impl ErrorInfo {
 
 /// Snapshot of an execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct ExecutionState {
     /// Execution id.
     pub execution_id: String,
@@ -406,6 +430,10 @@ impl ExecutionState {
 
 /// The terminal result of an execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct ExecutionResult {
     /// Final snapshot (`finished`).
     pub snapshot: ExecutionState,
