@@ -156,10 +156,10 @@ impl ElicitationResponse {
     /// `managed_input_invalid` when a decline or cancel carries content.
     pub fn validate(&self) -> Result<()> {
         if self.action != ElicitationAction::Accept && self.content.is_some() {
-            return Err(Error::managed_input_validation(
-                "decline and cancel responses cannot contain content",
-            )
-            .with_detail("action", self.action.as_str()));
+            return Err(
+                Error::managed_input_validation(crate::messages::DECLINE_CONTENT)
+                    .with_detail("action", self.action.as_str()),
+            );
         }
         Ok(())
     }

@@ -103,7 +103,7 @@ impl FromStr for HumanInput {
             .into_iter()
             .find(|v| v.as_str() == s)
             .ok_or_else(|| {
-                Error::model_validation("human_input must be 'fail' or 'managed'")
+                Error::model_validation(crate::messages::HUMAN_INPUT)
                     .with_detail("operation", "execution.submit")
                     .with_detail("value", s)
             })

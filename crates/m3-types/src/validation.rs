@@ -18,7 +18,9 @@ const REGEX_BACKTRACK_LIMIT: usize = 100_000;
 /// Size budget, in bytes, of one compiled `pattern`.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
-const SCHEMA_MISMATCH: &str = "response content does not match the request schema";
+use crate::messages::{
+    EXACT_KEYS, FORM_REQUIRES_CONTENT, SCHEMA_MISMATCH, UNEXPECTED_KEYS, URL_CONTENT,
+};
 
 /// Checks `responses` against the pending round, exactly as the reference's store does.
 ///
@@ -46,17 +48,14 @@ pub fn validate_responses(
     let given: BTreeSet<&str> = responses.keys().map(String::as_str).collect();
     let unexpected: Vec<&str> = given.difference(&expected).copied().collect();
     if !unexpected.is_empty() {
-        return Err(
-            Error::managed_input_validation("responses contain unexpected request keys")
-                .with_detail("unexpected_keys", unexpected),
-        );
+        return Err(Error::managed_input_validation(UNEXPECTED_KEYS)
+            .with_detail("unexpected_keys", unexpected));
     }
     let missing: Vec<&str> = expected.difference(&given).copied().collect();
     if !missing.is_empty() {
-        return Err(Error::managed_input_validation(
-            "responses must contain exactly the pending request keys",
-        )
-        .with_detail("missing_keys", missing));
+        return Err(
+            Error::managed_input_validation(EXACT_KEYS).with_detail("missing_keys", missing)
+        );
     }
     for (key, request) in &pending.requests {
         let Some(response) = responses.get(key) else {
@@ -71,20 +70,16 @@ pub fn validate_responses(
                     continue;
                 }
                 let Some(content) = &response.content else {
-                    return Err(Error::managed_input_validation(
-                        "form acceptance requires content",
-                    )
-                    .with_detail("request_key", key.as_str()));
+                    return Err(Error::managed_input_validation(FORM_REQUIRES_CONTENT)
+                        .with_detail("request_key", key.as_str()));
                 };
                 check_content(&form.requested_schema, content)
                     .map_err(|e| e.with_detail("request_key", key.as_str()))?;
             }
             ElicitationRequest::Url(_) => {
                 if response.content.is_some() {
-                    return Err(Error::managed_input_validation(
-                        "URL responses cannot contain form content",
-                    )
-                    .with_detail("request_key", key.as_str()));
+                    return Err(Error::managed_input_validation(URL_CONTENT)
+                        .with_detail("request_key", key.as_str()));
                 }
             }
         }

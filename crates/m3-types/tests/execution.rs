@@ -190,3 +190,28 @@ fn errors_carry_details_and_sources() {
     let err = Error::from_code(ErrorCode::Unsupported, "no");
     assert_eq!(err.details()["code"], "unsupported");
 }
+
+#[test]
+fn shared_messages_carry_the_reference_key_words() {
+    use m3_types::messages::*;
+    for (text, word) in [
+        (EXACT_KEYS, "exactly"),
+        (UNEXPECTED_KEYS, "unexpected"),
+        (SCHEMA_MISMATCH, "schema"),
+        (URL_CONTENT, "URL"),
+        (LEASE_EXPIRED, "expired"),
+        (IDEMPOTENCY_CONFLICT, "idempotency"),
+        (MULTIPLE_PENDING, "multiple"),
+        (FAILED_ROUND_CANNOT_ACCEPT, "cannot accept responses"),
+        (ROUND_DOES_NOT_EXIST, "does not exist"),
+        (OWNED_BY_ANOTHER_LEASE, "lease"),
+        (STORED_RECORD_INVALID, "stored"),
+        (DECLINE_CONTENT, "content"),
+        (HUMAN_INPUT, "'fail' or 'managed'"),
+        (MANAGED_WITH_PLAN, "predefined elicitation"),
+        (MANAGED_NEEDS_PERSISTENT_STORE, "persistent"),
+    ] {
+        assert!(text.contains(word), "{text}");
+        assert_eq!(text, text.trim());
+    }
+}
