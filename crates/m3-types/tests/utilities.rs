@@ -273,3 +273,55 @@ fn ids_are_ulids() {
     assert_ne!(a, b);
     assert!(ulid::Ulid::from_string(&a).is_ok());
 }
+
+mod properties {
+    use m3_types::{canonical_json, redact};
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            ".{0,16}".prop_map(Value::String),
+            "[a-z]{1,5}://[a-z:@]{0,10}[/?#&=a-z_]{0,20}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(5, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop_oneof![
+                        Just("token".to_owned()),
+                        Just("api_key".to_owned()),
+                        ".{0,8}".prop_map(|s| s)
+                    ],
+                    inner,
+                    0..5
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn canonical_json_parses_back_to_the_same_value(v in arb_json()) {
+            let text = canonical_json(&v).unwrap();
+            let back: Value = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(canonical_json(&back).unwrap(), text);
+        }
+
+        #[test]
+        fn redaction_is_idempotent_and_keeps_the_shape(v in arb_json()) {
+            let once = redact(&v);
+            prop_assert_eq!(redact(&once), once.clone());
+            prop_assert_eq!(std::mem::discriminant(&once), std::mem::discriminant(&v));
+            if let (Value::Object(a), Value::Object(b)) = (&v, &once) {
+                prop_assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+            }
+        }
+    }
+}
