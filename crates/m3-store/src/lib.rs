@@ -63,3 +63,8 @@ pub use sqlite::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SqliteManagedInputStore, SqliteStoreOptions,
     SqliteSynchronous,
 };
+
+/// `docs/custom-backend.md`, compiled as doctests so its example stays correct.
+#[cfg(all(doctest, feature = "conformance"))]
+#[doc = include_str!("../../../docs/custom-backend.md")]
+pub struct CustomBackendGuide;
