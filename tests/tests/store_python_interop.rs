@@ -19,7 +19,10 @@ use serde_json::{Value, json};
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 fn record_json(record: &m3_types::ManagedInputRecord) -> Value {
-    normalize_timestamps(serde_json::to_value(record).expect("records serialize"))
+    normalize_timestamps(
+        serde_json::to_value(record)
+            .unwrap_or_else(|e| Value::String(format!("unserializable record: {e}"))),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
