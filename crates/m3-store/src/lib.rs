@@ -13,7 +13,7 @@ mod sqlite_pool;
 pub use execution::{
     AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
     EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE, ExecutionEvent,
-    ExecutionLease, ExecutionRecord, ExecutionStore, FinishExecution, LeaseRef, ListExecutions,
+    ExecutionLease, ExecutionRecord, ExecutionStore, FinishExecution, ExecutionLeaseRef, ListExecutions,
     NewExecution, SqliteExecutionStore, TerminalizeExpired, Terminalized,
 };
 pub use sqlite_pool::{

@@ -120,7 +120,8 @@ impl Default for SqliteStoreOptions {
 /// Opens (creating if needed) the database file at `path` and returns a pool.
 ///
 /// # Errors
-/// - `invalid_argument` if `path` is empty, a symlink, or not a regular file;
+/// - `invalid_argument` if `path` is empty; `managed_input_invalid` if it is a
+///   symlink or not a regular file (the same codes as the managed-input store);
 /// - `storage_error` if directories or the file cannot be created or SQLite
 ///   cannot open it.
 pub(crate) async fn open_pool(path: &Path, options: &SqliteStoreOptions) -> Result<SqlitePool> {
@@ -161,11 +162,11 @@ pub(crate) async fn open_pool(path: &Path, options: &SqliteStoreOptions) -> Resu
 fn refuse_non_file(path: &Path) -> Result<()> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => {
-            Err(Error::model_validation("database path must not be a symlink")
+            Err(Error::managed_input_validation("database path must not be a symlink")
                 .with_detail("path", path.display().to_string()))
         }
         Ok(meta) if !meta.is_file() => {
-            Err(Error::model_validation("database path must be a regular file")
+            Err(Error::managed_input_validation("database path must name a file")
                 .with_detail("path", path.display().to_string()))
         }
         Ok(_) => Ok(()),

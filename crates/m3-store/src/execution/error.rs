@@ -1,7 +1,7 @@
 //! The typed errors of the execution store, built in one place so every
 //! operation reports the same code for the same situation.
 
-use m3_types::{Error, ExecutionStatus};
+use m3_types::{Error, ErrorCode, ExecutionStatus};
 
 /// The execution does not exist (store level: a conflict, as for rounds).
 pub(crate) fn not_found(execution_id: &str) -> Error {
@@ -69,13 +69,16 @@ pub(crate) fn finished_differently(execution_id: &str) -> Error {
         .with_detail("reason", "finished_differently")
 }
 
-/// The lifecycle table forbids `from -> to`.
+/// The lifecycle table forbids `from -> to`: the reference's
+/// `InvalidTransitionError`, built with [`Error::from_code`] so it carries the
+/// kind m3-types gives `invalid_transition` (today `invalid_argument` with
+/// detail `code = "invalid_transition"`).
 pub(crate) fn invalid_transition(
     execution_id: &str,
     from: ExecutionStatus,
     to: ExecutionStatus,
 ) -> Error {
-    Error::managed_input_state(format!(
+    Error::from_code(ErrorCode::InvalidTransition, format!(
         "invalid execution lifecycle transition from {} to {}",
         from.as_str(),
         to.as_str()

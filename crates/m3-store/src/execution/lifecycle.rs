@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::error;
 use super::record::{
     EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionEvent, ExecutionRecord, FinishExecution, LeaseRef, NewExecution, TerminalizeExpired,
+    ExecutionEvent, ExecutionRecord, FinishExecution, ExecutionLeaseRef, NewExecution, TerminalizeExpired,
     Terminalized,
 };
 use super::schema::MANAGED_ROUNDS_TABLE;
@@ -82,7 +82,7 @@ impl SqliteExecutionStore {
         &self,
         execution_id: &str,
         to: ExecutionStatus,
-        lease: Option<&LeaseRef>,
+        lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionRecord> {
         let now = self.now();
         let mut tx = begin(&self.inner().pool).await?;
@@ -219,7 +219,7 @@ impl SqliteExecutionStore {
         execution_id: &str,
         kind: &str,
         payload: Value,
-        lease: Option<&LeaseRef>,
+        lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionEvent> {
         if kind.trim().is_empty() {
             return Err(Error::model_validation("event kind must not be empty"));

@@ -20,8 +20,7 @@ pub(super) async fn resolve(inner: &Inner) -> Result<Arc<dyn ManagedInputStore>>
         .managed
         .get_or_try_init(|| async {
             let store =
-                SqliteManagedInputStore::from_pool(inner.pool.clone(), Arc::clone(&inner.clock))
-                    .await?;
+                SqliteManagedInputStore::from_pool(inner.pool.clone(), Arc::clone(&inner.clock))?;
             tracing::debug!(path = %inner.path.display(), "resolved the managed-input store");
             Ok::<_, m3_types::Error>(Arc::new(store) as Arc<dyn ManagedInputStore>)
         })

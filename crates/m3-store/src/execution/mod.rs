@@ -9,7 +9,7 @@
 //! # Fencing
 //!
 //! Writes that change an execution (`transition`, `finish`, `append_event`)
-//! take an optional [`LeaseRef`]:
+//! take an optional [`ExecutionLeaseRef`]:
 //!
 //! - `Some(lease)`: the write succeeds only while that exact lease (owner and
 //!   token) is held **and live** at the store clock's `now`; otherwise it fails
@@ -45,7 +45,7 @@ use crate::ManagedInputStore;
 
 pub use record::{
     AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionEvent, ExecutionLease, ExecutionRecord, FinishExecution, LeaseRef, ListExecutions,
+    ExecutionEvent, ExecutionLease, ExecutionRecord, FinishExecution, ExecutionLeaseRef, ListExecutions,
     NewExecution, TerminalizeExpired, Terminalized,
 };
 pub use schema::{EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE};
@@ -107,7 +107,7 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// is not held (wrong owner/token, released, execution missing) or has
     /// expired — the worker has lost the execution and must stop;
     /// `managed_input_state` if the execution finished; `storage_error`.
-    async fn renew_lease(&self, lease: &LeaseRef, ttl: Duration) -> Result<ExecutionLease>;
+    async fn renew_lease(&self, lease: &ExecutionLeaseRef, ttl: Duration) -> Result<ExecutionLease>;
 
     /// Releases a live lease, leaving the execution unleased. Releasing after
     /// [`finish`](Self::finish) (which ends the lease) succeeds.
@@ -115,7 +115,7 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// # Errors
     /// `managed_input_conflict` if the lease is not held or has expired
     /// (an expired lease is left for recovery); `storage_error`.
-    async fn release_lease(&self, lease: &LeaseRef) -> Result<()>;
+    async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()>;
 
     /// Moves the lifecycle to `to` (checked with
     /// [`ExecutionStatus::can_transition_to`]) and appends
@@ -132,7 +132,7 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
         &self,
         execution_id: &str,
         to: ExecutionStatus,
-        lease: Option<&LeaseRef>,
+        lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionRecord>;
 
     /// Finishes the execution exactly once: lifecycle `finished`, outcome,
@@ -181,7 +181,7 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
         execution_id: &str,
         kind: &str,
         payload: Value,
-        lease: Option<&LeaseRef>,
+        lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionEvent>;
 
     /// Events of one execution in sequence order, only those with

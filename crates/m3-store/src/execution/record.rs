@@ -75,7 +75,7 @@ impl ExecutionRecord {
 /// the token the store handed out (or accepted) at acquisition.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
-pub struct LeaseRef {
+pub struct ExecutionLeaseRef {
     /// Execution the lease is on.
     pub execution_id: String,
     /// Worker that holds it.
@@ -84,7 +84,7 @@ pub struct LeaseRef {
     pub lease_token: String,
 }
 
-impl LeaseRef {
+impl ExecutionLeaseRef {
     /// A lease reference from its three parts.
     pub fn new(
         execution_id: impl Into<String>,
@@ -116,8 +116,8 @@ pub struct ExecutionLease {
 
 impl ExecutionLease {
     /// The reference used to fence writes with this lease.
-    pub fn to_ref(&self) -> LeaseRef {
-        LeaseRef::new(&self.execution_id, &self.owner_id, &self.lease_token)
+    pub fn to_ref(&self) -> ExecutionLeaseRef {
+        ExecutionLeaseRef::new(&self.execution_id, &self.owner_id, &self.lease_token)
     }
 
     /// True if the lease has expired at `now`.
@@ -229,7 +229,7 @@ pub struct FinishExecution {
     pub result: Option<ExecutionResult>,
     /// The worker lease fencing this write; `None` for an unleased writer
     /// (allowed only while no worker lease exists).
-    pub lease: Option<LeaseRef>,
+    pub lease: Option<ExecutionLeaseRef>,
 }
 
 impl FinishExecution {
@@ -257,7 +257,7 @@ impl FinishExecution {
     }
 
     /// Fences the write with the caller's worker lease.
-    pub fn with_lease(mut self, lease: LeaseRef) -> Self {
+    pub fn with_lease(mut self, lease: ExecutionLeaseRef) -> Self {
         self.execution_id.clone_from(&lease.execution_id);
         self.lease = Some(lease);
         self
@@ -271,7 +271,7 @@ impl FinishExecution {
 pub struct TerminalizeExpired {
     /// The expired lease (as returned by
     /// [`list_expired_leases`](super::ExecutionStore::list_expired_leases)).
-    pub lease: LeaseRef,
+    pub lease: ExecutionLeaseRef,
     /// Terminal outcome (`failed` for managed executions, `interrupted` otherwise).
     pub outcome: ExecutionOutcome,
     /// Terminal error (for managed executions: `managed_input_recovery_unavailable`).
@@ -283,7 +283,7 @@ pub struct TerminalizeExpired {
 
 impl TerminalizeExpired {
     /// Terminalizes the execution of `lease` with `outcome` and `reason`.
-    pub fn new(lease: LeaseRef, outcome: ExecutionOutcome, reason: impl Into<String>) -> Self {
+    pub fn new(lease: ExecutionLeaseRef, outcome: ExecutionOutcome, reason: impl Into<String>) -> Self {
         Self {
             lease,
             outcome,

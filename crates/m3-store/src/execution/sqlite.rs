@@ -13,7 +13,7 @@ use tokio::sync::OnceCell;
 use tracing::instrument;
 
 use super::record::{
-    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionRecord, FinishExecution, LeaseRef,
+    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionRecord, FinishExecution, ExecutionLeaseRef,
     ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
 };
 use super::rows::{event_from_row, execution_from_row, select_execution};
@@ -63,7 +63,7 @@ impl SqliteExecutionStore {
     /// [`ExecutionStore::managed_input_store`]).
     ///
     /// # Errors
-    /// `invalid_argument` if the path is a symlink or not a regular file;
+    /// `managed_input_invalid` if the path is a symlink or not a regular file;
     /// `storage_error` if it cannot be created or opened.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::open_with(path, SqliteStoreOptions::new()).await
@@ -219,7 +219,7 @@ impl ExecutionStore for SqliteExecutionStore {
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
-    async fn renew_lease(&self, lease: &LeaseRef, ttl: Duration) -> Result<ExecutionLease> {
+    async fn renew_lease(&self, lease: &ExecutionLeaseRef, ttl: Duration) -> Result<ExecutionLease> {
         let id = lease.execution_id.as_str();
         let now = self.now();
         let expires_at = expiry(now, ttl)?;
@@ -252,7 +252,7 @@ impl ExecutionStore for SqliteExecutionStore {
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
-    async fn release_lease(&self, lease: &LeaseRef) -> Result<()> {
+    async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
         let id = lease.execution_id.as_str();
         let now = self.now();
         let mut tx = begin(&self.inner.pool).await?;
@@ -283,7 +283,7 @@ impl ExecutionStore for SqliteExecutionStore {
         &self,
         execution_id: &str,
         to: ExecutionStatus,
-        lease: Option<&LeaseRef>,
+        lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionRecord> {
         self.do_transition(execution_id, to, lease).await
     }
@@ -320,7 +320,7 @@ impl ExecutionStore for SqliteExecutionStore {
         execution_id: &str,
         kind: &str,
         payload: Value,
-        lease: Option<&LeaseRef>,
+        lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionEvent> {
         self.do_append_event(execution_id, kind, payload, lease).await
     }

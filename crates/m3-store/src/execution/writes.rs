@@ -8,7 +8,7 @@ use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 use time::OffsetDateTime;
 
 use super::error;
-use super::record::{ExecutionEvent, ExecutionRecord, LeaseRef};
+use super::record::{ExecutionEvent, ExecutionRecord, ExecutionLeaseRef};
 use super::rows::{event_from_row, execution_from_row, select_execution};
 use crate::sqlite_pool::sqlx_error;
 
@@ -53,7 +53,7 @@ pub(crate) async fn fetch_existing(
 /// `None` requires that no lease exists at all.
 pub(crate) fn check_fence(
     record: &ExecutionRecord,
-    lease: Option<&LeaseRef>,
+    lease: Option<&ExecutionLeaseRef>,
     now: OffsetDateTime,
 ) -> Result<()> {
     let id = record.execution_id.as_str();
@@ -81,7 +81,7 @@ pub(crate) fn check_fence(
 pub(crate) fn diagnose(
     record: Option<&ExecutionRecord>,
     execution_id: &str,
-    lease: Option<&LeaseRef>,
+    lease: Option<&ExecutionLeaseRef>,
     now: OffsetDateTime,
 ) -> Error {
     match record {
