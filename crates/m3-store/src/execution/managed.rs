@@ -1,9 +1,10 @@
 //! Lazy resolution of the execution store's managed-input store.
 //!
-//! The managed-input tables are created the first time
+//! The managed-input store is built the first time
 //! [`ExecutionStore::managed_input_store`](super::ExecutionStore::managed_input_store)
-//! is called, on the same database file and pool — never when the execution
-//! store is opened and never when an execution is created. A store that never
+//! is called, on the same database file, pool and clock, and creates its
+//! tables on its own first operation — never when the execution store is
+//! opened and never when an execution is created. A store that never
 //! runs managed work therefore never gains the managed-input tables.
 
 use std::sync::Arc;

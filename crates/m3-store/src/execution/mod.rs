@@ -125,8 +125,9 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// [`terminalize_expired`](Self::terminalize_expired).
     ///
     /// # Errors
-    /// `invalid_transition`-class error (see `docs/execution-store.md`) if the
-    /// table forbids the move or `to` is `finished`; `managed_input_conflict`
+    /// `invalid_argument` with detail `code = "invalid_transition"` (built by
+    /// `Error::from_code(ErrorCode::InvalidTransition, ..)`) if the table
+    /// forbids the move or `to` is `finished`; `managed_input_conflict`
     /// if the execution does not exist or the fence fails; `storage_error`.
     async fn transition(
         &self,
@@ -219,11 +220,12 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized>;
 
     /// The managed-input store of this execution store, resolved lazily: the
-    /// first call opens it on the same database (creating the managed-input
-    /// tables then, never at open or submission); later calls return the same
+    /// first call builds it on the same database file, pool and clock; its
+    /// first operation creates the managed-input tables (never the execution
+    /// store's open, never `create_execution`). Later calls return the same
     /// object.
     ///
     /// # Errors
-    /// `storage_error` if the managed-input tables cannot be created.
+    /// `managed_input_invalid` if the clock does not return UTC timestamps.
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>>;
 }
