@@ -36,7 +36,7 @@ async fn acquire_is_idempotent_for_same_owner_and_token_and_exclusive_otherwise(
     let id = create(&store).await?.execution_id;
     let request = AcquireLease::new(&id, "worker-a", TTL).with_lease_token("lease-fixed");
     let first = store.acquire_lease(request.clone()).await?;
-    fx.clock.advance(Duration::from_secs(1));
+    fx.clock.advance_std(Duration::from_secs(1));
     assert_eq!(store.acquire_lease(request).await?, first);
 
     let err = assert_code(lease(&store, &id, "worker-b").await, "managed_input_conflict");
@@ -91,11 +91,11 @@ async fn lease_expires_by_the_clock_and_is_never_taken_over() -> TestResult {
     let id = create(&store).await?.execution_id;
     let held = lease(&store, &id, "worker-a").await?;
 
-    fx.clock.advance(TTL - Duration::from_secs(1));
+    fx.clock.advance_std(TTL - Duration::from_secs(1));
     let renewed = store.renew_lease(&held.to_ref(), TTL).await?;
     assert_eq!(renewed.expires_at, START + TTL - Duration::from_secs(1) + TTL);
 
-    fx.clock.advance(TTL);
+    fx.clock.advance_std(TTL);
     // Exactly at expiry the lease is expired.
     let err = assert_code(
         store.renew_lease(&held.to_ref(), TTL).await,
@@ -203,7 +203,7 @@ async fn leased_writes_need_the_live_lease_and_unleased_writes_need_none() -> Te
     assert_eq!(event.sequence, 4);
 
     // After expiry even the holder is refused.
-    fx.clock.advance(TTL);
+    fx.clock.advance_std(TTL);
     let err = assert_code(
         store
             .transition(&id, ExecutionStatus::WaitingForInput, Some(&fence))
@@ -316,7 +316,7 @@ async fn terminalize_finishes_an_expired_execution_once() -> TestResult {
         ExecutionOutcome::Failed,
         "x",
     );
-    fx.clock.advance(TTL);
+    fx.clock.advance_std(TTL);
     assert_code(store.terminalize_expired(wrong).await, "managed_input_conflict");
 
     let done = store.terminalize_expired(request.clone()).await?;

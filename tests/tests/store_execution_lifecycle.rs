@@ -123,9 +123,9 @@ async fn list_executions_filters_and_orders_oldest_first() -> TestResult {
     let fx = Fixture::new()?;
     let store = fx.open().await?;
     let a = create(&store).await?;
-    fx.clock.advance(Duration::from_secs(1));
+    fx.clock.advance_std(Duration::from_secs(1));
     let b = create_managed(&store).await?;
-    fx.clock.advance(Duration::from_secs(1));
+    fx.clock.advance_std(Duration::from_secs(1));
     let c = create(&store).await?;
     store.transition(&c.execution_id, ExecutionStatus::Queued, None).await?;
 
@@ -213,7 +213,7 @@ async fn finish_happens_once_and_is_idempotent_for_identical_data() -> TestResul
     let record = create(&store).await?;
     let id = record.execution_id.as_str();
     store.transition(id, ExecutionStatus::Starting, None).await?;
-    fx.clock.advance(Duration::from_secs(5));
+    fx.clock.advance_std(Duration::from_secs(5));
 
     let request =
         FinishExecution::new(id, ExecutionOutcome::TimedOut).with_error(sample_error());
@@ -229,7 +229,7 @@ async fn finish_happens_once_and_is_idempotent_for_identical_data() -> TestResul
     assert_eq!(last.payload["outcome"], "timed_out");
     assert_eq!(last.payload["error"]["code"], "timeout");
 
-    fx.clock.advance(Duration::from_secs(5));
+    fx.clock.advance_std(Duration::from_secs(5));
     let again = store.finish(request).await?;
     assert_eq!(again, finished, "identical finish returns the stored record");
     assert_eq!(store.list_events(id, None).await?.len(), events.len());
@@ -332,7 +332,7 @@ async fn cancel_request_keeps_the_first_reason_and_ignores_finished() -> TestRes
     let cancelled = store.request_cancel(id, Some("caller requested cancellation")).await?;
     assert!(cancelled.is_cancel_requested());
     assert_eq!(cancelled.cancel_requested_at, Some(START));
-    fx.clock.advance(Duration::from_secs(1));
+    fx.clock.advance_std(Duration::from_secs(1));
     let again = store.request_cancel(id, Some("second")).await?;
     assert_eq!(again.cancel_reason.as_deref(), Some("caller requested cancellation"));
     assert_eq!(again.cancel_requested_at, Some(START));

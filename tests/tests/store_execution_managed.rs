@@ -116,7 +116,7 @@ async fn terminalize_fails_unresolved_rounds_in_the_same_transaction() -> TestRe
         .create_round(CreateRound::new(pending(&other_id, "round-1")?, "managed-runtime:b", TTL))
         .await?;
 
-    fx.clock.advance(TTL);
+    fx.clock.advance_std(TTL);
     let error = ErrorInfo::new(
         ErrorCode::ManagedInputRecoveryUnavailable,
         "managed input recovery is unavailable",
@@ -153,7 +153,7 @@ async fn terminalize_never_creates_the_managed_tables() -> TestResult {
     let store = fx.open().await?;
     let id = create(&store).await?.execution_id;
     let held = lease(&store, &id, "worker-a").await?;
-    fx.clock.advance(TTL);
+    fx.clock.advance_std(TTL);
     let done = store
         .terminalize_expired(TerminalizeExpired::new(
             held.to_ref(),

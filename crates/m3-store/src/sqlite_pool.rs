@@ -1,7 +1,8 @@
-//! Opening a SQLite database file for the m3-rs stores.
+//! Opening the execution store's SQLite database file and pool.
 //!
-//! Both SQLite backends (the managed-input store and the execution store) open
-//! their database through [`open_pool`], so they share one set of rules:
+//! The rules are the managed-input store's (`sqlite::file`, which is private to
+//! that module, hence this small twin; merge them when `sqlite::file` becomes
+//! `pub(crate)`):
 //!
 //! - the path must not be a symlink and, when it exists, must be a regular file;
 //! - missing parent directories are created;
@@ -10,112 +11,16 @@
 //!   [`SqliteConnectOptions`] (`journal_mode=WAL`, `synchronous`,
 //!   `busy_timeout`, `foreign_keys=ON`), never a PRAGMA query on the pool.
 //!
-//! [`SqliteStoreOptions`] carries the tunables and the injectable [`Clock`].
+//! The tunables come from [`SqliteStoreOptions`], shared with the managed-input
+//! store.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 
-use m3_types::{Clock, Error, Result, SystemClock};
+use m3_types::{Error, Result};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
-pub use sqlx::sqlite::SqliteSynchronous;
-
-/// Default SQLite busy timeout: how long a writer waits for the write lock.
-pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Default number of pooled connections per store object.
-pub const DEFAULT_MAX_CONNECTIONS: u32 = 4;
-
-/// Options shared by the SQLite stores of m3-rs.
-///
-/// Build with [`SqliteStoreOptions::new`] and the consuming setters; every
-/// setter documents its default.
-///
-/// ```
-/// use std::time::Duration;
-/// use m3_store::{SqliteStoreOptions, SqliteSynchronous};
-///
-/// let options = SqliteStoreOptions::new()
-///     .busy_timeout(Duration::from_secs(10))
-///     .synchronous(SqliteSynchronous::Normal);
-/// assert_eq!(options.get_busy_timeout(), Duration::from_secs(10));
-/// ```
-#[derive(Clone, Debug)]
-#[must_use]
-pub struct SqliteStoreOptions {
-    busy_timeout: Duration,
-    synchronous: SqliteSynchronous,
-    max_connections: u32,
-    clock: Arc<dyn Clock>,
-}
-
-impl SqliteStoreOptions {
-    /// Options with every default: busy timeout 5 s, `synchronous=FULL`,
-    /// 4 pooled connections, the [`SystemClock`].
-    pub fn new() -> Self {
-        Self {
-            busy_timeout: DEFAULT_BUSY_TIMEOUT,
-            synchronous: SqliteSynchronous::Full,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            clock: Arc::new(SystemClock),
-        }
-    }
-
-    /// How long a connection waits for a lock held by another connection or
-    /// process before failing with `storage_error` (default 5 s).
-    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
-        self.busy_timeout = timeout;
-        self
-    }
-
-    /// The `synchronous` PRAGMA of every connection (default `FULL`: a
-    /// committed lease, response or event survives power loss).
-    pub fn synchronous(mut self, synchronous: SqliteSynchronous) -> Self {
-        self.synchronous = synchronous;
-        self
-    }
-
-    /// Maximum number of pooled connections (default 4, minimum 1).
-    pub fn max_connections(mut self, max_connections: u32) -> Self {
-        self.max_connections = max_connections.max(1);
-        self
-    }
-
-    /// The clock used for every timestamp and lease expiry (default
-    /// [`SystemClock`]; tests inject a `ManualClock`).
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// The configured busy timeout.
-    pub fn get_busy_timeout(&self) -> Duration {
-        self.busy_timeout
-    }
-
-    /// The configured `synchronous` mode.
-    pub fn get_synchronous(&self) -> SqliteSynchronous {
-        self.synchronous
-    }
-
-    /// The configured maximum number of pooled connections.
-    pub fn get_max_connections(&self) -> u32 {
-        self.max_connections
-    }
-
-    /// The configured clock.
-    pub fn get_clock(&self) -> &Arc<dyn Clock> {
-        &self.clock
-    }
-}
-
-impl Default for SqliteStoreOptions {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+use crate::sqlite::SqliteStoreOptions;
 
 /// Opens (creating if needed) the database file at `path` and returns a pool.
 ///
@@ -142,11 +47,11 @@ pub(crate) async fn open_pool(path: &Path, options: &SqliteStoreOptions) -> Resu
         .filename(path)
         .create_if_missing(false)
         .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(options.synchronous)
-        .busy_timeout(options.busy_timeout)
+        .synchronous(options.get_synchronous())
+        .busy_timeout(options.get_busy_timeout())
         .foreign_keys(true);
     let pool = SqlitePoolOptions::new()
-        .max_connections(options.max_connections)
+        .max_connections(options.get_max_connections())
         .min_connections(0)
         .connect_with(connect)
         .await

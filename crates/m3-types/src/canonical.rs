@@ -31,7 +31,7 @@ pub fn canonical_eq(a: &Value, b: &Value) -> bool {
 }
 
 fn invalid() -> Error {
-    Error::managed_input_validation("managed input contains invalid JSON")
+    Error::managed_input_validation(crate::messages::INVALID_JSON)
 }
 
 fn write_value(value: &Value, out: &mut String, depth: usize) -> Result<()> {

@@ -18,6 +18,10 @@ pub(crate) fn truncate_micros(t: OffsetDateTime) -> OffsetDateTime {
 
 /// The operating system's clock.
 #[derive(Debug, Clone, Copy, Default)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "unit struct, used as the value `SystemClock`"
+)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {

@@ -18,6 +18,10 @@ pub type ResponseMap = BTreeMap<String, ElicitationResponse>;
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ElicitationAction {
     /// `"accept"`: answered (form content, or consent for a URL request).
     Accept,
@@ -70,6 +74,10 @@ impl FromStr for ElicitationAction {
 /// deserialization enforce that. JSON: `{"action": .., "content": .. | null, "meta": .. | null}`.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct ElicitationResponse {
     /// What the person did.
     pub action: ElicitationAction,
@@ -148,10 +156,10 @@ impl ElicitationResponse {
     /// `managed_input_invalid` when a decline or cancel carries content.
     pub fn validate(&self) -> Result<()> {
         if self.action != ElicitationAction::Accept && self.content.is_some() {
-            return Err(Error::managed_input_validation(
-                "decline and cancel responses cannot contain content",
-            )
-            .with_detail("action", self.action.as_str()));
+            return Err(
+                Error::managed_input_validation(crate::messages::DECLINE_CONTENT)
+                    .with_detail("action", self.action.as_str()),
+            );
         }
         Ok(())
     }
@@ -179,6 +187,10 @@ impl<'de> Deserialize<'de> for ElicitationResponse {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum OperationKind {
     /// `"tool"`: a tool call.
     Tool,
@@ -228,6 +240,10 @@ impl FromStr for OperationKind {
 /// A form request: the server asks for content matching `requested_schema`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct FormElicitationRequest {
     /// Key of this request inside its round (non-empty).
     pub request_key: String,
@@ -303,6 +319,10 @@ impl FormElicitationRequest {
 /// A URL request: the server asks the person to visit `url` (M3 never opens it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct UrlElicitationRequest {
     /// Key of this request inside its round (non-empty).
     pub request_key: String,
@@ -384,6 +404,10 @@ impl UrlElicitationRequest {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ElicitationMode {
     /// `"form"`
     Form,
@@ -392,6 +416,9 @@ pub enum ElicitationMode {
 }
 
 impl ElicitationMode {
+    /// Both modes.
+    pub const ALL: [Self; 2] = [Self::Form, Self::Url];
+
     /// The wire string.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -401,9 +428,36 @@ impl ElicitationMode {
     }
 }
 
+impl fmt::Display for ElicitationMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ElicitationMode {
+    type Err = Error;
+
+    /// # Errors
+    /// `managed_input_invalid` for anything but `form` and `url`.
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                Error::managed_input_validation(format!(
+                    "elicitation mode must be 'form' or 'url', got '{s}'"
+                ))
+            })
+    }
+}
+
 /// One request of a round, tagged by `mode` (`"form"` or `"url"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "mode", rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ElicitationRequest {
     /// A form request.
     Form(FormElicitationRequest),

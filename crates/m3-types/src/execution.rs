@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use crate::error::{Error, ErrorCode, Result};
 
 macro_rules! wire_enum {
-    ($name:ident, $what:literal, [$($variant:ident => $text:literal: $doc:literal),* $(,)?]) => {
+    ($name:ident, $what:literal, [$($variant:ident => $text:literal),* $(,)?]) => {
         impl $name {
             /// Every variant, in declaration order.
             pub const ALL: &'static [Self] = &[$(Self::$variant),*];
@@ -62,6 +62,10 @@ macro_rules! wire_enum {
     JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum HumanInput {
     /// `"fail"`: elicitation requests fail the operation (the default).
     #[default]
@@ -99,7 +103,7 @@ impl FromStr for HumanInput {
             .into_iter()
             .find(|v| v.as_str() == s)
             .ok_or_else(|| {
-                Error::model_validation("human_input must be 'fail' or 'managed'")
+                Error::model_validation(crate::messages::HUMAN_INPUT)
                     .with_detail("operation", "execution.submit")
                     .with_detail("value", s)
             })
@@ -111,6 +115,10 @@ impl FromStr for HumanInput {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ExecutionStatus {
     /// `"created"`
     Created,
@@ -131,14 +139,14 @@ pub enum ExecutionStatus {
 }
 
 wire_enum!(ExecutionStatus, "execution status", [
-    Created => "created": "",
-    Queued => "queued": "",
-    Starting => "starting": "",
-    Idle => "idle": "",
-    RunningTurn => "running_turn": "",
-    WaitingForInput => "waiting_for_input": "",
-    Closing => "closing": "",
-    Finished => "finished": "",
+    Created => "created",
+    Queued => "queued",
+    Starting => "starting",
+    Idle => "idle",
+    RunningTurn => "running_turn",
+    WaitingForInput => "waiting_for_input",
+    Closing => "closing",
+    Finished => "finished",
 ]);
 
 impl ExecutionStatus {
@@ -173,6 +181,10 @@ impl ExecutionStatus {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ExecutionOutcome {
     /// `"completed"`
     Completed,
@@ -187,11 +199,11 @@ pub enum ExecutionOutcome {
 }
 
 wire_enum!(ExecutionOutcome, "execution outcome", [
-    Completed => "completed": "",
-    Failed => "failed": "",
-    TimedOut => "timed_out": "",
-    Cancelled => "cancelled": "",
-    Interrupted => "interrupted": "",
+    Completed => "completed",
+    Failed => "failed",
+    TimedOut => "timed_out",
+    Cancelled => "cancelled",
+    Interrupted => "interrupted",
 ]);
 
 impl ExecutionOutcome {
@@ -223,6 +235,10 @@ impl ExecutionOutcome {
     JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ActivityHealth {
     /// `"no_calls"` (default)
     #[default]
@@ -236,15 +252,19 @@ pub enum ActivityHealth {
 }
 
 wire_enum!(ActivityHealth, "activity health", [
-    NoCalls => "no_calls": "",
-    AllSucceeded => "all_succeeded": "",
-    AllFailed => "all_failed": "",
-    Mixed => "mixed": "",
+    NoCalls => "no_calls",
+    AllSucceeded => "all_succeeded",
+    AllFailed => "all_failed",
+    Mixed => "mixed",
 ]);
 
 /// The error recorded in an [`ExecutionResult`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct ErrorInfo {
     /// Stable code.
     pub code: ErrorCode,
@@ -289,6 +309,10 @@ impl ErrorInfo {
 
 /// Snapshot of an execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct ExecutionState {
     /// Execution id.
     pub execution_id: String,
@@ -406,6 +430,10 @@ impl ExecutionState {
 
 /// The terminal result of an execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct ExecutionResult {
     /// Final snapshot (`finished`).
     pub snapshot: ExecutionState,

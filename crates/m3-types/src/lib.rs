@@ -59,7 +59,8 @@
 //! - [`execution`]: [`HumanInput`], the [`ExecutionStatus`] transition table, outcomes, state,
 //!   results and [`ErrorInfo`].
 //! - [`server`]: [`StdioServer`] bindings and [`ToolSelection`] (`"server:tool"`).
-//! - [`error`]: one [`Error`] enum with stable [`Error::code`] strings.
+//! - [`error`]: one [`Error`] enum with stable [`Error::code`] strings; [`messages`] holds the
+//!   reference's message texts so every crate and backend uses the same words.
 //! - [`canonical`], [`redact`](mod@redact), [`clock`], [`timestamp`]: canonical JSON for payload
 //!   equality, the diagnostic projection, injectable clocks, fixed-width UTC timestamp text.
 //! - [`schema`]: JSON Schemas of every public value type.
@@ -73,12 +74,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
+#![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 
 pub mod canonical;
 pub mod clock;
 pub mod elicitation;
 pub mod error;
 pub mod execution;
+pub mod messages;
 pub mod record;
 pub mod redact;
 pub mod round;

@@ -17,6 +17,10 @@ use crate::round::{PendingElicitationRound, require_non_empty};
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum ManagedInputStatus {
     /// `"pending"`: waiting for a response.
     Pending,
@@ -95,6 +99,10 @@ impl FromStr for ManagedInputStatus {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
 pub enum DeliveryState {
     /// `"not_started"`: delivery never began.
     NotStarted,
@@ -141,6 +149,10 @@ impl FromStr for DeliveryState {
 /// The compare-and-set token currently allowed to mutate a round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct ManagedInputLease {
     /// Worker that owns the round.
     pub owner_id: String,
@@ -187,6 +199,10 @@ impl ManagedInputLease {
 /// Deserialization validates.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, remote = "Self")]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct ManagedInputRecord {
     /// The public round.
     pub pending: PendingElicitationRound,

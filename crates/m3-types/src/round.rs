@@ -17,6 +17,10 @@ use crate::error::{Error, Result};
 /// `null` when absent).
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
 pub struct PendingElicitationRound {
     /// Durable identifier of this round.
     pub round_id: String,

@@ -1,7 +1,7 @@
 //! Timestamp text: fixed-width UTC ISO-8601 with microseconds and `+00:00`.
 //!
-//! [`format`] always writes `YYYY-MM-DDTHH:MM:SS.ffffff+00:00` (32 characters), so the
-//! lexical order of stored text equals time order. [`parse`] reads that form and every form
+//! [`format()`] always writes `YYYY-MM-DDTHH:MM:SS.ffffff+00:00` (32 characters), so the
+//! lexical order of stored text equals time order. [`parse()`] reads that form and every form
 //! Python's `datetime.isoformat()` produces for timezone-aware datetimes (no fraction,
 //! milliseconds, a space or other one-character separator, offsets other than UTC, offsets
 //! with seconds), plus a trailing `Z`. Naive timestamps (no offset) are refused.
@@ -156,7 +156,7 @@ pub mod serde {
     use serde::{Deserialize, Deserializer, Serializer};
     use time::OffsetDateTime;
 
-    /// Serializes with [`super::format`].
+    /// Serializes with [`super::format()`].
     ///
     /// # Errors
     /// Only the serializer's own errors.
@@ -164,10 +164,10 @@ pub mod serde {
         s.serialize_str(&super::format(*t))
     }
 
-    /// Deserializes with [`super::parse`].
+    /// Deserializes with [`super::parse()`].
     ///
     /// # Errors
-    /// Text that [`super::parse`] refuses.
+    /// Text that [`super::parse()`] refuses.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetDateTime, D::Error> {
         let text = String::deserialize(d)?;
         super::parse(&text).map_err(serde::de::Error::custom)
@@ -178,7 +178,7 @@ pub mod serde {
         use serde::{Deserialize, Deserializer, Serializer};
         use time::OffsetDateTime;
 
-        /// Serializes `Some` with [`crate::timestamp::format`], `None` as `null`.
+        /// Serializes `Some` with [`crate::timestamp::format()`], `None` as `null`.
         ///
         /// # Errors
         /// Only the serializer's own errors.
@@ -192,10 +192,10 @@ pub mod serde {
             }
         }
 
-        /// Deserializes `null` or text accepted by [`crate::timestamp::parse`].
+        /// Deserializes `null` or text accepted by [`crate::timestamp::parse()`].
         ///
         /// # Errors
-        /// Text that [`crate::timestamp::parse`] refuses.
+        /// Text that [`crate::timestamp::parse()`] refuses.
         pub fn deserialize<'de, D: Deserializer<'de>>(
             d: D,
         ) -> Result<Option<OffsetDateTime>, D::Error> {

@@ -13,7 +13,14 @@ pub const MAX_SCHEMA_DEPTH: usize = 64;
 /// Most JSON nodes a requested schema may have.
 pub const MAX_SCHEMA_NODES: usize = 20_000;
 
-const SCHEMA_MISMATCH: &str = "response content does not match the request schema";
+/// Backtracking budget of one `pattern` match (guards against catastrophic regexes).
+const REGEX_BACKTRACK_LIMIT: usize = 100_000;
+/// Size budget, in bytes, of one compiled `pattern`.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+use crate::messages::{
+    EXACT_KEYS, FORM_REQUIRES_CONTENT, SCHEMA_MISMATCH, UNEXPECTED_KEYS, URL_CONTENT,
+};
 
 /// Checks `responses` against the pending round, exactly as the reference's store does.
 ///
@@ -41,17 +48,14 @@ pub fn validate_responses(
     let given: BTreeSet<&str> = responses.keys().map(String::as_str).collect();
     let unexpected: Vec<&str> = given.difference(&expected).copied().collect();
     if !unexpected.is_empty() {
-        return Err(
-            Error::managed_input_validation("responses contain unexpected request keys")
-                .with_detail("unexpected_keys", unexpected),
-        );
+        return Err(Error::managed_input_validation(UNEXPECTED_KEYS)
+            .with_detail("unexpected_keys", unexpected));
     }
     let missing: Vec<&str> = expected.difference(&given).copied().collect();
     if !missing.is_empty() {
-        return Err(Error::managed_input_validation(
-            "responses must contain exactly the pending request keys",
-        )
-        .with_detail("missing_keys", missing));
+        return Err(
+            Error::managed_input_validation(EXACT_KEYS).with_detail("missing_keys", missing)
+        );
     }
     for (key, request) in &pending.requests {
         let Some(response) = responses.get(key) else {
@@ -66,20 +70,16 @@ pub fn validate_responses(
                     continue;
                 }
                 let Some(content) = &response.content else {
-                    return Err(Error::managed_input_validation(
-                        "form acceptance requires content",
-                    )
-                    .with_detail("request_key", key.as_str()));
+                    return Err(Error::managed_input_validation(FORM_REQUIRES_CONTENT)
+                        .with_detail("request_key", key.as_str()));
                 };
                 check_content(&form.requested_schema, content)
                     .map_err(|e| e.with_detail("request_key", key.as_str()))?;
             }
             ElicitationRequest::Url(_) => {
                 if response.content.is_some() {
-                    return Err(Error::managed_input_validation(
-                        "URL responses cannot contain form content",
-                    )
-                    .with_detail("request_key", key.as_str()));
+                    return Err(Error::managed_input_validation(URL_CONTENT)
+                        .with_detail("request_key", key.as_str()));
                 }
             }
         }
@@ -96,19 +96,26 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
     let mismatch = |reason: &str| {
         Error::managed_input_validation(SCHEMA_MISMATCH).with_detail("reason", reason.to_owned())
     };
-    let schema = Value::Object(schema.clone());
-    let content = Value::Object(content.clone());
-    let (depth, nodes) = measure(&schema);
+    // Measure before cloning: clone and drop of serde_json values recurse.
+    let (depth, nodes) = measure_map(schema);
     if depth > MAX_SCHEMA_DEPTH || nodes > MAX_SCHEMA_NODES {
         return Err(mismatch("request schema is too large or too deeply nested"));
     }
-    if measure(&content).0 > MAX_SCHEMA_DEPTH {
+    if measure_map(content).0 > MAX_SCHEMA_DEPTH {
         return Err(mismatch("response content is too deeply nested"));
     }
+    let schema = Value::Object(schema.clone());
+    let content = Value::Object(content.clone());
     let validator = jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
         .should_validate_formats(true)
         .offline()
+        .with_pattern_options(
+            jsonschema::PatternOptions::fancy_regex()
+                .backtrack_limit(REGEX_BACKTRACK_LIMIT)
+                .size_limit(REGEX_SIZE_LIMIT)
+                .dfa_size_limit(REGEX_SIZE_LIMIT),
+        )
         .build(&schema)
         .map_err(|e| mismatch(&format!("invalid request schema: {e}")))?;
     let errors: Vec<Value> = validator
@@ -128,11 +135,11 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
     }
 }
 
-/// Nesting depth and node count of a JSON value, computed without recursion.
-fn measure(value: &Value) -> (usize, usize) {
-    let mut stack = vec![(value, 1usize)];
-    let mut max_depth = 0;
-    let mut nodes = 0;
+/// Nesting depth and node count of a JSON object, computed without recursion.
+fn measure_map(map: &Map<String, Value>) -> (usize, usize) {
+    let mut stack: Vec<(&Value, usize)> = map.values().map(|v| (v, 2usize)).collect();
+    let mut max_depth = 1;
+    let mut nodes = 1;
     while let Some((v, depth)) = stack.pop() {
         nodes += 1;
         max_depth = max_depth.max(depth);

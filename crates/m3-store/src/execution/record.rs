@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use m3_types::{
-    ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionStatus, HumanInput,
+    ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -68,6 +68,17 @@ impl ExecutionRecord {
     /// True once anybody requested cancellation.
     pub fn is_cancel_requested(&self) -> bool {
         self.cancel_requested_at.is_some()
+    }
+
+    /// The execution's [`ExecutionState`] snapshot (lifecycle, outcome, event
+    /// sequence, timestamps; the other snapshot fields are left empty).
+    pub fn state(&self) -> ExecutionState {
+        let mut state = ExecutionState::new(&self.execution_id, self.created_at);
+        state.lifecycle = self.lifecycle;
+        state.outcome = self.outcome;
+        state.sequence = self.sequence;
+        state.finished_at = self.finished_at;
+        state
     }
 }
 

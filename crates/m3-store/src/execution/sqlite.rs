@@ -19,7 +19,8 @@ use super::record::{
 use super::rows::{event_from_row, execution_from_row, select_execution};
 use super::writes::{begin, commit, diagnose, fetch, fetch_existing};
 use super::{ExecutionStore, error, managed, schema};
-use crate::sqlite_pool::{SqliteStoreOptions, open_pool, sqlx_error};
+use crate::sqlite::SqliteStoreOptions;
+use crate::sqlite_pool::{open_pool, sqlx_error};
 use crate::ManagedInputStore;
 
 /// SQLite backend of [`ExecutionStore`].
@@ -104,8 +105,12 @@ impl SqliteExecutionStore {
         &self.inner
     }
 
+    /// "Now" from the clock, in UTC, truncated to the stored microsecond
+    /// precision (so returned values equal what a later read yields).
     pub(super) fn now(&self) -> OffsetDateTime {
-        self.inner.clock.now()
+        let now = self.inner.clock.now().to_offset(time::UtcOffset::UTC);
+        now.replace_nanosecond(now.nanosecond() / 1_000 * 1_000)
+            .unwrap_or(now)
     }
 }
 
