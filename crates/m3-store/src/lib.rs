@@ -68,3 +68,13 @@ pub use sqlite::{
 #[cfg(all(doctest, feature = "conformance"))]
 #[doc = include_str!("../../../docs/custom-backend.md")]
 pub struct CustomBackendGuide;
+
+mod execution;
+mod sqlite_pool;
+
+pub use execution::{
+    AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
+    EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE, ExecutionEvent,
+    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
+    ListExecutions, NewExecution, SqliteExecutionStore, TerminalizeExpired, Terminalized,
+};
