@@ -22,8 +22,8 @@ multi-request round becomes consecutive requests).
 
 The final answer is a JSON text: ``{"era": ..., "answers": {key: ElicitResult}}``.
 
-Operations: tool ``ask(plan)``, prompt ``ask_prompt(plan)``, resource
-template ``ask://{plan}``, plus a plain tool ``echo(text)`` and a tool
+Each call logs ``CALL ...`` on stderr. Operations: tool ``ask(plan)``, prompt ``ask_prompt(plan)``, resource
+template ``ask://{plan}``, plus plain tools ``echo(text)``, ``environment()`` (env and cwd as JSON) and
 ``spawn_grandchild()`` that starts a long sleeping grandchild process and
 returns its pid.
 """
@@ -31,6 +31,7 @@ returns its pid.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -92,6 +93,7 @@ async def legacy_ask(ctx: Context, key: str) -> dict:
 
 
 async def run_plan(ctx: Context, plan: str) -> str | InputRequiredResult:
+    print(f"CALL plan={plan} era={ctx.protocol_version}", file=sys.stderr, flush=True)
     rounds = parse_plan(plan)
     if ctx.protocol_version == MODERN:
         state = json.loads(ctx.request_state) if ctx.request_state else {"round": 0, "answers": {}}
@@ -145,7 +147,15 @@ async def ask_resource(plan: str, ctx: Context) -> str | InputRequiredResult:
 @mcp.tool()
 def echo(text: str) -> str:
     """Return the text unchanged (no input needed)."""
+    print(f"CALL echo {text}", file=sys.stderr, flush=True)
     return text
+
+
+@mcp.tool()
+def environment() -> str:
+    """Return this process's environment and working directory as JSON."""
+    print("CALL environment", file=sys.stderr, flush=True)
+    return json.dumps({"env": dict(os.environ), "cwd": os.getcwd()})
 
 
 @mcp.tool()
