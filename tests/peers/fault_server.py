@@ -14,6 +14,8 @@ tool, ``ship``. Calling ``ship`` triggers the fault:
 - ``hang``                        never answer
 - ``malformed-input-required``    answer ``{"resultType": "input_required"}`` (neither field)
 - ``bad-request-method``          input_required whose request is ``sampling/createMessage``
+- ``withdraw``                    legacy: send elicitation/create, withdraw it 0.3 s later with
+                                  notifications/cancelled, then answer the call with text "withdrawn"
 """
 
 import argparse
@@ -64,6 +66,14 @@ def fault(msg_id):
         out.flush()
         return
     if mode == "hang":
+        return
+    if mode == "withdraw":
+        server_request_id += 1
+        send({"jsonrpc": "2.0", "id": server_request_id, "method": "elicitation/create", "params": FORM["params"]})
+        time.sleep(0.3)
+        send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+              "params": {"requestId": server_request_id, "reason": "server gave up"}})
+        result(msg_id, {"content": [{"type": "text", "text": "withdrawn"}]})
         return
     if mode == "malformed-input-required":
         result(msg_id, {"resultType": "input_required"})

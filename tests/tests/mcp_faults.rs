@@ -2,6 +2,10 @@
 //! shipping server (and a hand-written raw peer for malformed replies) ends in a
 //! typed error within 10 seconds, in both eras, and leaves no child process.
 
+// Helpers outside #[test] fns fail the test on purpose (clippy.toml only relaxes
+// these lints inside test functions).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod mcp_support;
 
 use std::time::{Duration, Instant};
@@ -235,5 +239,26 @@ async fn a_legacy_server_that_ignores_discover_falls_back_to_initialize() {
         .await
         .unwrap();
     assert_eq!(connection.era(), ProtocolEra::Modern);
+    connection.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_withdrawn_legacy_round_is_reported_and_not_answered() {
+    let connection = connect_fast(&fault_peer("withdraw", "legacy"), ProtocolEra::Legacy).await;
+    let round = connection
+        .start(OperationRequest::tool("ship", Map::new()))
+        .await
+        .unwrap()
+        .input_round()
+        .unwrap();
+    assert!(!round.is_withdrawn());
+    tokio::time::timeout(BOUND, round.withdrawn())
+        .await
+        .expect("the server's notifications/cancelled ends the round");
+    assert!(round.is_withdrawn());
+    let done = round.cancel().await.unwrap().complete().unwrap();
+    assert_eq!(done.text(), "withdrawn");
+    let exchange = &done.record().attempts[0].rounds[0];
+    assert!(exchange.withdrawn);
     connection.close().await.unwrap();
 }

@@ -176,3 +176,21 @@ impl ConnectOptions {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn era_strings_round_trip() {
+        for era in [ProtocolEra::Modern, ProtocolEra::Legacy] {
+            assert_eq!(era.as_str().parse::<ProtocolEra>().unwrap(), era);
+            assert_eq!(
+                serde_json::to_value(era).unwrap(),
+                serde_json::json!(era.as_str())
+            );
+        }
+        let error = "2026".parse::<ProtocolEra>().unwrap_err();
+        assert!(error.message().contains("'2026'"));
+    }
+}

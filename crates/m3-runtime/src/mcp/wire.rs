@@ -304,3 +304,112 @@ pub(crate) fn method(kind: OperationKind) -> &'static str {
         OperationKind::Resource => "resources/read",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin(kind: OperationKind) -> Origin {
+        Origin {
+            server: "s".into(),
+            kind,
+            name: "op".into(),
+        }
+    }
+
+    #[test]
+    fn input_required_keeps_keys_state_and_raw_schema() {
+        let reply = json!({
+            "resultType": "input_required",
+            "requestState": "  opaque\u{e9}state ",
+            "inputRequests": {
+                "a": {"method": "elicitation/create", "params": {"message": "m", "requestedSchema":
+                    {"type": "object", "properties": {"x": {"type": "object", "properties": {}}}}}},
+                "b": {"method": "elicitation/create", "params": {"mode": "url", "message": "go", "url": "https://x.test", "elicitationId": ""}}
+            }
+        });
+        let Answer::InputRequired {
+            requests,
+            request_state,
+        } = classify(reply, &origin(OperationKind::Tool)).unwrap()
+        else {
+            panic!("expected input_required")
+        };
+        assert_eq!(request_state.as_deref(), Some("  opaque\u{e9}state "));
+        assert_eq!(requests.keys().collect::<Vec<_>>(), ["a", "b"]);
+        let ElicitationRequest::Form(form) = &requests["a"] else {
+            panic!("form")
+        };
+        assert_eq!(
+            form.requested_schema["properties"]["x"]["type"],
+            json!("object")
+        );
+        assert_eq!(form.operation_kind, Some(OperationKind::Tool));
+        let ElicitationRequest::Url(url) = &requests["b"] else {
+            panic!("url")
+        };
+        assert_eq!(url.elicitation_id, None);
+    }
+
+    #[test]
+    fn malformed_replies_are_protocol_errors() {
+        let cases = [
+            json!({"resultType": "input_required"}),
+            json!({"resultType": "input_required", "inputRequests": {}}),
+            json!({"resultType": "input_required", "requestState": 7}),
+            json!({"resultType": "input_required", "inputRequests": []}),
+            json!({"resultType": "input_required", "inputRequests": {"k": {"method": "roots/list"}}}),
+            json!({"resultType": "input_required", "inputRequests": {"k": {"method": "elicitation/create", "params": {"message": "m"}}}}),
+            json!({"resultType": "input_required", "inputRequests": {"k": {"method": "elicitation/create", "params": {"mode": "url", "message": "m"}}}}),
+            json!({"resultType": "input_required", "inputRequests": {"k": {"method": "elicitation/create", "params": {"mode": "sms", "message": "m"}}}}),
+            json!({"resultType": "task"}),
+            json!({"unrelated": true}),
+            json!("not an object"),
+        ];
+        for case in cases {
+            let error = classify(case.clone(), &origin(OperationKind::Tool)).unwrap_err();
+            assert_eq!(error.code(), "protocol_error", "{case}");
+        }
+    }
+
+    #[test]
+    fn complete_results_by_kind() {
+        let tool = classify(
+            json!({"content": [], "isError": true}),
+            &origin(OperationKind::Tool),
+        )
+        .unwrap();
+        assert!(matches!(tool, Answer::Complete { is_error: true, .. }));
+        let prompt = classify(
+            json!({"messages": [], "resultType": "complete"}),
+            &origin(OperationKind::Prompt),
+        )
+        .unwrap();
+        assert!(matches!(
+            prompt,
+            Answer::Complete {
+                is_error: false,
+                ..
+            }
+        ));
+        assert!(classify(json!({"messages": []}), &origin(OperationKind::Resource)).is_err());
+    }
+
+    #[test]
+    fn responses_serialize_as_elicit_results() {
+        let mut content = Map::new();
+        content.insert("name".into(), json!("Ada"));
+        assert_eq!(
+            response_json(&ElicitationResponse::accept(content)),
+            json!({"action": "accept", "content": {"name": "Ada"}})
+        );
+        assert_eq!(
+            response_json(&ElicitationResponse::decline()),
+            json!({"action": "decline"})
+        );
+        assert_eq!(
+            response_json(&ElicitationResponse::accept_url()),
+            json!({"action": "accept"})
+        );
+    }
+}
