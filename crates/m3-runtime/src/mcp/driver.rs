@@ -61,6 +61,27 @@ fn cancel_request(shared: &Arc<Shared>, request_id: RequestId, reason: &str) {
     }
 }
 
+/// Sends `notifications/cancelled` for a request if dropped while armed (the
+/// caller abandoned a 2026-07-28 attempt mid-flight).
+struct CancelOnDrop<'a> {
+    shared: &'a Arc<Shared>,
+    request_id: Option<RequestId>,
+}
+
+impl CancelOnDrop<'_> {
+    fn disarm(mut self) {
+        self.request_id = None;
+    }
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.request_id.take() {
+            cancel_request(self.shared, id, "request abandoned by the caller");
+        }
+    }
+}
+
 /// Drives one logical operation.
 #[derive(Debug)]
 pub(super) struct Driver {
@@ -329,7 +350,12 @@ impl Driver {
                 Err(error) => return Err(self.fail(error, started.elapsed())),
             };
             let request_id = handle.id.clone();
+            let guard = CancelOnDrop {
+                shared: &self.shared,
+                request_id: Some(request_id.clone()),
+            };
             let outcome = self.await_answer(handle.rx, &request_id).await;
+            guard.disarm();
             let waited = started.elapsed();
             let answer = match outcome {
                 Ok(answer) => answer,
