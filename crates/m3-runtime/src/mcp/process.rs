@@ -260,3 +260,18 @@ impl Drop for ServerProcess {
         self.kill.cancel();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_tail_keeps_only_the_newest_bytes() {
+        let tail = StderrTail::new(8);
+        tail.push(b"hello ");
+        tail.push(b"world!");
+        assert_eq!(tail.text(), "o world!");
+        tail.push(&[b'x'; 100]);
+        assert_eq!(tail.text(), "xxxxxxxx");
+    }
+}
