@@ -1,9 +1,11 @@
 """A deliberately misbehaving stdio MCP server, written by hand (no SDK).
 
-Usage: fault_server.py --fault MODE [--era modern|legacy]
+Usage: fault_server.py --fault MODE [--era modern|legacy|silent-legacy]
 
 It answers the handshake correctly (``server/discover`` for 2026-07-28, or
-``initialize`` when ``--era legacy``: then discover gets -32601) and lists one
+``initialize`` when ``--era legacy``: then discover gets -32601; with
+``--era silent-legacy`` discover is never answered, like a server that ignores
+unknown methods) and lists one
 tool, ``ship``. Calling ``ship`` triggers the fault:
 
 - ``crash-mid-call``              exit(3) without answering
@@ -108,6 +110,8 @@ for line in sys.stdin:
     if msg_id is None:
         continue
     if method == "server/discover":
+        if args.era == "silent-legacy":
+            continue
         if args.era == "legacy":
             send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32601, "message": "Method not found"}})
         else:

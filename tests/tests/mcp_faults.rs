@@ -262,3 +262,67 @@ async fn a_withdrawn_legacy_round_is_reported_and_not_answered() {
     assert!(exchange.withdrawn);
     connection.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_silent_discover_probe_falls_back_to_a_fresh_initialize_process() {
+    let started = Instant::now();
+    let connection = McpConnection::connect(
+        &fault_peer("hang", "silent-legacy"),
+        ConnectOptions::new().with_discover_timeout(Duration::from_secs(3)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(connection.era(), ProtocolEra::Legacy);
+    assert_eq!(connection.protocol_version(), "2025-11-25");
+    assert!(
+        started.elapsed() < BOUND,
+        "fallback took {:?}",
+        started.elapsed()
+    );
+    let names: Vec<String> = connection
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, vec!["ship".to_string()]);
+    connection.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_is_a_transport_error() {
+    let missing = StdioServer::new("missing", "/nonexistent/m3-no-such-server");
+    let error = McpConnection::connect(&missing, ConnectOptions::new())
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "transport_error", "{error}");
+
+    let mut exits = StdioServer::new("exits", python().display().to_string());
+    exits.args = vec![
+        "-c".into(),
+        "import sys; sys.stderr.write('bye\\n'); sys.exit(5)".into(),
+    ];
+    let started = Instant::now();
+    let error = McpConnection::connect(&exits, ConnectOptions::new())
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < BOUND);
+    assert_eq!(
+        error.code(),
+        "transport_error",
+        "{error} {:?}",
+        error.details()
+    );
+    assert_eq!(
+        error.details()["exit_code"],
+        json!(5),
+        "{:?}",
+        error.details()
+    );
+    assert!(
+        error.details()["stderr"].as_str().unwrap().contains("bye"),
+        "{:?}",
+        error.details()
+    );
+}
