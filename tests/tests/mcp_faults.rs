@@ -82,6 +82,7 @@ async fn expect_fault(
     let id = error.details()["logical_operation_id"].as_str().unwrap();
     let record = connection.operation_record(id).unwrap();
     assert!(record.is_finished());
+    assert_eq!(record.error.as_ref().map(|e| e.code.as_str()), Some(code));
     let close_started = Instant::now();
     connection.close().await.unwrap();
     assert!(close_started.elapsed() < BOUND);

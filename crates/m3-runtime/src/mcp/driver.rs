@@ -127,6 +127,7 @@ fn new_driver(shared: Arc<Shared>, request: OperationRequest) -> Result<Driver> 
         finished_at: None,
         rounds: 0,
         attempts: Vec::new(),
+        error: None,
     };
     let round_limit = request.round_limit.unwrap_or(shared.options.round_limit);
     Ok(Driver {
@@ -229,12 +230,21 @@ impl Driver {
                 self.record.logical_operation_id.clone(),
             )
             .with_detail("attempt", self.attempt_number().saturating_sub(1));
-        self.end_attempt(
-            AttemptOutcome::Error {
-                error: error.to_error_info(),
-            },
-            waited,
-        );
+        let info = error.to_error_info();
+        // An attempt that already has an answer (an `input_required` that led to the
+        // round limit) keeps its outcome; a pending one ends with the error.
+        if matches!(
+            self.record.attempts.last().map(|a| &a.outcome),
+            Some(AttemptOutcome::Pending)
+        ) {
+            self.end_attempt(
+                AttemptOutcome::Error {
+                    error: info.clone(),
+                },
+                waited,
+            );
+        }
+        self.record.error = Some(info);
         self.record.finished_at = Some(OffsetDateTime::now_utc());
         self.shared.publish(&self.record);
         error
@@ -251,7 +261,7 @@ impl Driver {
         OperationProgress::Complete(CompletedOperation {
             result,
             is_error,
-            record: self.record.clone(),
+            record: Box::new(self.record.clone()),
         })
     }
 

@@ -159,7 +159,7 @@ impl OperationProgress {
 pub struct CompletedOperation {
     pub(super) result: Value,
     pub(super) is_error: bool,
-    pub(super) record: LogicalOperation,
+    pub(super) record: Box<LogicalOperation>,
 }
 
 impl CompletedOperation {
@@ -189,7 +189,7 @@ impl CompletedOperation {
 
     /// Split into the result JSON and the record.
     pub fn into_parts(self) -> (Value, LogicalOperation) {
-        (self.result, self.record)
+        (self.result, *self.record)
     }
 }
 
