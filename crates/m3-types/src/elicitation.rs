@@ -416,12 +416,38 @@ pub enum ElicitationMode {
 }
 
 impl ElicitationMode {
+    /// Both modes.
+    pub const ALL: [Self; 2] = [Self::Form, Self::Url];
+
     /// The wire string.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Form => "form",
             Self::Url => "url",
         }
+    }
+}
+
+impl fmt::Display for ElicitationMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ElicitationMode {
+    type Err = Error;
+
+    /// # Errors
+    /// `managed_input_invalid` for anything but `form` and `url`.
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                Error::managed_input_validation(format!(
+                    "elicitation mode must be 'form' or 'url', got '{s}'"
+                ))
+            })
     }
 }
 

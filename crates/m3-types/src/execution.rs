@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use crate::error::{Error, ErrorCode, Result};
 
 macro_rules! wire_enum {
-    ($name:ident, $what:literal, [$($variant:ident => $text:literal: $doc:literal),* $(,)?]) => {
+    ($name:ident, $what:literal, [$($variant:ident => $text:literal),* $(,)?]) => {
         impl $name {
             /// Every variant, in declaration order.
             pub const ALL: &'static [Self] = &[$(Self::$variant),*];
@@ -139,14 +139,14 @@ pub enum ExecutionStatus {
 }
 
 wire_enum!(ExecutionStatus, "execution status", [
-    Created => "created": "",
-    Queued => "queued": "",
-    Starting => "starting": "",
-    Idle => "idle": "",
-    RunningTurn => "running_turn": "",
-    WaitingForInput => "waiting_for_input": "",
-    Closing => "closing": "",
-    Finished => "finished": "",
+    Created => "created",
+    Queued => "queued",
+    Starting => "starting",
+    Idle => "idle",
+    RunningTurn => "running_turn",
+    WaitingForInput => "waiting_for_input",
+    Closing => "closing",
+    Finished => "finished",
 ]);
 
 impl ExecutionStatus {
@@ -199,11 +199,11 @@ pub enum ExecutionOutcome {
 }
 
 wire_enum!(ExecutionOutcome, "execution outcome", [
-    Completed => "completed": "",
-    Failed => "failed": "",
-    TimedOut => "timed_out": "",
-    Cancelled => "cancelled": "",
-    Interrupted => "interrupted": "",
+    Completed => "completed",
+    Failed => "failed",
+    TimedOut => "timed_out",
+    Cancelled => "cancelled",
+    Interrupted => "interrupted",
 ]);
 
 impl ExecutionOutcome {
@@ -252,10 +252,10 @@ pub enum ActivityHealth {
 }
 
 wire_enum!(ActivityHealth, "activity health", [
-    NoCalls => "no_calls": "",
-    AllSucceeded => "all_succeeded": "",
-    AllFailed => "all_failed": "",
-    Mixed => "mixed": "",
+    NoCalls => "no_calls",
+    AllSucceeded => "all_succeeded",
+    AllFailed => "all_failed",
+    Mixed => "mixed",
 ]);
 
 /// The error recorded in an [`ExecutionResult`].

@@ -215,3 +215,13 @@ fn shared_messages_carry_the_reference_key_words() {
         assert_eq!(text, text.trim());
     }
 }
+
+#[test]
+fn errors_and_clocks_are_thread_safe_trait_objects() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<Error>();
+    send_sync::<m3_types::ManualClock>();
+    send_sync::<std::sync::Arc<dyn m3_types::Clock>>();
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(Error::storage("x"));
+    assert_eq!(boxed.to_string(), "x");
+}

@@ -490,6 +490,8 @@ fn wire_enums_round_trip_every_variant() {
     check(ExecutionStatus::ALL);
     check(ExecutionOutcome::ALL);
     check(&ErrorCode::ALL);
+    check(&m3_types::ElicitationMode::ALL);
+    check(m3_types::ActivityHealth::ALL);
     let texts: Vec<String> = ManagedInputStatus::ALL
         .iter()
         .map(|s| s.as_str().to_owned())
@@ -608,4 +610,44 @@ fn every_public_value_type_has_a_schema() {
     // The schemas validate real values.
     let validator = jsonschema::validator_for(round.as_value()).unwrap();
     assert!(validator.is_valid(&pending_json()));
+}
+
+/// Output of sf-m3 0.3.1 (`ManagedInputRecord.model_dump(mode="json")`, pydantic writes `Z`).
+const PYTHON_RECORD: &str = r#"{"created_at": "2026-01-01T00:00:00Z", "delivered_at": null, "delivery_attempts": 0, "delivery_idempotency_key": null, "delivery_started_at": null, "failed_at": null, "failure_code": null, "failure_message": null, "harness_session_id": null, "lease": {"expires_at": "2026-01-01T00:00:00Z", "lease_token": "t", "owner_id": "w"}, "native_resume_token": null, "operation_parameters": {}, "pending": {"created_at": "2026-01-01T00:00:00Z", "deadline": "2026-01-01T00:00:30.000500+05:30", "execution_id": "e1", "logical_operation_id": "o", "operation_kind": "tool", "operation_name": "n", "request_state": null, "requests": {"a": {"message": "m", "meta": null, "mode": "form", "operation_kind": null, "operation_name": null, "request_key": "a", "requested_schema": {"type": "object"}, "server": null, "task": null}, "b": {"elicitation_id": null, "message": "m", "meta": null, "mode": "url", "operation_kind": null, "operation_name": null, "request_key": "b", "server": null, "task": null, "url": "https://x"}}, "round_id": "r1", "server": "s"}, "resolved_at": null, "response_idempotency_key": "k", "response_validated_at": null, "responses": {"a": {"action": "accept", "content": {"x": 1}, "meta": null}, "b": {"action": "decline", "content": null, "meta": null}}, "round_index": 0, "round_limit": 10, "session_id": null, "status": "response_validated", "turn_id": null, "updated_at": "2026-01-01T00:00:00Z"}"#;
+
+fn same_keys(a: &Value, b: &Value, path: &str) {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            let ka: Vec<&String> = a.keys().collect();
+            let kb: Vec<&String> = b.keys().collect();
+            assert_eq!(ka, kb, "keys at {path}");
+            for (k, v) in a {
+                same_keys(v, &b[k], &format!("{path}.{k}"));
+            }
+        }
+        (a, b) => assert_eq!(a.is_null(), b.is_null(), "nullness at {path}"),
+    }
+}
+
+#[test]
+fn records_written_by_python_m3_read_and_write_back_with_the_same_shape() {
+    let python: Value = serde_json::from_str(PYTHON_RECORD).unwrap();
+    let record: ManagedInputRecord = serde_json::from_value(python.clone()).unwrap();
+    assert_eq!(record.status, ManagedInputStatus::ResponseValidated);
+    assert_eq!(
+        record.pending.deadline,
+        Some(datetime!(2026-01-01 00:00:30.0005 +05:30))
+    );
+    let ours = serde_json::to_value(&record).unwrap();
+    same_keys(&python, &ours, "$");
+    assert_eq!(
+        ours["pending"]["deadline"],
+        json!("2025-12-31T18:30:30.000500+00:00")
+    );
+    assert_eq!(
+        ours["created_at"],
+        json!("2026-01-01T00:00:00.000000+00:00")
+    );
+    assert_eq!(ours["responses"], python["responses"]);
+    assert_eq!(ours["pending"]["requests"], python["pending"]["requests"]);
 }

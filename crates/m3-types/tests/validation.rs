@@ -379,6 +379,10 @@ fn schema_problems_are_validation_errors() {
             json!({"properties": {"a": {"type": "string", "pattern": "("}}}),
         ),
         ("type is a number", json!({"type": 5})),
+        (
+            "remote $ref inside $defs",
+            json!({"$defs": {"x": {"$ref": "https://example.com/x.json"}}, "properties": {"a": {"$ref": "#/$defs/x"}}}),
+        ),
     ];
     for (case, schema) in bad_schemas {
         let pending = round(vec![form("q", schema)]);
@@ -417,6 +421,28 @@ fn deeply_nested_schema_and_content_are_refused_not_crashed() {
         "deep content",
         &pending,
         responses(vec![("q", accept(content))]),
+        Some("schema"),
+    );
+}
+
+#[test]
+fn older_drafts_named_by_schema_are_honoured() {
+    let schema = json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"n": {"type": "integer", "exclusiveMaximum": 5}}
+    });
+    let pending = round(vec![form("q", schema)]);
+    check(
+        "draft-07 ok",
+        &pending,
+        responses(vec![("q", accept(json!({"n": 4})))]),
+        None,
+    );
+    check(
+        "draft-07 bad",
+        &pending,
+        responses(vec![("q", accept(json!({"n": 5})))]),
         Some("schema"),
     );
 }
