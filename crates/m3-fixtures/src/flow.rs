@@ -236,17 +236,19 @@ where
                 require_modes(context, &round)?;
                 let mut current = RoundAnswers::new();
                 for (key, params) in round.requests {
-                    let result =
-                        context
-                            .peer
-                            .create_elicitation(params)
-                            .await
-                            .map_err(|error| {
-                                ErrorData::internal_error(
-                                    format!("elicitation/create for '{key}' failed: {error}"),
-                                    None,
-                                )
-                            })?;
+                    // Stop asking when the client cancels the original request.
+                    let asked = tokio::select! {
+                        asked = context.peer.create_elicitation(params) => asked,
+                        () = context.ct.cancelled() => {
+                            return Err(ErrorData::internal_error("the request was cancelled", None));
+                        }
+                    };
+                    let result = asked.map_err(|error| {
+                        ErrorData::internal_error(
+                            format!("elicitation/create for '{key}' failed: {error}"),
+                            None,
+                        )
+                    })?;
                     let accepted = result.action == ElicitationAction::Accept;
                     current.insert(key, result);
                     if !accepted {

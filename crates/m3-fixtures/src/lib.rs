@@ -47,6 +47,7 @@
 mod error;
 mod flow;
 mod options;
+mod scripts;
 mod serve;
 mod shipping;
 mod state;
@@ -55,9 +56,9 @@ pub use error::FixtureError;
 pub use options::{
     CRASH_EXIT_CODE, Era, Fault, GARBAGE_LINE, OVERSIZED_TEXT_BYTES, ShippingOptions,
 };
+pub use scripts::quote_price;
 pub use serve::{SERVER_NAMES, ServeOutcome, serve_named_stdio, serve_shipping, serve_stdio};
 pub use shipping::{
     CONFIRMATION_KEY, GIFT_MESSAGE_KEY, LABEL_PROMPT, QUOTE_RESOURCE_URI, SHIPPING_ADDRESS_KEY,
     SHIPPING_ADDRESS_MESSAGE, SHIPPING_SERVER_NAME, VERIFICATION_KEY, VERIFICATION_URL_PREFIX,
-    quote_price,
 };

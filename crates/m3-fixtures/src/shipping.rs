@@ -2,6 +2,7 @@
 
 use std::{
     borrow::Cow,
+    collections::HashSet,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -12,11 +13,10 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestMethod, CallToolRequestParams, CallToolResponse, CallToolResult,
-        ContentBlock, ElicitRequestParams, ElicitationSchema, GetPromptRequestParams,
-        GetPromptResponse, GetPromptResult, Implementation, JsonObject, ListPromptsResult,
-        ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
-        ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-        Resource, ResourceContents, Role, ServerCapabilities, ServerConfig, Tool,
+        ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+        ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+        ResourceContents, ServerCapabilities, ServerConfig,
     },
     service::RequestContext,
 };
@@ -28,6 +28,10 @@ use crate::{
     error::FixtureError,
     flow::{Answer, Outcome, RetryInput, Round, RoundAnswers, Step, answer, drive},
     options::{Fault, GARBAGE_LINE, OVERSIZED_TEXT_BYTES, ShippingOptions},
+    scripts::{
+        address_round, book_gift_shipment, book_shipment, book_verified_shipment, booked,
+        confirmation_params, quote_json, quote_price, shipping_label, tools, weight,
+    },
     state::{OperationKey, StateSealer},
 };
 
@@ -55,6 +59,11 @@ pub const LABEL_PROMPT: &str = "shipping_label";
 pub(crate) struct Wire {
     pub(crate) raw: UnboundedSender<Vec<u8>>,
     pub(crate) crash: CancellationToken,
+    /// Cancelled when the client's input ends.
+    pub(crate) closed: CancellationToken,
+    /// JSON-RPC ids (as JSON text) whose responses the output drops: calls a fault never
+    /// answers, ended only because the connection closed.
+    pub(crate) silenced: Arc<Mutex<HashSet<String>>>,
 }
 
 /// The server handler (one per connection).
@@ -122,6 +131,21 @@ impl ShippingHandler {
         .await
     }
 
+    /// Waits until the request is cancelled or the connection's input ends; the response the
+    /// caller then returns is never written.
+    async fn stopped(&self, context: &RequestContext<RoleServer>) {
+        tokio::select! {
+            () = context.ct.cancelled() => {}
+            () = self.inner.wire.closed.cancelled() => {}
+        }
+        if let (Ok(id), Ok(mut silenced)) = (
+            serde_json::to_string(&context.id),
+            self.inner.wire.silenced.lock(),
+        ) {
+            silenced.insert(id);
+        }
+    }
+
     async fn faulty_call(
         &self,
         fault: Fault,
@@ -133,7 +157,7 @@ impl ShippingHandler {
             Fault::CrashMidCall => {
                 tracing::warn!("fault crash-mid-call: ending the server");
                 self.inner.wire.crash.cancel();
-                context.ct.cancelled().await;
+                self.stopped(&context).await;
                 Err(ErrorData::internal_error("crashed", None))
             }
             Fault::Garbage => {
@@ -142,7 +166,7 @@ impl ShippingHandler {
                 if self.inner.wire.raw.send(line).is_err() {
                     tracing::warn!("fault garbage: the output is closed");
                 }
-                context.ct.cancelled().await;
+                self.stopped(&context).await;
                 Err(ErrorData::internal_error("cancelled", None))
             }
             Fault::Oversized => Ok(CallToolResult::success(vec![ContentBlock::text(
@@ -150,7 +174,7 @@ impl ShippingHandler {
             )])
             .into()),
             Fault::Hang => {
-                context.ct.cancelled().await;
+                self.stopped(&context).await;
                 Err(ErrorData::internal_error("cancelled", None))
             }
             Fault::EndlessRounds => {
@@ -170,282 +194,6 @@ fn tool_response(outcome: Outcome<CallToolResult>) -> CallToolResponse {
         Outcome::Done(result) => result.into(),
         Outcome::InputRequired(result) => result.into(),
     }
-}
-
-fn form(message: &str, schema: ElicitationSchema) -> ElicitRequestParams {
-    ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: message.to_owned(),
-        requested_schema: schema,
-    }
-}
-
-fn schema(build: Result<ElicitationSchema, &'static str>) -> Result<ElicitationSchema, ErrorData> {
-    build.map_err(|error| ErrorData::internal_error(format!("bad schema: {error}"), None))
-}
-
-fn address_params() -> Result<ElicitRequestParams, ErrorData> {
-    Ok(form(
-        SHIPPING_ADDRESS_MESSAGE,
-        schema(
-            ElicitationSchema::builder()
-                .required_string("street")
-                .required_string("city")
-                .build(),
-        )?,
-    ))
-}
-
-fn address_round() -> Round {
-    // The schema has two plain required strings; the builder cannot fail on it.
-    match address_params() {
-        Ok(params) => Round::one(SHIPPING_ADDRESS_KEY, params),
-        Err(_) => Round { requests: vec![] },
-    }
-}
-
-fn gift_params() -> Result<ElicitRequestParams, ErrorData> {
-    Ok(form(
-        "Enter a gift message.",
-        schema(
-            ElicitationSchema::builder()
-                .required_string("message")
-                .build(),
-        )?,
-    ))
-}
-
-fn confirmation_params() -> Result<ElicitRequestParams, ErrorData> {
-    Ok(form(
-        "Show the latest quote?",
-        schema(
-            ElicitationSchema::builder()
-                .required_bool("confirm")
-                .build(),
-        )?,
-    ))
-}
-
-fn verification_params(operation_id: &str) -> ElicitRequestParams {
-    ElicitRequestParams::UrlElicitationParams {
-        meta: None,
-        message: "Verify the shipment in your browser.".to_owned(),
-        url: format!("{VERIFICATION_URL_PREFIX}{operation_id}"),
-        elicitation_id: operation_id.to_owned(),
-    }
-}
-
-/// A valid address: an object whose `street` and `city` are strings.
-#[derive(Debug, Clone, PartialEq)]
-struct Address {
-    street: String,
-    city: String,
-}
-
-/// Reads the address answer: `Ok(address)` or the text of the error result.
-fn read_address(round: &RoundAnswers) -> Result<Address, String> {
-    match answer(round, SHIPPING_ADDRESS_KEY) {
-        Answer::Accepted(Some(content)) => {
-            let street = content.get("street").and_then(Value::as_str);
-            let city = content.get("city").and_then(Value::as_str);
-            match (street, city) {
-                (Some(street), Some(city)) => Ok(Address {
-                    street: street.to_owned(),
-                    city: city.to_owned(),
-                }),
-                _ => Err("Shipment not booked: the address needs a street and a city.".to_owned()),
-            }
-        }
-        Answer::Accepted(None) => {
-            Err("Shipment not booked: the address needs a street and a city.".to_owned())
-        }
-        Answer::Declined => Err("Shipment not booked: the address was declined.".to_owned()),
-        Answer::Cancelled => Err("Shipment not booked: the address was cancelled.".to_owned()),
-    }
-}
-
-fn error_result(text: String) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(text)])
-}
-
-fn booked(text: &str, structured: Value) -> CallToolResult {
-    let mut result = CallToolResult::structured(structured);
-    result.content = vec![ContentBlock::text(text)];
-    result
-}
-
-fn book_shipment(_: &str, answers: &[RoundAnswers]) -> Result<Step<CallToolResult>, ErrorData> {
-    let Some(first) = answers.first() else {
-        return Ok(Step::Ask(Round::one(
-            SHIPPING_ADDRESS_KEY,
-            address_params()?,
-        )));
-    };
-    Ok(Step::Done(match read_address(first) {
-        Ok(address) => booked(
-            "Shipment booked.",
-            json!({"status": "booked", "city": address.city}),
-        ),
-        Err(text) => error_result(text),
-    }))
-}
-
-fn book_verified_shipment(
-    operation_id: &str,
-    answers: &[RoundAnswers],
-) -> Result<Step<CallToolResult>, ErrorData> {
-    let Some(first) = answers.first() else {
-        return Ok(Step::Ask(Round::one(
-            SHIPPING_ADDRESS_KEY,
-            address_params()?,
-        )));
-    };
-    let address = match read_address(first) {
-        Ok(address) => address,
-        Err(text) => return Ok(Step::Done(error_result(text))),
-    };
-    let Some(second) = answers.get(1) else {
-        return Ok(Step::Ask(Round::one(
-            VERIFICATION_KEY,
-            verification_params(operation_id),
-        )));
-    };
-    Ok(Step::Done(match answer(second, VERIFICATION_KEY) {
-        Answer::Accepted(_) => booked(
-            "Verified shipment booked.",
-            json!({"status": "booked", "city": address.city, "verification_id": operation_id}),
-        ),
-        Answer::Declined => {
-            error_result("Shipment not booked: the verification was declined.".into())
-        }
-        Answer::Cancelled => {
-            error_result("Shipment not booked: the verification was cancelled.".into())
-        }
-    }))
-}
-
-fn book_gift_shipment(
-    _: &str,
-    answers: &[RoundAnswers],
-) -> Result<Step<CallToolResult>, ErrorData> {
-    let Some(first) = answers.first() else {
-        return Ok(Step::Ask(Round {
-            requests: vec![
-                (SHIPPING_ADDRESS_KEY.to_owned(), address_params()?),
-                (GIFT_MESSAGE_KEY.to_owned(), gift_params()?),
-            ],
-        }));
-    };
-    let address = match read_address(first) {
-        Ok(address) => address,
-        Err(text) => return Ok(Step::Done(error_result(text))),
-    };
-    Ok(Step::Done(match answer(first, GIFT_MESSAGE_KEY) {
-        Answer::Accepted(Some(content)) => match content.get("message").and_then(Value::as_str) {
-            Some(message) => booked(
-                "Gift shipment booked.",
-                json!({"status": "booked", "city": address.city, "gift_message": message}),
-            ),
-            None => error_result("Shipment not booked: the gift message needs a message.".into()),
-        },
-        Answer::Accepted(None) => {
-            error_result("Shipment not booked: the gift message needs a message.".into())
-        }
-        Answer::Declined => {
-            error_result("Shipment not booked: the gift message was declined.".into())
-        }
-        Answer::Cancelled => {
-            error_result("Shipment not booked: the gift message was cancelled.".into())
-        }
-    }))
-}
-
-fn shipping_label(_: &str, answers: &[RoundAnswers]) -> Result<Step<GetPromptResult>, ErrorData> {
-    let Some(first) = answers.first() else {
-        return Ok(Step::Ask(Round::one(
-            SHIPPING_ADDRESS_KEY,
-            address_params()?,
-        )));
-    };
-    let mut result = match read_address(first) {
-        Ok(address) => {
-            let mut result = GetPromptResult::new(vec![PromptMessage::new_text(
-                Role::User,
-                format!(
-                    "Print a shipping label for {}, {}.",
-                    address.street, address.city
-                ),
-            )]);
-            result.description = Some("Shipping label".to_owned());
-            result
-        }
-        Err(text) => {
-            let mut result = GetPromptResult::new(vec![PromptMessage::new_text(
-                Role::User,
-                format!("No shipping label. {text}"),
-            )]);
-            result.description = Some("Shipping label not available".to_owned());
-            result
-        }
-    };
-    result.meta = None;
-    Ok(Step::Done(result))
-}
-
-/// The price of a shipment of `weight_kg` in EUR: 4.00 plus 1.50 per kg, rounded to cents.
-pub fn quote_price(weight_kg: f64) -> f64 {
-    ((4.0 + 1.5 * weight_kg) * 100.0).round() / 100.0
-}
-
-fn quote_json(weight_kg: f64) -> Value {
-    json!({"weight_kg": weight_kg, "price": quote_price(weight_kg), "currency": "EUR"})
-}
-
-fn weight(arguments: &JsonObject) -> Result<f64, ErrorData> {
-    match arguments.get("weight_kg").and_then(Value::as_f64) {
-        Some(weight) if weight.is_finite() && weight > 0.0 => Ok(weight),
-        _ => Err(ErrorData::invalid_params(
-            "weight_kg must be a positive number",
-            None,
-        )),
-    }
-}
-
-fn weight_schema() -> Arc<JsonObject> {
-    let schema = json!({
-        "type": "object",
-        "properties": {"weight_kg": {"type": "number", "exclusiveMinimum": 0, "description": "Weight of the parcel in kilograms."}},
-        "required": ["weight_kg"],
-    });
-    Arc::new(match schema {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    })
-}
-
-fn tools() -> Vec<Tool> {
-    vec![
-        Tool::new(
-            "book_shipment",
-            "Books a shipment; asks for the delivery address (form, key shipping_address).",
-            weight_schema(),
-        ),
-        Tool::new(
-            "book_verified_shipment",
-            "Books a verified shipment; asks for the address (form), then for a verification in the browser (url, key verification).",
-            weight_schema(),
-        ),
-        Tool::new(
-            "book_gift_shipment",
-            "Books a gift shipment; asks for the address and a gift message (keys shipping_address and gift_message; one round in 2026-07-28).",
-            weight_schema(),
-        ),
-        Tool::new(
-            "quote",
-            "Quotes the price of a shipment; never asks for input.",
-            weight_schema(),
-        ),
-    ]
 }
 
 impl ServerHandler for ShippingHandler {
