@@ -3,6 +3,15 @@
 //! `m3-runtime` drives agent executions against real MCP servers and pauses them on
 //! elicitation requests through an `m3-store` backend. It knows nothing about the
 //! kit facade or the command line.
+//!
+//! # Concepts
+//!
+//! - [`mcp`]: the MCP client for stdio servers in both protocol eras (2026-07-28 and
+//!   the legacy `initialize` era). An operation that may need input returns either
+//!   its result or an [`InputRound`](mcp::InputRound) to answer, the same way in both
+//!   eras; every wire attempt is recorded in a [`LogicalOperation`](mcp::LogicalOperation).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
+
+pub mod mcp;
