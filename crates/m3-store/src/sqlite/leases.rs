@@ -70,7 +70,7 @@ impl SqliteManagedInputStore {
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => claim_in_tx(&mut write.tx, round, &claim, now).await,
+            Ok(now) => claim_in_tx(&mut write, round, &claim, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -93,7 +93,7 @@ impl SqliteManagedInputStore {
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => renew_in_tx(&mut write.tx, round, lease, lease_duration, now).await,
+            Ok(now) => renew_in_tx(&mut write, round, lease, lease_duration, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -113,7 +113,7 @@ impl SqliteManagedInputStore {
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => fail_in_tx(&mut write.tx, round, lease, failure, now).await,
+            Ok(now) => fail_in_tx(&mut write, round, lease, failure, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -133,7 +133,7 @@ impl SqliteManagedInputStore {
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
             Ok(now) => {
-                fail_recovery_in_tx(&mut write.tx, round, expected_lease_token, message, now).await
+                fail_recovery_in_tx(&mut write, round, expected_lease_token, message, now).await
             }
             Err(error) => Err(error),
         };

@@ -33,7 +33,7 @@ impl SqliteManagedInputStore {
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => submit(&mut write.tx, round, lease, &submission, now).await,
+            Ok(now) => submit(&mut write, round, lease, &submission, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await

@@ -115,7 +115,7 @@ impl SqliteManagedInputStore {
         let mut write = inner.begin_write().await?;
         let now = inner.now();
         let result = match now {
-            Ok(now) => insert_round(&mut write.tx, &new, now).await,
+            Ok(now) => insert_round(&mut write, &new, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await

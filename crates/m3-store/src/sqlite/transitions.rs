@@ -71,7 +71,7 @@ impl SqliteManagedInputStore {
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => step(&mut write.tx, round, lease, transition, now).await,
+            Ok(now) => step(&mut write, round, lease, transition, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
