@@ -77,6 +77,24 @@ pub(crate) async fn fetch_existing(
         .ok_or_else(|| missing(round))
 }
 
+/// Opens the write transaction (`BEGIN IMMEDIATE`) and reads the round that must exist, in
+/// one round trip to the connection's worker.
+pub(crate) async fn begin_and_fetch_existing(
+    conn: &mut SqliteConnection,
+    round: &RoundRef,
+) -> Result<ManagedInputRecord> {
+    let rows = sqlx::query(BEGIN_SELECT_ROUND)
+        .bind(&round.execution_id)
+        .bind(&round.round_id)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| storage("cannot read a managed-input round", e))?;
+    match rows.as_slice() {
+        [row] => decode_record(row),
+        _ => Err(missing(round)),
+    }
+}
+
 pub(crate) fn missing(round: &RoundRef) -> Error {
     Error::managed_input_conflict("managed-input round does not exist")
         .with_detail("execution_id", round.execution_id.as_str())
@@ -85,6 +103,12 @@ pub(crate) fn missing(round: &RoundRef) -> Error {
 
 const SELECT_ROUND: &str = concat!(
     "SELECT ",
+    record_columns!(),
+    " FROM m3_managed_input_rounds WHERE execution_id=? AND round_id=?"
+);
+
+const BEGIN_SELECT_ROUND: &str = concat!(
+    "BEGIN IMMEDIATE;SELECT ",
     record_columns!(),
     " FROM m3_managed_input_rounds WHERE execution_id=? AND round_id=?"
 );

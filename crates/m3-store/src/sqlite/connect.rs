@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use m3_types::Result;
-use sqlx::pool::PoolOptions;
+use sqlx::pool::{PoolConnection, PoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
 use sqlx::{Sqlite, SqliteConnection, Transaction};
 use tokio::sync::OwnedMutexGuard;
@@ -118,5 +118,82 @@ impl Deref for WriteTx {
 impl DerefMut for WriteTx {
     fn deref_mut(&mut self) -> &mut SqliteConnection {
         &mut self.tx
+    }
+}
+
+/// A write transaction that the caller's first statement opens itself (a script starting
+/// with `BEGIN IMMEDIATE;`), so opening the transaction and the first read or guarded write
+/// cost one round trip to the connection's worker thread instead of two. The connection is
+/// held exclusively with the writer queue slot; [`finish`](Self::finish) commits or rolls
+/// back. A `ScriptTx` dropped before `finish` (a cancelled operation) closes its connection
+/// instead of returning it to the pool, so SQLite rolls the transaction back and no pooled
+/// connection is ever left inside a transaction.
+pub(crate) struct ScriptTx {
+    conn: PoolConnection<Sqlite>,
+    finished: bool,
+    _slot: OwnedMutexGuard<()>,
+}
+
+/// Queues behind this process's other writers on the file (`gate`) and acquires a connection
+/// for a [`ScriptTx`]. The caller's first statement must begin with `BEGIN IMMEDIATE;`.
+///
+/// # Errors
+/// `storage_error` if no connection is available.
+pub(crate) async fn begin_script(pool: &SqlitePool, gate: &Arc<WriteGate>) -> Result<ScriptTx> {
+    let slot = Arc::clone(gate).lock_owned().await;
+    let conn = pool
+        .acquire()
+        .await
+        .map_err(|e| storage("cannot acquire a connection for a write", e))?;
+    Ok(ScriptTx {
+        conn,
+        finished: false,
+        _slot: slot,
+    })
+}
+
+impl ScriptTx {
+    /// Commits on success, rolls back on failure (or if the commit fails), and returns
+    /// `result`.
+    pub(crate) async fn finish<T>(mut self, result: Result<T>) -> Result<T> {
+        let result = match result {
+            Ok(value) => match sqlx::query("COMMIT").execute(&mut *self.conn).await {
+                Ok(_) => {
+                    self.finished = true;
+                    return Ok(value);
+                }
+                Err(e) => Err(storage("cannot commit a write transaction", e)),
+            },
+            Err(error) => Err(error),
+        };
+        match sqlx::query("ROLLBACK").execute(&mut *self.conn).await {
+            Ok(_) => self.finished = true,
+            // The failed script never opened the transaction (e.g. BEGIN timed out).
+            Err(e) if e.to_string().contains("no transaction is active") => self.finished = true,
+            Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
+        }
+        result
+    }
+}
+
+impl Drop for ScriptTx {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+impl Deref for ScriptTx {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for ScriptTx {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.conn
     }
 }

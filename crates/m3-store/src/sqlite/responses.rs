@@ -5,19 +5,23 @@ use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Result, redact, va
 use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
-use super::checks::{authorize, fetch_existing, require_lease, require_round, require_text};
+use super::checks::{
+    authorize, begin_and_fetch_existing, require_lease, require_round, require_text,
+};
 use super::codec::{decode_record, json_text, record_columns, timestamp_text, to_json_value};
 use super::error::storage;
 use super::store::SqliteManagedInputStore;
 use crate::{LeaseRef, ResponseSubmission, RoundRef};
 
+/// The guarded accept plus the redacted projection upsert, one script.
 const ACCEPT_RESPONSES: &str = concat!(
     "UPDATE m3_managed_input_rounds SET status='response_validated',responses_json=?,response_idempotency_key=?,response_validated_at=?,updated_at=?,failure_code=NULL,failure_message=NULL ",
     "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='pending' AND lease_expires_at>? RETURNING ",
-    record_columns!()
+    record_columns!(),
+    // The redacted projection, in the same round trip (the UPDATE cannot miss: its conditions
+    // were checked inside this transaction; if it did, the caller rolls back).
+    ";INSERT INTO m3_managed_input_diagnostics(execution_id,round_id,responses_redacted_json) VALUES(?,?,?) ON CONFLICT(execution_id,round_id) DO UPDATE SET responses_redacted_json=excluded.responses_redacted_json"
 );
-
-const UPSERT_DIAGNOSTICS: &str = "INSERT INTO m3_managed_input_diagnostics(execution_id,round_id,responses_redacted_json) VALUES(?,?,?) ON CONFLICT(execution_id,round_id) DO UPDATE SET responses_redacted_json=excluded.responses_redacted_json";
 
 impl SqliteManagedInputStore {
     pub(crate) async fn submit_responses_impl(
@@ -31,7 +35,7 @@ impl SqliteManagedInputStore {
         require_lease(lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
-        let mut write = inner.begin_write().await?;
+        let mut write = inner.begin_script().await?;
         let result = match inner.now() {
             Ok(now) => submit(&mut write, round, lease, &submission, now).await,
             Err(error) => Err(error),
@@ -47,7 +51,7 @@ async fn submit(
     submission: &ResponseSubmission,
     now: OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
-    let current = fetch_existing(conn, round).await?;
+    let current = begin_and_fetch_existing(conn, round).await?;
     if current.status == ManagedInputStatus::Failed {
         return Err(Error::managed_input_state(
             "failed managed-input round cannot accept responses",
@@ -91,6 +95,9 @@ async fn submit(
         .bind(&current.lease.owner_id)
         .bind(&current.lease.lease_token)
         .bind(&now_text)
+        .bind(&round.execution_id)
+        .bind(&round.round_id)
+        .bind(&redacted_json)
         .fetch_all(&mut *conn)
         .await
         .map_err(|e| storage("cannot store the managed-input responses", e))?;
@@ -99,13 +106,5 @@ async fn submit(
             "managed-input response submission raced with another owner",
         ));
     };
-    let record = decode_record(row)?;
-    sqlx::query(UPSERT_DIAGNOSTICS)
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .bind(&redacted_json)
-        .execute(&mut *conn)
-        .await
-        .map_err(|e| storage("cannot store the redacted responses", e))?;
-    Ok(record)
+    decode_record(row)
 }

@@ -9,7 +9,7 @@ use sqlx::sqlite::SqlitePool;
 use time::{OffsetDateTime, UtcOffset};
 use tokio::sync::OnceCell;
 
-use super::connect::{WriteTx, begin_write, open_pool};
+use super::connect::{ScriptTx, WriteTx, begin_script, begin_write, open_pool};
 use super::error::storage;
 use super::file::{WriteGate, restrict_permissions, write_gate};
 use super::options::SqliteStoreOptions;
@@ -163,6 +163,12 @@ impl Inner {
     /// Queues behind this process's other writers on the file, then opens `BEGIN IMMEDIATE`.
     pub(crate) async fn begin_write(&self) -> Result<WriteTx> {
         begin_write(&self.pool, &self.gate).await
+    }
+
+    /// Queues behind this process's other writers on the file and acquires a connection for a
+    /// write whose first statement begins with `BEGIN IMMEDIATE;` (the hot paths).
+    pub(crate) async fn begin_script(&self) -> Result<ScriptTx> {
+        begin_script(&self.pool, &self.gate).await
     }
 }
 
