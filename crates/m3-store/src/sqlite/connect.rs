@@ -131,6 +131,7 @@ impl DerefMut for WriteTx {
 pub(crate) struct ScriptTx {
     conn: PoolConnection<Sqlite>,
     finished: bool,
+    committed: bool,
     _slot: OwnedMutexGuard<()>,
 }
 
@@ -148,14 +149,24 @@ pub(crate) async fn begin_script(pool: &SqlitePool, gate: &Arc<WriteGate>) -> Re
     Ok(ScriptTx {
         conn,
         finished: false,
+        committed: false,
         _slot: slot,
     })
 }
 
 impl ScriptTx {
+    /// Records that a script ending in `COMMIT` ran to its end: the transaction is closed.
+    pub(crate) fn mark_committed(&mut self) {
+        self.committed = true;
+    }
+
     /// Commits on success, rolls back on failure (or if the commit fails), and returns
-    /// `result`.
+    /// `result`. Nothing is left to do after [`mark_committed`](Self::mark_committed).
     pub(crate) async fn finish<T>(mut self, result: Result<T>) -> Result<T> {
+        if self.committed {
+            self.finished = true;
+            return result;
+        }
         let result = match result {
             Ok(value) => match sqlx::query("COMMIT").execute(&mut *self.conn).await {
                 Ok(_) => {

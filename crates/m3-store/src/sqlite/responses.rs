@@ -2,13 +2,13 @@
 //! write (responses, idempotency key, redacted projection), or an idempotent replay.
 
 use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Result, redact, validate_responses};
-use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
 use super::checks::{
     authorize, begin_and_fetch_existing, require_lease, require_round, require_text,
 };
 use super::codec::{decode_record, json_text, record_columns, timestamp_text, to_json_value};
+use super::connect::ScriptTx;
 use super::error::storage;
 use super::store::SqliteManagedInputStore;
 use crate::{LeaseRef, ResponseSubmission, RoundRef};
@@ -18,9 +18,10 @@ const ACCEPT_RESPONSES: &str = concat!(
     "UPDATE m3_managed_input_rounds SET status='response_validated',responses_json=?,response_idempotency_key=?,response_validated_at=?,updated_at=?,failure_code=NULL,failure_message=NULL ",
     "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='pending' AND lease_expires_at>? RETURNING ",
     record_columns!(),
-    // The redacted projection, in the same round trip (the UPDATE cannot miss: its conditions
-    // were checked inside this transaction; if it did, the caller rolls back).
-    ";INSERT INTO m3_managed_input_diagnostics(execution_id,round_id,responses_redacted_json) VALUES(?,?,?) ON CONFLICT(execution_id,round_id) DO UPDATE SET responses_redacted_json=excluded.responses_redacted_json"
+    // The redacted projection, only if the UPDATE changed the row (it cannot miss: its
+    // conditions were checked inside this transaction), and the commit, in the same round trip.
+    ";INSERT INTO m3_managed_input_diagnostics(execution_id,round_id,responses_redacted_json) SELECT ?,?,? WHERE changes()=1 ON CONFLICT(execution_id,round_id) DO UPDATE SET responses_redacted_json=excluded.responses_redacted_json",
+    ";COMMIT"
 );
 
 impl SqliteManagedInputStore {
@@ -45,13 +46,13 @@ impl SqliteManagedInputStore {
 }
 
 async fn submit(
-    conn: &mut SqliteConnection,
+    write: &mut ScriptTx,
     round: &RoundRef,
     lease: &LeaseRef,
     submission: &ResponseSubmission,
     now: OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
-    let current = begin_and_fetch_existing(conn, round).await?;
+    let current = begin_and_fetch_existing(write, round).await?;
     if current.status == ManagedInputStatus::Failed {
         return Err(Error::managed_input_state(
             "failed managed-input round cannot accept responses",
@@ -98,9 +99,10 @@ async fn submit(
         .bind(&round.execution_id)
         .bind(&round.round_id)
         .bind(&redacted_json)
-        .fetch_all(&mut *conn)
+        .fetch_all(&mut **write)
         .await
         .map_err(|e| storage("cannot store the managed-input responses", e))?;
+    write.mark_committed();
     let [row] = rows.as_slice() else {
         return Err(Error::managed_input_conflict(
             "managed-input response submission raced with another owner",

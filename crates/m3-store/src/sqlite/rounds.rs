@@ -8,15 +8,17 @@ use super::checks::{fetch_round, lease_expiry, optional_text, require_round, req
 use super::codec::{
     decode_record, json_text, new_lease_token, record_columns, timestamp_text, to_json_value,
 };
+use super::connect::ScriptTx;
 use super::error::{is_integrity_violation, storage};
 use super::store::SqliteManagedInputStore;
 use crate::{CreateRound, RoundRef};
 
-/// `BEGIN IMMEDIATE` and the insert in one script (one round trip).
+/// `BEGIN IMMEDIATE`, the insert and `COMMIT` in one script (one round trip).
 const INSERT_ROUND: &str = concat!(
     "BEGIN IMMEDIATE;INSERT INTO m3_managed_input_rounds(execution_id,round_id,round_index,round_limit,pending_json,status,responses_json,response_idempotency_key,owner_id,lease_token,lease_expires_at,harness_session_id,native_resume_token,delivery_idempotency_key,session_id,turn_id,operation_parameters_json,delivery_attempts,created_at,updated_at) ",
     "VALUES(?,?,?,?,?,'pending',NULL,NULL,?,?,?,?,?,?,?,?,?,0,?,?) RETURNING ",
-    record_columns!()
+    record_columns!(),
+    ";COMMIT"
 );
 
 const LIST_ROUNDS: &str = concat!(
@@ -189,7 +191,7 @@ fn redacted_invalid(reason: impl Into<String>) -> Error {
 /// reading the stored round inside the same transaction: the same data is an idempotent
 /// replay, other data a conflict.
 async fn insert_round(
-    conn: &mut SqliteConnection,
+    write: &mut ScriptTx,
     new: &NewRound,
     now: time::OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
@@ -200,10 +202,10 @@ async fn insert_round(
         Err(error) => {
             // As before the fast path: an identical replay succeeds whatever the duration.
             sqlx::query("BEGIN IMMEDIATE")
-                .execute(&mut *conn)
+                .execute(&mut **write)
                 .await
                 .map_err(|e| storage("cannot begin a write transaction", e))?;
-            return existing_round(conn, new, &round).await?.ok_or(error);
+            return existing_round(write, new, &round).await?.ok_or(error);
         }
     };
     let now_text = timestamp_text(now);
@@ -224,8 +226,11 @@ async fn insert_round(
         .bind(&new.parameters_json)
         .bind(&now_text)
         .bind(&now_text)
-        .fetch_all(&mut *conn)
+        .fetch_all(&mut **write)
         .await;
+    if inserted.is_ok() {
+        write.mark_committed();
+    }
     match inserted {
         Ok(rows) => match rows.as_slice() {
             [row] => {
@@ -235,7 +240,7 @@ async fn insert_round(
             }
             _ => Err(Error::storage("managed-input insert returned no row")),
         },
-        Err(e) if is_integrity_violation(&e) => match existing_round(conn, new, &round).await? {
+        Err(e) if is_integrity_violation(&e) => match existing_round(write, new, &round).await? {
             Some(current) => Ok(current),
             None => Err(Error::managed_input_conflict(
                 "managed-input round conflicts with an existing round",
