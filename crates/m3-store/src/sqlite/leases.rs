@@ -7,8 +7,8 @@ use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
 use super::checks::{
-    authorize, fetch_existing, lease_expiry, optional_text, require_lease, require_round,
-    require_text,
+    authorize, bind_lease_guard, fetch_existing, lease_expiry, optional_text, require_lease,
+    require_round, require_text,
 };
 use super::codec::{decode_record, new_lease_token, record_columns, timestamp_text};
 use super::error::storage;
@@ -277,17 +277,17 @@ async fn renew_in_tx(
     }
     let expires = lease_expiry(now, lease_duration)?;
     let now_text = timestamp_text(now);
-    let rows = sqlx::query(RENEW)
-        .bind(timestamp_text(expires))
-        .bind(&now_text)
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .bind(&lease.owner_id)
-        .bind(&lease.lease_token)
-        .bind(&now_text)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| storage("cannot renew a managed-input lease", e))?;
+    let rows = bind_lease_guard(
+        sqlx::query(RENEW)
+            .bind(timestamp_text(expires))
+            .bind(&now_text),
+        round,
+        lease,
+        &now_text,
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| storage("cannot renew a managed-input lease", e))?;
     single(
         &rows,
         "managed-input lease renewal raced with another owner",
@@ -322,19 +322,19 @@ async fn fail_in_tx(
         _ => {}
     }
     let now_text = timestamp_text(now);
-    let rows = sqlx::query(FAIL)
-        .bind(&now_text)
-        .bind(&failure.code)
-        .bind(&failure.message)
-        .bind(&now_text)
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .bind(&current.lease.owner_id)
-        .bind(&current.lease.lease_token)
-        .bind(&now_text)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| storage("cannot fail a managed-input round", e))?;
+    let rows = bind_lease_guard(
+        sqlx::query(FAIL)
+            .bind(&now_text)
+            .bind(&failure.code)
+            .bind(&failure.message)
+            .bind(&now_text),
+        round,
+        lease,
+        &now_text,
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| storage("cannot fail a managed-input round", e))?;
     single(&rows, "managed-input failure raced with another owner")
 }
 

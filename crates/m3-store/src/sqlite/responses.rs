@@ -5,7 +5,8 @@ use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Result, redact, va
 use time::OffsetDateTime;
 
 use super::checks::{
-    authorize, begin_and_fetch_existing, require_lease, require_round, require_text,
+    authorize, begin_and_fetch_existing, bind_lease_guard, require_lease, require_round,
+    require_text,
 };
 use super::codec::{decode_record, json_text, record_columns, timestamp_text, to_json_value};
 use super::connect::ScriptTx;
@@ -86,22 +87,22 @@ async fn submit(
 
     let redacted_json = json_text(&redact(&payload))?;
     let now_text = timestamp_text(now);
-    let rows = sqlx::query(ACCEPT_RESPONSES)
-        .bind(&payload_json)
-        .bind(&submission.idempotency_key)
-        .bind(&now_text)
-        .bind(&now_text)
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .bind(&current.lease.owner_id)
-        .bind(&current.lease.lease_token)
-        .bind(&now_text)
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .bind(&redacted_json)
-        .fetch_all(&mut **write)
-        .await
-        .map_err(|e| storage("cannot store the managed-input responses", e))?;
+    let rows = bind_lease_guard(
+        sqlx::query(ACCEPT_RESPONSES)
+            .bind(&payload_json)
+            .bind(&submission.idempotency_key)
+            .bind(&now_text)
+            .bind(&now_text),
+        round,
+        lease,
+        &now_text,
+    )
+    .bind(&round.execution_id)
+    .bind(&round.round_id)
+    .bind(&redacted_json)
+    .fetch_all(&mut **write)
+    .await
+    .map_err(|e| storage("cannot store the managed-input responses", e))?;
     write.mark_committed();
     let [row] = rows.as_slice() else {
         return Err(Error::managed_input_conflict(

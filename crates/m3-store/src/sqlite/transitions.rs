@@ -4,7 +4,7 @@ use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Result};
 use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
-use super::checks::{authorize, fetch_existing, require_lease, require_round};
+use super::checks::{authorize, bind_lease_guard, fetch_existing, require_lease, require_round};
 use super::codec::{decode_record, record_columns, timestamp_text};
 use super::error::storage;
 use super::store::SqliteManagedInputStore;
@@ -90,17 +90,17 @@ async fn step(
     now: OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
     let now_text = timestamp_text(now);
-    let rows = sqlx::query(transition.statement())
-        .bind(&now_text)
-        .bind(&now_text)
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .bind(&lease.owner_id)
-        .bind(&lease.lease_token)
-        .bind(&now_text)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| storage("cannot update a managed-input round", e))?;
+    let rows = bind_lease_guard(
+        sqlx::query(transition.statement())
+            .bind(&now_text)
+            .bind(&now_text),
+        round,
+        lease,
+        &now_text,
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| storage("cannot update a managed-input round", e))?;
     if let [row] = rows.as_slice() {
         return decode_record(row);
     }
