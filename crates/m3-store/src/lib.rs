@@ -70,7 +70,6 @@ pub use sqlite::{
 pub struct CustomBackendGuide;
 
 mod execution;
-mod sqlite_pool;
 
 pub use execution::{
     AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,

@@ -1,9 +1,9 @@
 //! DDL of the execution tables (m3-rs names; no on-disk compatibility with the
 //! Python `v2_*` execution tables is intended).
 
-use sqlx::SqlitePool;
+use sqlx::SqliteConnection;
 
-use crate::sqlite_pool::sqlx_error;
+use crate::sqlite::error::storage;
 use m3_types::Result;
 
 /// Table of executions.
@@ -61,20 +61,14 @@ const DDL: &[&str] = &[
         SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM m3rs_execution_schema)",
 ];
 
-/// Creates the execution tables if absent, in one `BEGIN IMMEDIATE`
+/// Creates the execution tables if absent, inside the caller's `BEGIN IMMEDIATE`
 /// transaction (safe for concurrent initializers in several processes).
-pub(crate) async fn initialize(pool: &SqlitePool) -> Result<()> {
-    let mut tx = pool
-        .begin_with("BEGIN IMMEDIATE")
-        .await
-        .map_err(|e| sqlx_error("could not begin the schema transaction", e))?;
+pub(crate) async fn initialize(conn: &mut SqliteConnection) -> Result<()> {
     for statement in DDL {
         sqlx::query(*statement)
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await
-            .map_err(|e| sqlx_error("could not create the execution tables", e))?;
+            .map_err(|e| storage("could not create the execution tables", e))?;
     }
-    tx.commit()
-        .await
-        .map_err(|e| sqlx_error("could not commit the execution tables", e))
+    Ok(())
 }

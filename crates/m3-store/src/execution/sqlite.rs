@@ -17,11 +17,13 @@ use super::record::{
     FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
 };
 use super::rows::{event_from_row, execution_from_row, select_execution};
-use super::writes::{begin, commit, diagnose, fetch, fetch_existing};
+use super::writes::{diagnose, fetch, fetch_existing};
 use super::{ExecutionStore, error, managed, schema};
 use crate::ManagedInputStore;
 use crate::sqlite::SqliteStoreOptions;
-use crate::sqlite_pool::{open_pool, sqlx_error};
+use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
+use crate::sqlite::error::storage;
+use crate::sqlite::file::{WriteGate, write_gate};
 
 /// SQLite backend of [`ExecutionStore`].
 ///
@@ -51,6 +53,8 @@ pub struct SqliteExecutionStore {
 pub(super) struct Inner {
     pub(super) path: PathBuf,
     pub(super) pool: SqlitePool,
+    /// The file's in-process writer queue, shared with every store on the file.
+    gate: Arc<WriteGate>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) managed: OnceCell<Arc<dyn ManagedInputStore>>,
 }
@@ -77,17 +81,24 @@ impl SqliteExecutionStore {
     /// As [`open`](Self::open).
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteStoreOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let pool = open_pool(&path, &options).await?;
-        schema::initialize(&pool).await?;
-        tracing::debug!(path = %path.display(), "opened execution store");
-        Ok(Self {
+        if path.as_os_str().is_empty() {
+            return Err(Error::model_validation("database path must not be empty"));
+        }
+        let (pool, canonical) = open_pool(&path, &options).await?;
+        let store = Self {
             inner: Arc::new(Inner {
                 path,
                 pool,
+                gate: write_gate(&canonical),
                 clock: Arc::clone(options.get_clock()),
                 managed: OnceCell::new(),
             }),
-        })
+        };
+        let mut write = store.begin_write().await?;
+        let result = schema::initialize(&mut write).await;
+        write.finish(result).await?;
+        tracing::debug!(path = %store.inner.path.display(), "opened execution store");
+        Ok(store)
     }
 
     /// The database file this store uses.
@@ -103,6 +114,12 @@ impl SqliteExecutionStore {
 
     pub(super) fn inner(&self) -> &Inner {
         &self.inner
+    }
+
+    /// Queues behind this process's other writers on the file (of either store), then opens
+    /// `BEGIN IMMEDIATE`.
+    pub(super) async fn begin_write(&self) -> Result<WriteTx> {
+        begin_write(&self.inner.pool, &self.inner.gate).await
     }
 
     /// "Now" from the clock, in UTC, truncated to the stored microsecond
@@ -159,7 +176,7 @@ impl ExecutionStore for SqliteExecutionStore {
         .bind(limit)
         .fetch_all(&self.inner.pool)
         .await
-        .map_err(|e| sqlx_error("could not list executions", e))?;
+        .map_err(|e| storage("could not list executions", e))?;
         rows.iter().map(execution_from_row).collect()
     }
 
@@ -176,51 +193,54 @@ impl ExecutionStore for SqliteExecutionStore {
         let id = request.execution_id.as_str();
         let now = self.now();
         let expires_at = expiry(now, request.ttl)?;
-        let mut tx = begin(&self.inner.pool).await?;
-        let record = fetch_existing(&mut tx, id).await?;
-        if record.is_finished() {
-            return Err(error::finished(id));
-        }
-        if let Some(stored) = record.lease {
-            return if stored.is_expired_at(now) {
-                Err(error::recovery_required(id))
-            } else if stored.owner_id == request.owner_id && stored.lease_token == token {
-                Ok(stored)
-            } else {
-                Err(error::lease_held_by_other(id))
-            };
-        }
-        let done = sqlx::query(
-            "UPDATE m3rs_executions
-             SET lease_owner_id = ?, lease_token = ?, lease_expires_at = ?, updated_at = ?
-             WHERE id = ? AND lease_token IS NULL AND finished_at IS NULL",
-        )
-        .bind(&request.owner_id)
-        .bind(&token)
-        .bind(timestamp::format(expires_at))
-        .bind(timestamp::format(now))
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| match e.as_database_error().map(|d| d.kind()) {
-            Some(sqlx::error::ErrorKind::UniqueViolation) => {
-                Error::managed_input_conflict("lease token is already in use")
-                    .with_detail("execution_id", id)
-                    .with_detail("reason", "lease_token_in_use")
+        let mut tx = self.begin_write().await?;
+        let result = async {
+            let record = fetch_existing(&mut tx, id).await?;
+            if record.is_finished() {
+                return Err(error::finished(id));
             }
-            _ => sqlx_error("could not acquire the lease", e),
-        })?;
-        if done.rows_affected() != 1 {
-            let fresh = fetch(&mut tx, id).await?;
-            return Err(diagnose(fresh.as_ref(), id, None, now));
+            if let Some(stored) = record.lease {
+                return if stored.is_expired_at(now) {
+                    Err(error::recovery_required(id))
+                } else if stored.owner_id == request.owner_id && stored.lease_token == token {
+                    Ok(stored)
+                } else {
+                    Err(error::lease_held_by_other(id))
+                };
+            }
+            let done = sqlx::query(
+                "UPDATE m3rs_executions
+                 SET lease_owner_id = ?, lease_token = ?, lease_expires_at = ?, updated_at = ?
+                 WHERE id = ? AND lease_token IS NULL AND finished_at IS NULL",
+            )
+            .bind(&request.owner_id)
+            .bind(&token)
+            .bind(timestamp::format(expires_at))
+            .bind(timestamp::format(now))
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| match e.as_database_error().map(|d| d.kind()) {
+                Some(sqlx::error::ErrorKind::UniqueViolation) => {
+                    Error::managed_input_conflict("lease token is already in use")
+                        .with_detail("execution_id", id)
+                        .with_detail("reason", "lease_token_in_use")
+                }
+                _ => storage("could not acquire the lease", e),
+            })?;
+            if done.rows_affected() != 1 {
+                let fresh = fetch(&mut tx, id).await?;
+                return Err(diagnose(fresh.as_ref(), id, None, now));
+            }
+            Ok(ExecutionLease {
+                execution_id: id.to_owned(),
+                owner_id: request.owner_id,
+                lease_token: token,
+                expires_at,
+            })
         }
-        commit(tx).await?;
-        Ok(ExecutionLease {
-            execution_id: id.to_owned(),
-            owner_id: request.owner_id,
-            lease_token: token,
-            expires_at,
-        })
+        .await;
+        tx.finish(result).await
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
@@ -232,59 +252,66 @@ impl ExecutionStore for SqliteExecutionStore {
         let id = lease.execution_id.as_str();
         let now = self.now();
         let expires_at = expiry(now, ttl)?;
-        let mut tx = begin(&self.inner.pool).await?;
-        let done = sqlx::query(
-            "UPDATE m3rs_executions SET lease_expires_at = ?, updated_at = ?
-             WHERE id = ? AND lease_owner_id = ? AND lease_token = ? AND lease_expires_at > ?
-               AND finished_at IS NULL",
-        )
-        .bind(timestamp::format(expires_at))
-        .bind(timestamp::format(now))
-        .bind(id)
-        .bind(&lease.owner_id)
-        .bind(&lease.lease_token)
-        .bind(timestamp::format(now))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| sqlx_error("could not renew the lease", e))?;
-        if done.rows_affected() != 1 {
-            let fresh = fetch(&mut tx, id).await?;
-            return Err(diagnose(fresh.as_ref(), id, Some(lease), now));
+        let mut tx = self.begin_write().await?;
+        let result = async {
+            let done = sqlx::query(
+                "UPDATE m3rs_executions SET lease_expires_at = ?, updated_at = ?
+                 WHERE id = ? AND lease_owner_id = ? AND lease_token = ? AND lease_expires_at > ?
+                   AND finished_at IS NULL",
+            )
+            .bind(timestamp::format(expires_at))
+            .bind(timestamp::format(now))
+            .bind(id)
+            .bind(&lease.owner_id)
+            .bind(&lease.lease_token)
+            .bind(timestamp::format(now))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| storage("could not renew the lease", e))?;
+            if done.rows_affected() != 1 {
+                let fresh = fetch(&mut tx, id).await?;
+                return Err(diagnose(fresh.as_ref(), id, Some(lease), now));
+            }
+            Ok(ExecutionLease {
+                execution_id: id.to_owned(),
+                owner_id: lease.owner_id.clone(),
+                lease_token: lease.lease_token.clone(),
+                expires_at,
+            })
         }
-        commit(tx).await?;
-        Ok(ExecutionLease {
-            execution_id: id.to_owned(),
-            owner_id: lease.owner_id.clone(),
-            lease_token: lease.lease_token.clone(),
-            expires_at,
-        })
+        .await;
+        tx.finish(result).await
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
         let id = lease.execution_id.as_str();
         let now = self.now();
-        let mut tx = begin(&self.inner.pool).await?;
-        let done = sqlx::query(
-            "UPDATE m3rs_executions
-             SET lease_owner_id = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
-             WHERE id = ? AND lease_owner_id = ? AND lease_token = ? AND lease_expires_at > ?",
-        )
-        .bind(timestamp::format(now))
-        .bind(id)
-        .bind(&lease.owner_id)
-        .bind(&lease.lease_token)
-        .bind(timestamp::format(now))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| sqlx_error("could not release the lease", e))?;
-        if done.rows_affected() == 1 {
-            return commit(tx).await;
+        let mut tx = self.begin_write().await?;
+        let result = async {
+            let done = sqlx::query(
+                "UPDATE m3rs_executions
+                 SET lease_owner_id = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
+                 WHERE id = ? AND lease_owner_id = ? AND lease_token = ? AND lease_expires_at > ?",
+            )
+            .bind(timestamp::format(now))
+            .bind(id)
+            .bind(&lease.owner_id)
+            .bind(&lease.lease_token)
+            .bind(timestamp::format(now))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| storage("could not release the lease", e))?;
+            if done.rows_affected() == 1 {
+                return Ok(());
+            }
+            match fetch(&mut tx, id).await? {
+                Some(record) if record.is_finished() && record.lease.is_none() => Ok(()),
+                fresh => Err(diagnose(fresh.as_ref(), id, Some(lease), now)),
+            }
         }
-        match fetch(&mut tx, id).await? {
-            Some(record) if record.is_finished() && record.lease.is_none() => Ok(()),
-            fresh => Err(diagnose(fresh.as_ref(), id, Some(lease), now)),
-        }
+        .await;
+        tx.finish(result).await
     }
 
     #[instrument(skip(self, lease), err)]
@@ -319,7 +346,7 @@ impl ExecutionStore for SqliteExecutionStore {
         .bind(execution_id)
         .fetch_optional(&self.inner.pool)
         .await
-        .map_err(|e| sqlx_error("could not read the cancel flag", e))?;
+        .map_err(|e| storage("could not read the cancel flag", e))?;
         requested.ok_or_else(|| error::not_found(execution_id))
     }
 
@@ -354,7 +381,7 @@ impl ExecutionStore for SqliteExecutionStore {
         .bind(after)
         .fetch_all(&self.inner.pool)
         .await
-        .map_err(|e| sqlx_error("could not list events", e))?;
+        .map_err(|e| storage("could not list events", e))?;
         rows.iter().map(event_from_row).collect()
     }
 
@@ -367,7 +394,7 @@ impl ExecutionStore for SqliteExecutionStore {
         .bind(timestamp::format(now))
         .fetch_all(&self.inner.pool)
         .await
-        .map_err(|e| sqlx_error("could not list expired leases", e))?;
+        .map_err(|e| storage("could not list expired leases", e))?;
         rows.iter().map(execution_from_row).collect()
     }
 
@@ -388,6 +415,6 @@ impl SqliteExecutionStore {
             .pool
             .acquire()
             .await
-            .map_err(|e| sqlx_error("could not acquire a connection", e))
+            .map_err(|e| storage("could not acquire a connection", e))
     }
 }

@@ -4,27 +4,13 @@
 use m3_types::{Error, Result, canonical_json, timestamp};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
+use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
 use super::error;
 use super::record::{ExecutionEvent, ExecutionLeaseRef, ExecutionRecord};
 use super::rows::{event_from_row, execution_from_row, select_execution};
-use crate::sqlite_pool::sqlx_error;
-
-/// Opens a write transaction that holds SQLite's write lock from its start.
-pub(crate) async fn begin(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
-    pool.begin_with("BEGIN IMMEDIATE")
-        .await
-        .map_err(|e| sqlx_error("could not begin a write transaction", e))
-}
-
-/// Commits `tx`.
-pub(crate) async fn commit(tx: Transaction<'static, Sqlite>) -> Result<()> {
-    tx.commit()
-        .await
-        .map_err(|e| sqlx_error("could not commit a write transaction", e))
-}
+use crate::sqlite::error::storage;
 
 /// Reads one execution on `conn` (inside or outside a transaction).
 pub(crate) async fn fetch(
@@ -35,7 +21,7 @@ pub(crate) async fn fetch(
         .bind(execution_id)
         .fetch_optional(&mut *conn)
         .await
-        .map_err(|e| sqlx_error("could not read the execution", e))?;
+        .map_err(|e| storage("could not read the execution", e))?;
     row.as_ref().map(execution_from_row).transpose()
 }
 
@@ -124,7 +110,7 @@ pub(crate) async fn append(
     .bind(execution_id)
     .fetch_one(&mut *conn)
     .await
-    .map_err(|e| sqlx_error("could not read the event sequence", e))?;
+    .map_err(|e| storage("could not read the event sequence", e))?;
     let done = sqlx::query(
         "INSERT INTO m3rs_execution_events(execution_id, sequence, kind, payload_json, created_at)
          VALUES (?, ?, ?, ?, ?)",
@@ -136,7 +122,7 @@ pub(crate) async fn append(
     .bind(timestamp::format(now))
     .execute(&mut *conn)
     .await
-    .map_err(|e| sqlx_error("could not append the event", e))?;
+    .map_err(|e| storage("could not append the event", e))?;
     if done.rows_affected() != 1 {
         return Err(
             Error::storage("event append did not insert exactly one row")
@@ -151,7 +137,7 @@ pub(crate) async fn append(
     .bind(next)
     .fetch_one(&mut *conn)
     .await
-    .map_err(|e| sqlx_error("could not read the appended event", e))?;
+    .map_err(|e| storage("could not read the appended event", e))?;
     event_from_row(&row)
 }
 
@@ -162,6 +148,6 @@ pub(crate) async fn table_exists(conn: &mut SqliteConnection, table: &str) -> Re
             .bind(table)
             .fetch_optional(&mut *conn)
             .await
-            .map_err(|e| sqlx_error("could not inspect the schema", e))?;
+            .map_err(|e| storage("could not inspect the schema", e))?;
     Ok(found.is_some())
 }

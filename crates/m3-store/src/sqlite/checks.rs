@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use m3_types::{Error, ManagedInputRecord, Result};
 use sqlx::SqliteConnection;
+use sqlx::query::Query;
+use sqlx::sqlite::{Sqlite, SqliteArguments};
 use time::OffsetDateTime;
 
 use super::codec::{decode_record, record_columns};
@@ -58,13 +60,22 @@ pub(crate) async fn fetch_round(
     conn: &mut SqliteConnection,
     round: &RoundRef,
 ) -> Result<Option<ManagedInputRecord>> {
-    let row = sqlx::query(SELECT_ROUND)
+    select_round(conn, SELECT_ROUND, round).await
+}
+
+/// Runs `sql` (ending in the round SELECT) for `round` and decodes the row, if any.
+async fn select_round(
+    conn: &mut SqliteConnection,
+    sql: &'static str,
+    round: &RoundRef,
+) -> Result<Option<ManagedInputRecord>> {
+    let rows = sqlx::query(sql)
         .bind(&round.execution_id)
         .bind(&round.round_id)
-        .fetch_optional(&mut *conn)
+        .fetch_all(&mut *conn)
         .await
         .map_err(|e| storage("cannot read a managed-input round", e))?;
-    row.as_ref().map(decode_record).transpose()
+    rows.first().map(decode_record).transpose()
 }
 
 /// Like [`fetch_round`], with a missing round as `managed_input_conflict`.
@@ -73,6 +84,17 @@ pub(crate) async fn fetch_existing(
     round: &RoundRef,
 ) -> Result<ManagedInputRecord> {
     fetch_round(conn, round)
+        .await?
+        .ok_or_else(|| missing(round))
+}
+
+/// Opens the write transaction (`BEGIN IMMEDIATE`) and reads the round that must exist, in
+/// one round trip to the connection's worker.
+pub(crate) async fn begin_and_fetch_existing(
+    conn: &mut SqliteConnection,
+    round: &RoundRef,
+) -> Result<ManagedInputRecord> {
+    select_round(conn, BEGIN_SELECT_ROUND, round)
         .await?
         .ok_or_else(|| missing(round))
 }
@@ -88,6 +110,29 @@ const SELECT_ROUND: &str = concat!(
     record_columns!(),
     " FROM m3_managed_input_rounds WHERE execution_id=? AND round_id=?"
 );
+
+const BEGIN_SELECT_ROUND: &str = concat!(
+    "BEGIN IMMEDIATE;SELECT ",
+    record_columns!(),
+    " FROM m3_managed_input_rounds WHERE execution_id=? AND round_id=?"
+);
+
+/// Binds the compare-and-set tail every lease-guarded UPDATE ends with:
+/// `execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status... AND
+/// lease_expires_at>?` (the status condition is a literal in the statement).
+pub(crate) fn bind_lease_guard<'q>(
+    query: Query<'q, Sqlite, SqliteArguments>,
+    round: &'q RoundRef,
+    lease: &'q LeaseRef,
+    now_text: &'q str,
+) -> Query<'q, Sqlite, SqliteArguments> {
+    query
+        .bind(&round.execution_id)
+        .bind(&round.round_id)
+        .bind(&lease.owner_id)
+        .bind(&lease.lease_token)
+        .bind(now_text)
+}
 
 /// Owner and token must match; the lease must be live unless `allow_expired`.
 pub(crate) fn authorize(

@@ -7,8 +7,8 @@ use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
 use super::checks::{
-    authorize, fetch_existing, lease_expiry, optional_text, require_lease, require_round,
-    require_text,
+    authorize, bind_lease_guard, fetch_existing, lease_expiry, optional_text, require_lease,
+    require_round, require_text,
 };
 use super::codec::{decode_record, new_lease_token, record_columns, timestamp_text};
 use super::error::storage;
@@ -70,7 +70,7 @@ impl SqliteManagedInputStore {
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => claim_in_tx(&mut write.tx, round, &claim, now).await,
+            Ok(now) => claim_in_tx(&mut write, round, &claim, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -93,7 +93,7 @@ impl SqliteManagedInputStore {
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => renew_in_tx(&mut write.tx, round, lease, lease_duration, now).await,
+            Ok(now) => renew_in_tx(&mut write, round, lease, lease_duration, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -113,7 +113,7 @@ impl SqliteManagedInputStore {
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => fail_in_tx(&mut write.tx, round, lease, failure, now).await,
+            Ok(now) => fail_in_tx(&mut write, round, lease, failure, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -133,7 +133,7 @@ impl SqliteManagedInputStore {
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
             Ok(now) => {
-                fail_recovery_in_tx(&mut write.tx, round, expected_lease_token, message, now).await
+                fail_recovery_in_tx(&mut write, round, expected_lease_token, message, now).await
             }
             Err(error) => Err(error),
         };
@@ -277,17 +277,17 @@ async fn renew_in_tx(
     }
     let expires = lease_expiry(now, lease_duration)?;
     let now_text = timestamp_text(now);
-    let rows = sqlx::query(RENEW)
-        .bind(timestamp_text(expires))
-        .bind(&now_text)
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .bind(&lease.owner_id)
-        .bind(&lease.lease_token)
-        .bind(&now_text)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| storage("cannot renew a managed-input lease", e))?;
+    let rows = bind_lease_guard(
+        sqlx::query(RENEW)
+            .bind(timestamp_text(expires))
+            .bind(&now_text),
+        round,
+        lease,
+        &now_text,
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| storage("cannot renew a managed-input lease", e))?;
     single(
         &rows,
         "managed-input lease renewal raced with another owner",
@@ -322,19 +322,19 @@ async fn fail_in_tx(
         _ => {}
     }
     let now_text = timestamp_text(now);
-    let rows = sqlx::query(FAIL)
-        .bind(&now_text)
-        .bind(&failure.code)
-        .bind(&failure.message)
-        .bind(&now_text)
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .bind(&current.lease.owner_id)
-        .bind(&current.lease.lease_token)
-        .bind(&now_text)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| storage("cannot fail a managed-input round", e))?;
+    let rows = bind_lease_guard(
+        sqlx::query(FAIL)
+            .bind(&now_text)
+            .bind(&failure.code)
+            .bind(&failure.message)
+            .bind(&now_text),
+        round,
+        lease,
+        &now_text,
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| storage("cannot fail a managed-input round", e))?;
     single(&rows, "managed-input failure raced with another owner")
 }
 

@@ -6,8 +6,9 @@
 
 mod checks;
 mod codec;
-mod error;
-mod file;
+pub(crate) mod connect;
+pub(crate) mod error;
+pub(crate) mod file;
 mod leases;
 mod options;
 mod responses;

@@ -8,14 +8,17 @@ use super::checks::{fetch_round, lease_expiry, optional_text, require_round, req
 use super::codec::{
     decode_record, json_text, new_lease_token, record_columns, timestamp_text, to_json_value,
 };
+use super::connect::ScriptTx;
 use super::error::{is_integrity_violation, storage};
 use super::store::SqliteManagedInputStore;
 use crate::{CreateRound, RoundRef};
 
+/// `BEGIN IMMEDIATE`, the insert and `COMMIT` in one script (one round trip).
 const INSERT_ROUND: &str = concat!(
-    "INSERT INTO m3_managed_input_rounds(execution_id,round_id,round_index,round_limit,pending_json,status,responses_json,response_idempotency_key,owner_id,lease_token,lease_expires_at,harness_session_id,native_resume_token,delivery_idempotency_key,session_id,turn_id,operation_parameters_json,delivery_attempts,created_at,updated_at) ",
+    "BEGIN IMMEDIATE;INSERT INTO m3_managed_input_rounds(execution_id,round_id,round_index,round_limit,pending_json,status,responses_json,response_idempotency_key,owner_id,lease_token,lease_expires_at,harness_session_id,native_resume_token,delivery_idempotency_key,session_id,turn_id,operation_parameters_json,delivery_attempts,created_at,updated_at) ",
     "VALUES(?,?,?,?,?,'pending',NULL,NULL,?,?,?,?,?,?,?,?,?,0,?,?) RETURNING ",
-    record_columns!()
+    record_columns!(),
+    ";COMMIT"
 );
 
 const LIST_ROUNDS: &str = concat!(
@@ -112,10 +115,10 @@ impl SqliteManagedInputStore {
         let new = validate_create(request)?;
         self.ensure_schema().await?;
         let inner = self.inner();
-        let mut write = inner.begin_write().await?;
+        let mut write = inner.begin_script().await?;
         let now = inner.now();
         let result = match now {
-            Ok(now) => insert_round(&mut write.tx, &new, now).await,
+            Ok(now) => insert_round(&mut write, &new, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -184,26 +187,29 @@ fn redacted_invalid(reason: impl Into<String>) -> Error {
         .with_detail("reason", reason.into())
 }
 
+/// Opens the transaction with the insert (one round trip). A uniqueness conflict falls back to
+/// reading the stored round inside the same transaction: the same data is an idempotent
+/// replay, other data a conflict.
 async fn insert_round(
-    conn: &mut SqliteConnection,
+    write: &mut ScriptTx,
     new: &NewRound,
     now: time::OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
     let request = &new.request;
     let round = RoundRef::of_pending(&request.pending);
-    if let Some(current) = fetch_round(conn, &round).await? {
-        if same_round(&current, new)? {
-            return Ok(current);
+    let expires = match lease_expiry(now, request.lease_duration) {
+        Ok(expires) => expires,
+        Err(error) => {
+            // As before the fast path: an identical replay succeeds whatever the duration.
+            sqlx::query("BEGIN IMMEDIATE")
+                .execute(&mut **write)
+                .await
+                .map_err(|e| storage("cannot begin a write transaction", e))?;
+            return existing_round(write, new, &round).await?.ok_or(error);
         }
-        return Err(Error::managed_input_conflict(
-            "managed-input round already exists with different data",
-        )
-        .with_detail("execution_id", round.execution_id.as_str())
-        .with_detail("round_id", round.round_id.as_str()));
-    }
-    let expires = lease_expiry(now, request.lease_duration)?;
+    };
     let now_text = timestamp_text(now);
-    let row = sqlx::query(INSERT_ROUND)
+    let inserted = sqlx::query(INSERT_ROUND)
         .bind(&round.execution_id)
         .bind(&round.round_id)
         .bind(i64::from(request.round_index))
@@ -220,21 +226,50 @@ async fn insert_round(
         .bind(&new.parameters_json)
         .bind(&now_text)
         .bind(&now_text)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| {
-            if is_integrity_violation(&e) {
-                Error::managed_input_conflict(
-                    "managed-input round conflicts with an existing round",
-                )
-                .with_detail("execution_id", round.execution_id.as_str())
-                .with_detail("round_index", request.round_index)
-                .with_source(e)
-            } else {
-                storage("cannot insert a managed-input round", e)
+        .fetch_all(&mut **write)
+        .await;
+    if inserted.is_ok() {
+        write.mark_committed();
+    }
+    match inserted {
+        Ok(rows) => match rows.as_slice() {
+            [row] => {
+                let record = decode_record(row)?;
+                debug_assert_eq!(record.status, ManagedInputStatus::Pending);
+                Ok(record)
             }
-        })?;
-    let record = decode_record(&row)?;
-    debug_assert_eq!(record.status, ManagedInputStatus::Pending);
-    Ok(record)
+            _ => Err(Error::storage("managed-input insert returned no row")),
+        },
+        Err(e) if is_integrity_violation(&e) => match existing_round(write, new, &round).await? {
+            Some(current) => Ok(current),
+            None => Err(Error::managed_input_conflict(
+                "managed-input round conflicts with an existing round",
+            )
+            .with_detail("execution_id", round.execution_id.as_str())
+            .with_detail("round_index", request.round_index)
+            .with_source(e)),
+        },
+        Err(e) => Err(storage("cannot insert a managed-input round", e)),
+    }
+}
+
+/// The stored round with `round`'s key if it carries exactly `new`'s data; `None` if there is
+/// none.
+///
+/// # Errors
+/// `managed_input_conflict` if it exists with other data.
+async fn existing_round(
+    conn: &mut SqliteConnection,
+    new: &NewRound,
+    round: &RoundRef,
+) -> Result<Option<ManagedInputRecord>> {
+    match fetch_round(conn, round).await? {
+        Some(current) if same_round(&current, new)? => Ok(Some(current)),
+        Some(_) => Err(Error::managed_input_conflict(
+            "managed-input round already exists with different data",
+        )
+        .with_detail("execution_id", round.execution_id.as_str())
+        .with_detail("round_id", round.round_id.as_str())),
+        None => Ok(None),
+    }
 }

@@ -5,14 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use m3_types::{Clock, Error, Result};
-use sqlx::pool::PoolOptions;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
-use sqlx::{Sqlite, Transaction};
+use sqlx::sqlite::SqlitePool;
 use time::{OffsetDateTime, UtcOffset};
-use tokio::sync::{OnceCell, OwnedMutexGuard};
+use tokio::sync::OnceCell;
 
+use super::connect::{ScriptTx, WriteTx, begin_script, begin_write, open_pool};
 use super::error::storage;
-use super::file::{WriteGate, prepare_database_file, restrict_permissions, write_gate};
+use super::file::{WriteGate, restrict_permissions, write_gate};
 use super::options::SqliteStoreOptions;
 use super::schema;
 
@@ -53,12 +52,6 @@ pub(crate) struct Inner {
     path: PathBuf,
 }
 
-/// A write transaction plus the in-process writer queue slot it holds.
-pub(crate) struct WriteTx {
-    pub(crate) tx: Transaction<'static, Sqlite>,
-    _slot: OwnedMutexGuard<()>,
-}
-
 impl SqliteManagedInputStore {
     /// Opens (creating if needed) the database at `path` with default options.
     ///
@@ -82,29 +75,7 @@ impl SqliteManagedInputStore {
     ///   created (SQLite's extended result code in the details).
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteStoreOptions) -> Result<Self> {
         check_clock(options.get_clock().as_ref())?;
-        let path = prepare_database_file(path.as_ref())?;
-        let connect = SqliteConnectOptions::new()
-            .filename(&path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(options.get_synchronous())
-            .busy_timeout(options.get_busy_timeout())
-            .foreign_keys(true);
-        let pool = PoolOptions::<Sqlite>::new()
-            .max_connections(options.get_max_connections())
-            .min_connections(0)
-            .test_before_acquire(false)
-            .acquire_timeout(
-                options
-                    .get_busy_timeout()
-                    .max(std::time::Duration::from_secs(30)),
-            )
-            .connect_with(connect)
-            .await
-            .map_err(|e| {
-                storage("cannot open the managed-input database", e)
-                    .with_detail("path", path.display().to_string())
-            })?;
+        let (pool, path) = open_pool(path.as_ref(), &options).await?;
         let store = Self::from_parts(pool, Arc::clone(options.get_clock()), path.clone());
         store.ensure_schema().await?;
         restrict_permissions(&path)?;
@@ -170,7 +141,7 @@ impl Inner {
             .await
             .map_err(|e| storage("cannot switch the database to WAL", e))?;
         let mut write = self.begin_write().await?;
-        let result = schema::initialize(&mut write.tx).await;
+        let result = schema::initialize(&mut write).await;
         write.finish(result).await
     }
 
@@ -191,34 +162,13 @@ impl Inner {
 
     /// Queues behind this process's other writers on the file, then opens `BEGIN IMMEDIATE`.
     pub(crate) async fn begin_write(&self) -> Result<WriteTx> {
-        let slot = Arc::clone(&self.gate).lock_owned().await;
-        let tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| storage("cannot begin a managed-input write transaction", e))?;
-        Ok(WriteTx { tx, _slot: slot })
+        begin_write(&self.pool, &self.gate).await
     }
-}
 
-impl WriteTx {
-    /// Commits on success, rolls back on failure, and returns `result`.
-    pub(crate) async fn finish<T>(self, result: Result<T>) -> Result<T> {
-        match result {
-            Ok(value) => {
-                self.tx
-                    .commit()
-                    .await
-                    .map_err(|e| storage("cannot commit a managed-input write", e))?;
-                Ok(value)
-            }
-            Err(error) => {
-                if let Err(rollback) = self.tx.rollback().await {
-                    tracing::warn!(error = %rollback, "managed-input rollback failed");
-                }
-                Err(error)
-            }
-        }
+    /// Queues behind this process's other writers on the file and acquires a connection for a
+    /// write whose first statement begins with `BEGIN IMMEDIATE;` (the hot paths).
+    pub(crate) async fn begin_script(&self) -> Result<ScriptTx> {
+        begin_script(&self.pool, &self.gate).await
     }
 }
 

@@ -4,7 +4,7 @@ use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Result};
 use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
-use super::checks::{authorize, fetch_existing, require_lease, require_round};
+use super::checks::{authorize, bind_lease_guard, fetch_existing, require_lease, require_round};
 use super::codec::{decode_record, record_columns, timestamp_text};
 use super::error::storage;
 use super::store::SqliteManagedInputStore;
@@ -35,22 +35,22 @@ impl Transition {
         }
     }
 
-    /// The guarded UPDATE; parameters: timestamp, updated_at, execution_id, round_id,
-    /// owner_id, lease_token, now.
+    /// `BEGIN IMMEDIATE` and the guarded UPDATE in one script; parameters: timestamp,
+    /// updated_at, execution_id, round_id, owner_id, lease_token, now.
     fn statement(self) -> &'static str {
         match self {
             Self::StartDelivery => concat!(
-                "UPDATE m3_managed_input_rounds SET status='delivery_started',delivery_started_at=?,updated_at=?,delivery_attempts=delivery_attempts+1 ",
+                "BEGIN IMMEDIATE;UPDATE m3_managed_input_rounds SET status='delivery_started',delivery_started_at=?,updated_at=?,delivery_attempts=delivery_attempts+1 ",
                 "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='response_validated' AND lease_expires_at>? RETURNING ",
                 record_columns!()
             ),
             Self::MarkDelivered => concat!(
-                "UPDATE m3_managed_input_rounds SET status='delivered',delivered_at=?,updated_at=? ",
+                "BEGIN IMMEDIATE;UPDATE m3_managed_input_rounds SET status='delivered',delivered_at=?,updated_at=? ",
                 "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='delivery_started' AND lease_expires_at>? RETURNING ",
                 record_columns!()
             ),
             Self::Resolve => concat!(
-                "UPDATE m3_managed_input_rounds SET status='resolved',resolved_at=?,updated_at=? ",
+                "BEGIN IMMEDIATE;UPDATE m3_managed_input_rounds SET status='resolved',resolved_at=?,updated_at=? ",
                 "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='delivered' AND lease_expires_at>? RETURNING ",
                 record_columns!()
             ),
@@ -69,15 +69,19 @@ impl SqliteManagedInputStore {
         require_lease(lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
-        let mut write = inner.begin_write().await?;
+        let mut write = inner.begin_script().await?;
         let result = match inner.now() {
-            Ok(now) => step(&mut write.tx, round, lease, transition, now).await,
+            Ok(now) => step(&mut write, round, lease, transition, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
     }
 }
 
+/// Opens the transaction with the guarded UPDATE (one round trip): when every precondition
+/// holds (owner, token, live lease, expected status) it changes the row and returns it.
+/// Otherwise nothing changed and a read inside the same transaction picks the outcome: an
+/// idempotent repeat returns the round, anything else the typed error.
 async fn step(
     conn: &mut SqliteConnection,
     round: &RoundRef,
@@ -85,6 +89,21 @@ async fn step(
     transition: Transition,
     now: OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
+    let now_text = timestamp_text(now);
+    let rows = bind_lease_guard(
+        sqlx::query(transition.statement())
+            .bind(&now_text)
+            .bind(&now_text),
+        round,
+        lease,
+        &now_text,
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| storage("cannot update a managed-input round", e))?;
+    if let [row] = rows.as_slice() {
+        return decode_record(row);
+    }
     let current = fetch_existing(conn, round).await?;
     authorize(&current, lease, now, false)?;
     if current.status == transition.target() {
@@ -98,22 +117,7 @@ async fn step(
         ))
         .with_detail("status", current.status.as_str()));
     }
-    let now_text = timestamp_text(now);
-    let rows = sqlx::query(transition.statement())
-        .bind(&now_text)
-        .bind(&now_text)
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .bind(&current.lease.owner_id)
-        .bind(&current.lease.lease_token)
-        .bind(&now_text)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| storage("cannot update a managed-input round", e))?;
-    let [row] = rows.as_slice() else {
-        return Err(Error::managed_input_conflict(
-            "managed-input transition raced with another owner",
-        ));
-    };
-    decode_record(row)
+    Err(Error::managed_input_conflict(
+        "managed-input transition raced with another owner",
+    ))
 }

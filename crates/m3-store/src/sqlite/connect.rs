@@ -1,0 +1,210 @@
+//! Opening the connection pool on a database file and the write-transaction discipline,
+//! shared by the managed-input store and the execution store.
+//!
+//! Both stores open their file the same way ([`open_pool`]: the path checks and 0600 mode of
+//! [`prepare_database_file`], WAL, `synchronous`, busy timeout and `foreign_keys` on every
+//! pooled connection) and write the same way ([`begin_write`]: queue on the file's in-process
+//! [`WriteGate`], then `BEGIN IMMEDIATE`), so writers of both stores on one file in one process
+//! take turns fairly.
+
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use m3_types::Result;
+use sqlx::pool::{PoolConnection, PoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
+use sqlx::{Sqlite, SqliteConnection, Transaction};
+use tokio::sync::OwnedMutexGuard;
+
+use super::error::storage;
+use super::file::{WriteGate, prepare_database_file, restrict_permissions};
+use super::options::SqliteStoreOptions;
+
+/// Checks and creates the database file (see [`prepare_database_file`]), opens a pool on it
+/// with the PRAGMAs of `options` set on every connection, restricts the `-wal`/`-shm`
+/// companions to 0600, and returns the pool with the canonical path.
+///
+/// # Errors
+/// `managed_input_invalid` if the path is a symlink or not a regular file; `storage_error` if
+/// the file cannot be created or SQLite cannot open it.
+pub(crate) async fn open_pool(
+    path: &Path,
+    options: &SqliteStoreOptions,
+) -> Result<(SqlitePool, PathBuf)> {
+    let path = prepare_database_file(path)?;
+    let connect = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(options.get_synchronous())
+        .busy_timeout(options.get_busy_timeout())
+        .foreign_keys(true);
+    let pool = PoolOptions::<Sqlite>::new()
+        .max_connections(options.get_max_connections())
+        .min_connections(0)
+        .test_before_acquire(false)
+        .acquire_timeout(options.get_busy_timeout().max(Duration::from_secs(30)))
+        .connect_with(connect)
+        .await
+        .map_err(|e| {
+            storage("cannot open the database", e).with_detail("path", path.display().to_string())
+        })?;
+    restrict_permissions(&path)?;
+    Ok((pool, path))
+}
+
+/// A write transaction plus the in-process writer queue slot it holds. Dereferences to the
+/// connection, so statements run on `&mut *write`. Dropping it without
+/// [`commit`](Self::commit) rolls back.
+pub(crate) struct WriteTx {
+    tx: Transaction<'static, Sqlite>,
+    _slot: OwnedMutexGuard<()>,
+}
+
+/// Queues behind this process's other writers on the file (`gate`), then opens
+/// `BEGIN IMMEDIATE` on a pooled connection.
+///
+/// # Errors
+/// `storage_error` if no connection is available or the write lock is not granted within the
+/// busy timeout.
+pub(crate) async fn begin_write(pool: &SqlitePool, gate: &Arc<WriteGate>) -> Result<WriteTx> {
+    let slot = Arc::clone(gate).lock_owned().await;
+    let tx = pool
+        .begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(|e| storage("cannot begin a write transaction", e))?;
+    Ok(WriteTx { tx, _slot: slot })
+}
+
+impl WriteTx {
+    /// Commits the transaction.
+    ///
+    /// # Errors
+    /// `storage_error` if SQLite refuses the commit.
+    pub(crate) async fn commit(self) -> Result<()> {
+        self.tx
+            .commit()
+            .await
+            .map_err(|e| storage("cannot commit a write transaction", e))
+    }
+
+    /// Commits on success, rolls back on failure, and returns `result`.
+    pub(crate) async fn finish<T>(self, result: Result<T>) -> Result<T> {
+        match result {
+            Ok(value) => {
+                self.commit().await?;
+                Ok(value)
+            }
+            Err(error) => {
+                if let Err(rollback) = self.tx.rollback().await {
+                    tracing::warn!(error = %rollback, "rollback failed");
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
+impl Deref for WriteTx {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        &self.tx
+    }
+}
+
+impl DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.tx
+    }
+}
+
+/// A write transaction that the caller's first statement opens itself (a script starting
+/// with `BEGIN IMMEDIATE;`), so opening the transaction and the first read or guarded write
+/// cost one round trip to the connection's worker thread instead of two. The connection is
+/// held exclusively with the writer queue slot; [`finish`](Self::finish) commits or rolls
+/// back. A `ScriptTx` dropped before `finish` (a cancelled operation) closes its connection
+/// instead of returning it to the pool, so SQLite rolls the transaction back and no pooled
+/// connection is ever left inside a transaction.
+pub(crate) struct ScriptTx {
+    conn: PoolConnection<Sqlite>,
+    finished: bool,
+    committed: bool,
+    _slot: OwnedMutexGuard<()>,
+}
+
+/// Queues behind this process's other writers on the file (`gate`) and acquires a connection
+/// for a [`ScriptTx`]. The caller's first statement must begin with `BEGIN IMMEDIATE;`.
+///
+/// # Errors
+/// `storage_error` if no connection is available.
+pub(crate) async fn begin_script(pool: &SqlitePool, gate: &Arc<WriteGate>) -> Result<ScriptTx> {
+    let slot = Arc::clone(gate).lock_owned().await;
+    let conn = pool
+        .acquire()
+        .await
+        .map_err(|e| storage("cannot acquire a connection for a write", e))?;
+    Ok(ScriptTx {
+        conn,
+        finished: false,
+        committed: false,
+        _slot: slot,
+    })
+}
+
+impl ScriptTx {
+    /// Records that a script ending in `COMMIT` ran to its end: the transaction is closed.
+    pub(crate) fn mark_committed(&mut self) {
+        self.committed = true;
+    }
+
+    /// Commits on success, rolls back on failure (or if the commit fails), and returns
+    /// `result`. Nothing is left to do after [`mark_committed`](Self::mark_committed).
+    pub(crate) async fn finish<T>(mut self, result: Result<T>) -> Result<T> {
+        if self.committed {
+            self.finished = true;
+            return result;
+        }
+        let result = match result {
+            Ok(value) => match sqlx::query("COMMIT").execute(&mut *self.conn).await {
+                Ok(_) => {
+                    self.finished = true;
+                    return Ok(value);
+                }
+                Err(e) => Err(storage("cannot commit a write transaction", e)),
+            },
+            Err(error) => Err(error),
+        };
+        match sqlx::query("ROLLBACK").execute(&mut *self.conn).await {
+            Ok(_) => self.finished = true,
+            // The failed script never opened the transaction (e.g. BEGIN timed out).
+            Err(e) if e.to_string().contains("no transaction is active") => self.finished = true,
+            Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
+        }
+        result
+    }
+}
+
+impl Drop for ScriptTx {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+impl Deref for ScriptTx {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for ScriptTx {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.conn
+    }
+}
