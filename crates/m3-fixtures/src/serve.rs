@@ -1,0 +1,208 @@
+//! Serving a fixture over a byte stream (stdio or an in-process pipe).
+
+use std::borrow::Cow;
+
+use rmcp::{
+    ErrorData, RoleServer, Service, ServiceExt,
+    model::{ClientRequest, DiscoverRequestMethod, ProtocolVersion, ServerConfig},
+    service::{NotificationContext, RequestContext, ServerInitializeError, ServiceRole},
+};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream},
+    sync::mpsc,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    error::FixtureError,
+    options::{Era, ShippingOptions},
+    shipping::{ShippingHandler, Wire},
+};
+
+/// How a served connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServeOutcome {
+    /// The client closed the connection (or never chose an era before closing).
+    Closed,
+    /// [`Fault::CrashMidCall`](crate::Fault::CrashMidCall) ended the server during a
+    /// `tools/call`; the output was closed without a response. A process should now exit with
+    /// [`CRASH_EXIT_CODE`](crate::CRASH_EXIT_CODE).
+    Crashed,
+}
+
+/// The service rmcp runs: the handler plus the era rule for `server/discover`.
+#[derive(Debug, Clone)]
+struct EraService {
+    handler: ShippingHandler,
+}
+
+impl Service<RoleServer> for EraService {
+    async fn handle_request(
+        &self,
+        request: <RoleServer as ServiceRole>::PeerReq,
+        context: RequestContext<RoleServer>,
+    ) -> Result<<RoleServer as ServiceRole>::Resp, ErrorData> {
+        if self.handler.options().era == Era::Legacy
+            && matches!(request, ClientRequest::DiscoverRequest(_))
+        {
+            // A server of the handshake era does not know server/discover.
+            return Err(ErrorData::method_not_found::<DiscoverRequestMethod>());
+        }
+        Service::handle_request(&self.handler, request, context).await
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: <RoleServer as ServiceRole>::PeerNot,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Service::handle_notification(&self.handler, notification, context).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        Service::get_info(&self.handler)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        self.handler.options().era.supported_versions()
+    }
+}
+
+/// Serves the `shipping` server on `reader`/`writer` (newline-delimited JSON-RPC, as on stdio)
+/// until the client closes the connection or a crash fault fires.
+///
+/// Use it in-process with the two halves of [`tokio::io::duplex`] (the client takes the other
+/// ends), or with a process's stdin/stdout (see [`serve_stdio`]). The era and the fault come
+/// from `options`.
+///
+/// # Errors
+/// - [`FixtureError::InvalidArgument`] (`invalid_argument`): `options.state_key` is shorter
+///   than 32 bytes.
+/// - [`FixtureError::Transport`] (`transport_error`): the first message was not a request, the
+///   handshake was refused (for example `initialize` on a 2026-07-28-only server), or the
+///   output failed.
+pub async fn serve_shipping<R, W>(
+    options: ShippingOptions,
+    reader: R,
+    writer: W,
+) -> Result<ServeOutcome, FixtureError>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let (raw_tx, raw_rx) = mpsc::unbounded_channel();
+    let crash = CancellationToken::new();
+    let handler = ShippingHandler::new(
+        options,
+        Wire {
+            raw: raw_tx,
+            crash: crash.clone(),
+        },
+    )?;
+    let (rmcp_out, forwarder_in) = tokio::io::duplex(64 * 1024);
+    let forwarder = tokio::spawn(forward(forwarder_in, writer, raw_rx, crash.clone()));
+    let service = EraService { handler };
+    let running = match service.serve((reader, rmcp_out)).await {
+        Ok(running) => running,
+        Err(ServerInitializeError::ConnectionClosed(_)) => {
+            finish(forwarder).await?;
+            return Ok(ServeOutcome::Closed);
+        }
+        Err(error) => {
+            finish(forwarder).await?;
+            return Err(FixtureError::Transport(error.to_string()));
+        }
+    };
+    let outcome = tokio::select! {
+        quit = running.waiting() => {
+            if let Err(error) = quit {
+                tracing::warn!(%error, "the service task failed");
+            }
+            ServeOutcome::Closed
+        }
+        () = crash.cancelled() => ServeOutcome::Crashed,
+    };
+    finish(forwarder).await?;
+    Ok(outcome)
+}
+
+async fn finish(
+    forwarder: tokio::task::JoinHandle<std::io::Result<()>>,
+) -> Result<(), FixtureError> {
+    match forwarder.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => Err(FixtureError::Transport(error.to_string())),
+        Err(error) => Err(FixtureError::Transport(error.to_string())),
+    }
+}
+
+/// Copies rmcp's output to `out` line by line, interleaving raw lines from faults at line
+/// boundaries; stops (dropping `out`) at once when a crash fires.
+async fn forward<W>(
+    from_rmcp: DuplexStream,
+    mut out: W,
+    mut raw: mpsc::UnboundedReceiver<Vec<u8>>,
+    crash: CancellationToken,
+) -> std::io::Result<()>
+where
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let mut lines = BufReader::new(from_rmcp);
+    let mut line = Vec::new();
+    let mut raw_open = true;
+    loop {
+        tokio::select! {
+            biased;
+            () = crash.cancelled() => return Ok(()),
+            read = lines.read_until(b'\n', &mut line) => {
+                let n = read?;
+                if n == 0 || line.last() == Some(&b'\n') {
+                    out.write_all(&line).await?;
+                    out.flush().await?;
+                    line.clear();
+                }
+                if n == 0 {
+                    out.shutdown().await?;
+                    return Ok(());
+                }
+            }
+            bytes = raw.recv(), if raw_open => match bytes {
+                Some(bytes) => {
+                    out.write_all(&bytes).await?;
+                    out.flush().await?;
+                }
+                None => raw_open = false,
+            },
+        }
+    }
+}
+
+/// Serves the `shipping` server on this process's stdin and stdout.
+///
+/// # Errors
+/// As [`serve_shipping`].
+pub async fn serve_stdio(options: ShippingOptions) -> Result<ServeOutcome, FixtureError> {
+    serve_shipping(options, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// The names [`serve_named_stdio`] knows.
+pub const SERVER_NAMES: &[&str] = &["shipping"];
+
+/// Serves the fixture called `name` on stdin/stdout (what `m3 example-server NAME` runs).
+///
+/// # Errors
+/// [`FixtureError::InvalidArgument`] (`invalid_argument`) for an unknown name; otherwise as
+/// [`serve_shipping`].
+pub async fn serve_named_stdio(
+    name: &str,
+    options: ShippingOptions,
+) -> Result<ServeOutcome, FixtureError> {
+    match name {
+        "shipping" => serve_stdio(options).await,
+        other => Err(FixtureError::InvalidArgument(format!(
+            "unknown example server '{other}' (known: {})",
+            SERVER_NAMES.join(", ")
+        ))),
+    }
+}

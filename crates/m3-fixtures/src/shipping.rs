@@ -1,0 +1,355 @@
+//! The `shipping` example server: tools, a prompt and a resource that ask for input.
+
+use std::{
+    borrow::Cow,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestMethod, CallToolRequestParams, CallToolResponse, CallToolResult,
+        ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+        ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+        ResourceContents, ServerCapabilities, ServerConfig,
+    },
+    service::RequestContext,
+};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    error::FixtureError,
+    flow::{Answer, Outcome, RetryInput, Round, RoundAnswers, Step, answer, drive},
+    options::{Fault, GARBAGE_LINE, OVERSIZED_TEXT_BYTES, ShippingOptions},
+    scripts::{
+        address_round, book_gift_shipment, book_shipment, book_verified_shipment, booked,
+        confirmation_params, quote_json, quote_price, shipping_label, tools, weight,
+    },
+    state::{OperationKey, StateSealer},
+};
+
+/// Name the server reports in `serverInfo`.
+pub const SHIPPING_SERVER_NAME: &str = "m3-shipping";
+/// Request key of the address question.
+pub const SHIPPING_ADDRESS_KEY: &str = "shipping_address";
+/// Message of the address question.
+pub const SHIPPING_ADDRESS_MESSAGE: &str = "Enter the delivery address.";
+/// Request key of the URL verification round of `book_verified_shipment`.
+pub const VERIFICATION_KEY: &str = "verification";
+/// Prefix of the verification URL; the operation id follows it.
+pub const VERIFICATION_URL_PREFIX: &str = "https://example.test/verify/";
+/// Request key of the gift message question of `book_gift_shipment`.
+pub const GIFT_MESSAGE_KEY: &str = "gift_message";
+/// Request key of the confirmation asked by the quote resource.
+pub const CONFIRMATION_KEY: &str = "confirmation";
+/// URI of the resource that asks for a confirmation.
+pub const QUOTE_RESOURCE_URI: &str = "shipping://quote/latest";
+/// Name of the prompt that asks for the address.
+pub const LABEL_PROMPT: &str = "shipping_label";
+
+/// Where a fault writes raw output and signals a crash.
+#[derive(Debug, Clone)]
+pub(crate) struct Wire {
+    pub(crate) raw: UnboundedSender<Vec<u8>>,
+    pub(crate) crash: CancellationToken,
+}
+
+/// The server handler (one per connection).
+#[derive(Debug, Clone)]
+pub(crate) struct ShippingHandler {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    options: ShippingOptions,
+    sealer: StateSealer,
+    wire: Wire,
+    prefix: String,
+    counter: AtomicU64,
+    latest_quote: Mutex<Option<f64>>,
+}
+
+impl ShippingHandler {
+    pub(crate) fn new(options: ShippingOptions, wire: Wire) -> Result<Self, FixtureError> {
+        let sealer = StateSealer::new(options.state_key.as_deref())?;
+        let mut random = [0_u8; 4];
+        getrandom::fill(&mut random)
+            .map_err(|error| FixtureError::InvalidArgument(format!("no randomness: {error}")))?;
+        let prefix = random.iter().map(|byte| format!("{byte:02x}")).collect();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                options,
+                sealer,
+                wire,
+                prefix,
+                counter: AtomicU64::new(0),
+                latest_quote: Mutex::new(None),
+            }),
+        })
+    }
+
+    pub(crate) fn options(&self) -> &ShippingOptions {
+        &self.inner.options
+    }
+
+    fn new_operation_id(&self) -> String {
+        let n = self.inner.counter.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{}-{n}", self.inner.prefix)
+    }
+
+    async fn run<T, S>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        operation: OperationKey,
+        input: RetryInput,
+        script: S,
+    ) -> Result<Outcome<T>, ErrorData>
+    where
+        S: Fn(&str, &[RoundAnswers]) -> Result<Step<T>, ErrorData>,
+    {
+        drive(
+            context,
+            &self.inner.sealer,
+            &operation,
+            || self.new_operation_id(),
+            input,
+            script,
+        )
+        .await
+    }
+
+    async fn faulty_call(
+        &self,
+        fault: Fault,
+        operation: OperationKey,
+        input: RetryInput,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match fault {
+            Fault::CrashMidCall => {
+                tracing::warn!("fault crash-mid-call: ending the server");
+                self.inner.wire.crash.cancel();
+                context.ct.cancelled().await;
+                Err(ErrorData::internal_error("crashed", None))
+            }
+            Fault::Garbage => {
+                let mut line = GARBAGE_LINE.as_bytes().to_vec();
+                line.push(b'\n');
+                if self.inner.wire.raw.send(line).is_err() {
+                    tracing::warn!("fault garbage: the output is closed");
+                }
+                context.ct.cancelled().await;
+                Err(ErrorData::internal_error("cancelled", None))
+            }
+            Fault::Oversized => Ok(CallToolResult::success(vec![ContentBlock::text(
+                "x".repeat(OVERSIZED_TEXT_BYTES),
+            )])
+            .into()),
+            Fault::Hang => {
+                context.ct.cancelled().await;
+                Err(ErrorData::internal_error("cancelled", None))
+            }
+            Fault::EndlessRounds => {
+                let outcome = self
+                    .run(&context, operation, input, |_, _| {
+                        Ok(Step::<CallToolResult>::Ask(address_round()))
+                    })
+                    .await?;
+                Ok(tool_response(outcome))
+            }
+        }
+    }
+}
+
+fn tool_response(outcome: Outcome<CallToolResult>) -> CallToolResponse {
+    match outcome {
+        Outcome::Done(result) => result.into(),
+        Outcome::InputRequired(result) => result.into(),
+    }
+}
+
+impl ServerHandler for ShippingHandler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            SHIPPING_SERVER_NAME,
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(
+            "Example shipping server of m3-rs: tools, a prompt and a resource that ask for input.",
+        )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        self.inner.options.era.supported_versions()
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let arguments = request.arguments.unwrap_or_default();
+        let operation = OperationKey::new("tool", &name, Value::Object(arguments.clone()));
+        let input = RetryInput {
+            responses: request.input_responses,
+            state: request.request_state,
+        };
+        if !tools().iter().any(|tool| tool.name == name) {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool '{name}'"),
+                None,
+            ));
+        }
+        let weight_kg = weight(&arguments)?;
+        if let Some(fault) = self.inner.options.fault {
+            return self.faulty_call(fault, operation, input, context).await;
+        }
+        let outcome = match name.as_str() {
+            "book_shipment" => self.run(&context, operation, input, book_shipment).await?,
+            "book_verified_shipment" => {
+                self.run(&context, operation, input, book_verified_shipment)
+                    .await?
+            }
+            "book_gift_shipment" => {
+                self.run(&context, operation, input, book_gift_shipment)
+                    .await?
+            }
+            "quote" => {
+                if let Ok(mut latest) = self.inner.latest_quote.lock() {
+                    *latest = Some(weight_kg);
+                }
+                let price = quote_price(weight_kg);
+                Outcome::Done(booked(
+                    &format!("Quote: {price:.2} EUR for {weight_kg} kg."),
+                    quote_json(weight_kg),
+                ))
+            }
+            _ => return Err(ErrorData::method_not_found::<CallToolRequestMethod>()),
+        };
+        Ok(tool_response(outcome))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+            LABEL_PROMPT,
+            Some(
+                "Asks for the delivery address (form, key shipping_address), then returns a message to print the label.",
+            ),
+            None,
+        )]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if request.name != LABEL_PROMPT {
+            return Err(ErrorData::invalid_params(
+                format!("unknown prompt '{}'", request.name),
+                None,
+            ));
+        }
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let operation = OperationKey::new("prompt", &request.name, arguments);
+        let input = RetryInput {
+            responses: request.input_responses,
+            state: request.request_state,
+        };
+        Ok(
+            match self.run(&context, operation, input, shipping_label).await? {
+                Outcome::Done(result) => result.into(),
+                Outcome::InputRequired(result) => result.into(),
+            },
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut resource = Resource::new(QUOTE_RESOURCE_URI, "latest_quote");
+        resource.description = Some(
+            "The latest quote; asks for a confirmation first (form, key confirmation).".to_owned(),
+        );
+        resource.mime_type = Some("application/json".to_owned());
+        Ok(ListResourcesResult::with_all_items(vec![resource]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri != QUOTE_RESOURCE_URI {
+            return Err(ErrorData::resource_not_found(
+                format!("unknown resource '{}'", request.uri),
+                None,
+            ));
+        }
+        let weight_kg = self
+            .inner
+            .latest_quote
+            .lock()
+            .ok()
+            .and_then(|latest| *latest)
+            .unwrap_or(1.0);
+        let operation = OperationKey::new("resource", &request.uri, Value::Null);
+        let input = RetryInput {
+            responses: request.input_responses,
+            state: request.request_state,
+        };
+        let script = |_: &str, answers: &[RoundAnswers]| {
+            let Some(first) = answers.first() else {
+                return Ok(Step::Ask(Round::one(
+                    CONFIRMATION_KEY,
+                    confirmation_params()?,
+                )));
+            };
+            let confirmed = matches!(
+                answer(first, CONFIRMATION_KEY),
+                Answer::Accepted(Some(content)) if content.get("confirm") == Some(&Value::Bool(true))
+            );
+            let text = if confirmed {
+                quote_json(weight_kg).to_string()
+            } else {
+                json!({"withheld": true}).to_string()
+            };
+            Ok(Step::Done(ReadResourceResult::new(vec![
+                ResourceContents::text(text, QUOTE_RESOURCE_URI),
+            ])))
+        };
+        Ok(match self.run(&context, operation, input, script).await? {
+            Outcome::Done(result) => result.into(),
+            Outcome::InputRequired(result) => result.into(),
+        })
+    }
+}
