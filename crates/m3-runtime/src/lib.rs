@@ -6,3 +6,5 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
+
+pub mod mcp;
