@@ -63,3 +63,13 @@ pub use sqlite::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SqliteManagedInputStore, SqliteStoreOptions,
     SqliteSynchronous,
 };
+
+mod execution;
+mod sqlite_pool;
+
+pub use execution::{
+    AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
+    EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE, ExecutionEvent,
+    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
+    ListExecutions, NewExecution, SqliteExecutionStore, TerminalizeExpired, Terminalized,
+};
