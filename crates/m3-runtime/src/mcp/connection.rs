@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::{Semaphore, watch};
 
-use super::driver;
 use super::fault::{ConnectionFault, FaultSender, wait_for_fault};
 use super::frames;
 use super::handler::{LegacyRouter, M3ClientHandler};
+use super::driver;
 use super::operation::{OperationProgress, OperationRequest};
 use super::options::{ConnectOptions, ProtocolEra};
 use super::process::{self, ServerProcess, SpawnSettings};
@@ -66,19 +66,14 @@ pub(crate) struct Shared {
 impl Shared {
     /// The recorded fault as a typed error, if any.
     pub(crate) fn fault_error(&self) -> Option<Error> {
-        self.faults
-            .borrow()
-            .as_ref()
-            .map(|fault| fault.to_error(&self.server))
+        self.faults.borrow().as_ref().map(|fault| fault.to_error(&self.server))
     }
 
     /// Replace (or append) an operation record in the log.
     pub(crate) fn publish(&self, record: &LogicalOperation) {
         if let Ok(mut log) = self.log.lock() {
-            if let Some(slot) = log
-                .iter_mut()
-                .rev()
-                .find(|r| r.logical_operation_id == record.logical_operation_id)
+            if let Some(slot) =
+                log.iter_mut().rev().find(|r| r.logical_operation_id == record.logical_operation_id)
             {
                 *slot = record.clone();
             } else {
@@ -156,8 +151,7 @@ impl McpConnection {
             None => match Self::connect_once(server, &options, Lifecycle::Auto).await {
                 Err(error) if error.is_timeout() => {
                     tracing::info!(server = %server.name, "server/discover probe timed out; falling back to initialize");
-                    Self::connect_once(server, &options, Lifecycle::Fixed(ProtocolEra::Legacy))
-                        .await
+                    Self::connect_once(server, &options, Lifecycle::Fixed(ProtocolEra::Legacy)).await
                 }
                 other => other,
             },
@@ -193,14 +187,10 @@ impl McpConnection {
                 options.discover_timeout,
             ),
             Lifecycle::Fixed(ProtocolEra::Modern) => (
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
+                ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
                 options.connect_timeout,
             ),
-            Lifecycle::Fixed(ProtocolEra::Legacy) => {
-                (ClientLifecycleMode::Initialize, options.connect_timeout)
-            }
+            Lifecycle::Fixed(ProtocolEra::Legacy) => (ClientLifecycleMode::Initialize, options.connect_timeout),
         };
         let mut fault_rx = faults.clone();
         let started = tokio::select! {
@@ -236,18 +226,10 @@ impl McpConnection {
             .as_ref()
             .map(|info| info.protocol_version.clone())
             .unwrap_or(ProtocolVersion::V_2025_11_25);
-        let era = if version >= ProtocolVersion::V_2026_07_28 {
-            ProtocolEra::Modern
-        } else {
-            ProtocolEra::Legacy
-        };
-        let identity = info
-            .as_ref()
-            .and_then(|info| info.server_info.as_ref())
-            .map(|implementation| ServerIdentity {
-                name: implementation.name.clone(),
-                version: implementation.version.clone(),
-            });
+        let era = if version >= ProtocolVersion::V_2026_07_28 { ProtocolEra::Modern } else { ProtocolEra::Legacy };
+        let identity = info.as_ref().and_then(|info| info.server_info.as_ref()).map(|implementation| {
+            ServerIdentity { name: implementation.name.clone(), version: implementation.version.clone() }
+        });
         tracing::info!(server = %server.name, %era, protocol_version = %version, pid = process.pid(), "MCP server connected");
         let shared = Shared {
             server: server.name.clone(),
@@ -263,10 +245,7 @@ impl McpConnection {
             options: options.clone(),
             log: Mutex::new(Vec::new()),
         };
-        Ok(Self {
-            shared: Arc::new(shared),
-            service: tokio::sync::Mutex::new(Some(service)),
-        })
+        Ok(Self { shared: Arc::new(shared), service: tokio::sync::Mutex::new(Some(service)) })
     }
 
     /// The server binding's name.
@@ -307,19 +286,13 @@ impl McpConnection {
     /// Records of the operations started on this connection (the last 256), in
     /// start order; in-progress operations show their attempts so far.
     pub fn operation_log(&self) -> Vec<LogicalOperation> {
-        self.shared
-            .log
-            .lock()
-            .map(|log| log.clone())
-            .unwrap_or_default()
+        self.shared.log.lock().map(|log| log.clone()).unwrap_or_default()
     }
 
     /// The record of one logical operation, if still in the log.
     pub fn operation_record(&self, logical_operation_id: &str) -> Option<LogicalOperation> {
         self.shared.log.lock().ok().and_then(|log| {
-            log.iter()
-                .find(|r| r.logical_operation_id == logical_operation_id)
-                .cloned()
+            log.iter().find(|r| r.logical_operation_id == logical_operation_id).cloned()
         })
     }
 
@@ -328,10 +301,7 @@ impl McpConnection {
     /// # Errors
     /// `timeout`, `protocol_error` or `transport_error` as for any request.
     pub async fn list_tools(&self) -> Result<Vec<ToolDescriptor>> {
-        let tools = self
-            .shared
-            .bounded("tools/list", self.shared.peer.list_all_tools())
-            .await?;
+        let tools = self.shared.bounded("tools/list", self.shared.peer.list_all_tools()).await?;
         let selection = self.shared.options.tool_selection.as_ref();
         Ok(tools
             .into_iter()
@@ -373,9 +343,7 @@ impl McpConnection {
     /// None today; the `Result` leaves room for reporting cleanup failures.
     pub async fn close(self) -> Result<()> {
         let grace = self.shared.options.close_grace;
-        self.shared
-            .fault_tx
-            .raise(ConnectionFault::transport("connection closed"));
+        self.shared.fault_tx.raise(ConnectionFault::transport("connection closed"));
         if let Some(mut service) = self.service.lock().await.take() {
             let _ = service.close_with_timeout(grace).await;
         }
@@ -386,9 +354,7 @@ impl McpConnection {
 
 impl Drop for McpConnection {
     fn drop(&mut self) {
-        self.shared
-            .fault_tx
-            .raise(ConnectionFault::transport("connection closed"));
+        self.shared.fault_tx.raise(ConnectionFault::transport("connection closed"));
         self.shared.process.kill_token().cancel();
     }
 }

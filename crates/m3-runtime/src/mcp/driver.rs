@@ -42,11 +42,7 @@ impl Drop for LegacyCall {
     fn drop(&mut self) {
         self.shared.router.clear();
         if !self.finished {
-            cancel_request(
-                &self.shared,
-                self.request_id.clone(),
-                "operation abandoned by the caller",
-            );
+            cancel_request(&self.shared, self.request_id.clone(), "operation abandoned by the caller");
         }
     }
 }
@@ -74,10 +70,7 @@ pub(super) struct Driver {
     waited: Duration,
 }
 
-pub(crate) async fn start(
-    shared: Arc<Shared>,
-    request: OperationRequest,
-) -> Result<OperationProgress> {
+pub(crate) async fn start(shared: Arc<Shared>, request: OperationRequest) -> Result<OperationProgress> {
     if request.kind == OperationKind::Tool
         && let Some(selection) = &shared.options.tool_selection
         && !selection.allows(&shared.server, &request.name)
@@ -89,16 +82,9 @@ pub(crate) async fn start(
         .with_detail("server", shared.server.clone())
         .with_detail("tool", request.name.clone()));
     }
-    let origin = Origin {
-        server: shared.server.clone(),
-        kind: request.kind,
-        name: request.name.clone(),
-    };
+    let origin = Origin { server: shared.server.clone(), kind: request.kind, name: request.name.clone() };
     let record = LogicalOperation {
-        logical_operation_id: request
-            .logical_operation_id
-            .clone()
-            .unwrap_or_else(m3_types::new_id),
+        logical_operation_id: request.logical_operation_id.clone().unwrap_or_else(m3_types::new_id),
         server: shared.server.clone(),
         operation_kind: request.kind,
         operation_name: request.name.clone(),
@@ -133,16 +119,10 @@ pub(crate) async fn start(
 
 impl Driver {
     fn attempt_number(&self) -> u32 {
-        u32::try_from(self.record.attempts.len())
-            .unwrap_or(u32::MAX)
-            .saturating_add(1)
+        u32::try_from(self.record.attempts.len()).unwrap_or(u32::MAX).saturating_add(1)
     }
 
-    fn begin_attempt(
-        &mut self,
-        request_state: Option<String>,
-        input_responses: Option<ResponseMap>,
-    ) -> u32 {
+    fn begin_attempt(&mut self, request_state: Option<String>, input_responses: Option<ResponseMap>) -> u32 {
         let attempt = self.attempt_number();
         self.record.attempts.push(OperationAttempt {
             attempt,
@@ -168,10 +148,7 @@ impl Driver {
             }
             last.outcome = outcome;
         }
-        if !matches!(
-            self.record.attempts.last().map(|a| &a.outcome),
-            Some(AttemptOutcome::InputRequired { .. })
-        ) {
+        if !matches!(self.record.attempts.last().map(|a| &a.outcome), Some(AttemptOutcome::InputRequired { .. })) {
             self.record.finished_at = Some(OffsetDateTime::now_utc());
         }
         self.shared.publish(&self.record);
@@ -180,35 +157,17 @@ impl Driver {
     /// Record `error` as the operation's end and tag it with the operation ids.
     fn fail(&mut self, error: Error, waited: Duration) -> Error {
         let error = error
-            .with_detail(
-                "logical_operation_id",
-                self.record.logical_operation_id.clone(),
-            )
+            .with_detail("logical_operation_id", self.record.logical_operation_id.clone())
             .with_detail("attempt", self.attempt_number().saturating_sub(1));
-        self.end_attempt(
-            AttemptOutcome::Error {
-                error: error.to_error_info(),
-            },
-            waited,
-        );
+        self.end_attempt(AttemptOutcome::Error { error: error.to_error_info() }, waited);
         self.record.finished_at = Some(OffsetDateTime::now_utc());
         self.shared.publish(&self.record);
         error
     }
 
     fn complete(&mut self, result: Value, is_error: bool, waited: Duration) -> OperationProgress {
-        self.end_attempt(
-            AttemptOutcome::Complete {
-                result: result.clone(),
-                is_error,
-            },
-            waited,
-        );
-        OperationProgress::Complete(CompletedOperation {
-            result,
-            is_error,
-            record: self.record.clone(),
-        })
+        self.end_attempt(AttemptOutcome::Complete { result: result.clone(), is_error }, waited);
+        OperationProgress::Complete(CompletedOperation { result, is_error, record: self.record.clone() })
     }
 
     fn round_limit_error(&self) -> Error {
@@ -223,11 +182,7 @@ impl Driver {
         .with_detail("server", self.origin.server.clone())
     }
 
-    fn wire_request(
-        &self,
-        input_responses: Option<InputResponses>,
-        request_state: Option<String>,
-    ) -> ClientRequest {
+    fn wire_request(&self, input_responses: Option<InputResponses>, request_state: Option<String>) -> ClientRequest {
         match self.origin.kind {
             OperationKind::Tool => {
                 let mut params = CallToolRequestParams::new(self.origin.name.clone());
@@ -256,9 +211,7 @@ impl Driver {
     async fn closed_error(&self, error: Option<ServiceError>) -> Error {
         // The reader may record the cause (exit status, bad frame) a moment later.
         let mut faults = self.shared.faults.clone();
-        if let Ok(fault) =
-            tokio::time::timeout(Duration::from_millis(500), wait_for_fault(&mut faults)).await
-        {
+        if let Ok(fault) = tokio::time::timeout(Duration::from_millis(500), wait_for_fault(&mut faults)).await {
             return fault.to_error(&self.shared.server);
         }
         match error {
@@ -268,19 +221,11 @@ impl Driver {
         }
     }
 
-    async fn send(
-        &self,
-        request: ClientRequest,
-    ) -> Result<rmcp::service::RequestHandle<rmcp::service::RoleClient>> {
+    async fn send(&self, request: ClientRequest) -> Result<rmcp::service::RequestHandle<rmcp::service::RoleClient>> {
         if let Some(error) = self.shared.fault_error() {
             return Err(error);
         }
-        match self
-            .shared
-            .peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await
-        {
+        match self.shared.peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
             Ok(handle) => Ok(handle),
             Err(error) => Err(self.closed_error(Some(error)).await),
         }
@@ -293,11 +238,9 @@ impl Driver {
         mut request_state: Option<String>,
     ) -> Result<OperationProgress> {
         loop {
-            let wire_responses: Option<InputResponses> = input_responses.as_ref().map(|map| {
-                map.iter()
-                    .map(|(k, v)| (k.clone(), wire::response_json(v)))
-                    .collect()
-            });
+            let wire_responses: Option<InputResponses> = input_responses
+                .as_ref()
+                .map(|map| map.iter().map(|(k, v)| (k.clone(), wire::response_json(v))).collect());
             let attempt = self.begin_attempt(request_state.clone(), input_responses.take());
             let request = self.wire_request(wire_responses, request_state.clone());
             let started = Instant::now();
@@ -313,19 +256,11 @@ impl Driver {
                 Err(error) => return Err(self.fail(error, waited)),
             };
             match answer {
-                Answer::Complete { result, is_error } => {
-                    return Ok(self.complete(result, is_error, waited));
-                }
-                Answer::InputRequired {
-                    requests,
-                    request_state: state,
-                } => {
+                Answer::Complete { result, is_error } => return Ok(self.complete(result, is_error, waited)),
+                Answer::InputRequired { requests, request_state: state } => {
                     let keys: Vec<String> = requests.keys().cloned().collect();
                     self.end_attempt(
-                        AttemptOutcome::InputRequired {
-                            request_keys: keys,
-                            request_state: state.clone(),
-                        },
+                        AttemptOutcome::InputRequired { request_keys: keys, request_state: state.clone() },
                         waited,
                     );
                     if requests.is_empty() {
@@ -392,10 +327,7 @@ impl Driver {
             timeout.as_millis()
         ))
         .with_detail("server", self.origin.server.clone())
-        .with_detail(
-            "timeout_ms",
-            u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        )
+        .with_detail("timeout_ms", u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
     }
 
     fn classify(&self, result: ServerResult) -> Result<Answer> {
@@ -405,10 +337,7 @@ impl Driver {
                 serde_json::json!({"content": []})
             }
             other => serde_json::to_value(&other).map_err(|error| {
-                Error::protocol(format!(
-                    "cannot read the result from '{}': {error}",
-                    self.origin.server
-                ))
+                Error::protocol(format!("cannot read the result from '{}': {error}", self.origin.server))
             })?,
         };
         wire::classify(value, &self.origin)
@@ -458,12 +387,7 @@ impl Driver {
     }
 
     pub(super) fn note_legacy_answer(&mut self, responses: &ResponseMap, withdrawn: bool) {
-        if let Some(exchange) = self
-            .record
-            .attempts
-            .last_mut()
-            .and_then(|a| a.rounds.last_mut())
-        {
+        if let Some(exchange) = self.record.attempts.last_mut().and_then(|a| a.rounds.last_mut()) {
             exchange.responses = Some(responses.clone());
             exchange.withdrawn = withdrawn;
         }
@@ -481,14 +405,7 @@ impl Driver {
         let remaining = timeout.saturating_sub(self.waited);
         let started = Instant::now();
         enum Step {
-            Answer(
-                Box<
-                    std::result::Result<
-                        std::result::Result<ServerResult, ServiceError>,
-                        oneshot::error::RecvError,
-                    >,
-                >,
-            ),
+            Answer(Box<std::result::Result<std::result::Result<ServerResult, ServiceError>, oneshot::error::RecvError>>),
             Input(LegacyInput),
             Fault(Error),
             Timeout,
@@ -507,16 +424,12 @@ impl Driver {
                 drop(call);
                 let answer = match *answer {
                     Ok(Ok(result)) => self.classify(result),
-                    Ok(Err(error @ ServiceError::McpError(_))) => {
-                        Err(wire::service_error(error, &self.origin))
-                    }
+                    Ok(Err(error @ ServiceError::McpError(_))) => Err(wire::service_error(error, &self.origin)),
                     Ok(Err(error)) => Err(self.closed_error(Some(error)).await),
                     Err(_) => Err(self.closed_error(None).await),
                 };
                 match answer {
-                    Ok(Answer::Complete { result, is_error }) => {
-                        Ok(self.complete(result, is_error, waited))
-                    }
+                    Ok(Answer::Complete { result, is_error }) => Ok(self.complete(result, is_error, waited)),
                     Ok(Answer::InputRequired { .. }) => {
                         let error = Error::protocol(format!(
                             "MCP server '{}' returned input_required on a legacy-era connection",
@@ -542,15 +455,14 @@ impl Driver {
 
     fn legacy_round(mut self, call: LegacyCall, input: LegacyInput) -> Result<OperationProgress> {
         let waited = self.waited;
-        let request =
-            match wire::elicitation_request(LEGACY_REQUEST_KEY, &input.params, &self.origin) {
-                Ok(request) => request,
-                Err(error) => {
-                    let _ = input.reply.send(serde_json::json!({"action": "cancel"}));
-                    drop(call);
-                    return Err(self.fail(error, waited));
-                }
-            };
+        let request = match wire::elicitation_request(LEGACY_REQUEST_KEY, &input.params, &self.origin) {
+            Ok(request) => request,
+            Err(error) => {
+                let _ = input.reply.send(serde_json::json!({"action": "cancel"}));
+                drop(call);
+                return Err(self.fail(error, waited));
+            }
+        };
         self.record.rounds += 1;
         if self.record.rounds > self.round_limit {
             let _ = input.reply.send(serde_json::json!({"action": "cancel"}));
@@ -579,10 +491,7 @@ impl Driver {
             request_state: None,
             attempt,
             round_index,
-            legacy: Some(LegacyPending {
-                reply: input.reply,
-                withdrawn: input.withdrawn,
-            }),
+            legacy: Some(LegacyPending { reply: input.reply, withdrawn: input.withdrawn }),
         }))
     }
 }

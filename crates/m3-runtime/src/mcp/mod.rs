@@ -73,8 +73,6 @@ mod record;
 mod wire;
 
 pub use connection::{McpConnection, ServerIdentity, ToolDescriptor};
-pub use operation::{
-    CompletedOperation, InputRound, LEGACY_REQUEST_KEY, OperationProgress, OperationRequest,
-};
+pub use operation::{CompletedOperation, InputRound, LEGACY_REQUEST_KEY, OperationProgress, OperationRequest};
 pub use options::{ConnectOptions, DEFAULT_MAX_FRAME_BYTES, DEFAULT_ROUND_LIMIT, ProtocolEra};
 pub use record::{AttemptOutcome, LogicalOperation, OperationAttempt, RoundExchange};

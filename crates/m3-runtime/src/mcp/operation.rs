@@ -10,9 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use m3_types::{
-    ElicitationRequest, ElicitationResponse, Error, OperationKind, ResponseMap, Result,
-};
+use m3_types::{ElicitationRequest, ElicitationResponse, Error, OperationKind, ResponseMap, Result};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -53,13 +51,7 @@ impl OperationRequest {
     }
 
     fn new(kind: OperationKind, name: String, arguments: Option<Map<String, Value>>) -> Self {
-        Self {
-            kind,
-            name,
-            arguments,
-            round_limit: None,
-            logical_operation_id: None,
-        }
+        Self { kind, name, arguments, round_limit: None, logical_operation_id: None }
     }
 
     /// Override the connection's round limit for this operation.
@@ -255,9 +247,7 @@ impl InputRound {
 
     /// Whether the server withdrew the request (legacy `notifications/cancelled`).
     pub fn is_withdrawn(&self) -> bool {
-        self.legacy
-            .as_ref()
-            .is_some_and(|p| p.withdrawn.is_cancelled())
+        self.legacy.as_ref().is_some_and(|p| p.withdrawn.is_cancelled())
     }
 
     /// Resolves when the server withdraws the round (legacy era only; never
@@ -332,11 +322,7 @@ impl InputRound {
     /// # Errors
     /// As [`InputRound::respond`].
     pub async fn decline(self) -> Result<OperationProgress> {
-        let responses = self
-            .requests
-            .keys()
-            .map(|k| (k.clone(), ElicitationResponse::decline()))
-            .collect();
+        let responses = self.requests.keys().map(|k| (k.clone(), ElicitationResponse::decline())).collect();
         self.respond(responses).await
     }
 
@@ -345,11 +331,8 @@ impl InputRound {
     /// # Errors
     /// As [`InputRound::respond`].
     pub async fn cancel(self) -> Result<OperationProgress> {
-        let responses = self
-            .requests
-            .keys()
-            .map(|k| (k.clone(), ElicitationResponse::cancel()))
-            .collect();
+        let responses = self.requests.keys().map(|k| (k.clone(), ElicitationResponse::cancel())).collect();
         self.respond(responses).await
     }
 }
+

@@ -26,91 +26,46 @@ pub(crate) struct Origin {
 /// A classified answer to one wire attempt.
 #[derive(Debug)]
 pub(crate) enum Answer {
-    Complete {
-        result: Value,
-        is_error: bool,
-    },
-    InputRequired {
-        requests: BTreeMap<String, ElicitationRequest>,
-        request_state: Option<String>,
-    },
+    Complete { result: Value, is_error: bool },
+    InputRequired { requests: BTreeMap<String, ElicitationRequest>, request_state: Option<String> },
 }
 
 fn malformed(origin: &Origin, what: impl Into<String>) -> Error {
-    Error::protocol(format!(
-        "malformed input_required from MCP server '{}': {}",
-        origin.server,
-        what.into()
-    ))
-    .with_detail("server", origin.server.clone())
-    .with_detail("operation_name", origin.name.clone())
+    Error::protocol(format!("malformed input_required from MCP server '{}': {}", origin.server, what.into()))
+        .with_detail("server", origin.server.clone())
+        .with_detail("operation_name", origin.name.clone())
 }
 
 /// Decode one elicitation request's params (`elicitation/create` params object).
-pub(crate) fn elicitation_request(
-    key: &str,
-    params: &Value,
-    origin: &Origin,
-) -> Result<ElicitationRequest> {
+pub(crate) fn elicitation_request(key: &str, params: &Value, origin: &Origin) -> Result<ElicitationRequest> {
     let Some(params) = params.as_object() else {
-        return Err(malformed(
-            origin,
-            format!("request '{key}' params are not an object"),
-        ));
+        return Err(malformed(origin, format!("request '{key}' params are not an object")));
     };
     let message = match params.get("message") {
         Some(Value::String(message)) => message.clone(),
-        _ => {
-            return Err(malformed(
-                origin,
-                format!("request '{key}' has no string 'message'"),
-            ));
-        }
+        _ => return Err(malformed(origin, format!("request '{key}' has no string 'message'"))),
     };
     let meta = params.get("_meta").and_then(Value::as_object).cloned();
     let task = params.get("task").and_then(Value::as_object).cloned();
     match params.get("mode").and_then(Value::as_str) {
         None | Some("form") => {
             let Some(Value::Object(schema)) = params.get("requestedSchema") else {
-                return Err(malformed(
-                    origin,
-                    format!("form request '{key}' has no object 'requestedSchema'"),
-                ));
+                return Err(malformed(origin, format!("form request '{key}' has no object 'requestedSchema'")));
             };
-            Ok(ElicitationRequest::Form(form_request(
-                key,
-                message,
-                schema.clone(),
-                meta,
-                task,
-                origin,
-            )))
+            Ok(ElicitationRequest::Form(form_request(key, message, schema.clone(), meta, task, origin)))
         }
         Some("url") => {
             let Some(Value::String(url)) = params.get("url") else {
-                return Err(malformed(
-                    origin,
-                    format!("url request '{key}' has no string 'url'"),
-                ));
+                return Err(malformed(origin, format!("url request '{key}' has no string 'url'")));
             };
             let elicitation_id = params
                 .get("elicitationId")
                 .and_then(Value::as_str)
                 .filter(|id| !id.is_empty())
                 .map(str::to_owned);
-            Ok(ElicitationRequest::Url(url_request(
-                key,
-                message,
-                url.clone(),
-                elicitation_id,
-                meta,
-                origin,
-            )))
+            Ok(ElicitationRequest::Url(url_request(key, message, url.clone(), elicitation_id, meta, origin)))
         }
-        Some(other) => Err(malformed(
-            origin,
-            format!("request '{key}' has unknown mode '{other}'"),
-        )),
+        Some(other) => Err(malformed(origin, format!("request '{key}' has unknown mode '{other}'"))),
     }
 }
 
@@ -188,25 +143,16 @@ fn input_required(object: &Map<String, Value>, origin: &Origin) -> Result<Answer
         Some(_) => return Err(malformed(origin, "'inputRequests' is not an object")),
     }
     if requests.is_empty() && request_state.is_none() {
-        return Err(malformed(
-            origin,
-            "neither inputRequests nor requestState is present",
-        ));
+        return Err(malformed(origin, "neither inputRequests nor requestState is present"));
     }
-    Ok(Answer::InputRequired {
-        requests,
-        request_state,
-    })
+    Ok(Answer::InputRequired { requests, request_state })
 }
 
 /// Classify the JSON result of one wire attempt.
 pub(crate) fn classify(result: Value, origin: &Origin) -> Result<Answer> {
     let Value::Object(object) = result else {
-        return Err(Error::protocol(format!(
-            "MCP server '{}' returned a non-object result",
-            origin.server
-        ))
-        .with_detail("server", origin.server.clone()));
+        return Err(Error::protocol(format!("MCP server '{}' returned a non-object result", origin.server))
+            .with_detail("server", origin.server.clone()));
     };
     match object.get("resultType").and_then(Value::as_str) {
         Some("input_required") => return input_required(&object, origin),
@@ -220,9 +166,7 @@ pub(crate) fn classify(result: Value, origin: &Origin) -> Result<Answer> {
         }
     }
     let expected = match origin.kind {
-        OperationKind::Tool => ["content", "structuredContent", "isError"]
-            .iter()
-            .any(|k| object.contains_key(*k)),
+        OperationKind::Tool => ["content", "structuredContent", "isError"].iter().any(|k| object.contains_key(*k)),
         OperationKind::Prompt => matches!(object.get("messages"), Some(Value::Array(_))),
         OperationKind::Resource => matches!(object.get("contents"), Some(Value::Array(_))),
     };
@@ -234,14 +178,8 @@ pub(crate) fn classify(result: Value, origin: &Origin) -> Result<Answer> {
         ))
         .with_detail("server", origin.server.clone()));
     }
-    let is_error = object
-        .get("isError")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    Ok(Answer::Complete {
-        result: Value::Object(object),
-        is_error,
-    })
+    let is_error = object.get("isError").and_then(Value::as_bool).unwrap_or(false);
+    Ok(Answer::Complete { result: Value::Object(object), is_error })
 }
 
 /// The wire `ElicitResult` for one response.
@@ -283,16 +221,12 @@ pub(crate) fn service_error(error: ServiceError, origin: &Origin) -> Error {
             timeout.as_millis()
         ))
         .with_detail("server", server),
-        ServiceError::UnexpectedResponse => Error::protocol(format!(
-            "MCP server '{}' sent an unexpected response",
-            origin.server
-        ))
-        .with_detail("server", server),
-        other => Error::transport(format!(
-            "MCP connection to '{}' failed: {other}",
-            origin.server
-        ))
-        .with_detail("server", server),
+        ServiceError::UnexpectedResponse => {
+            Error::protocol(format!("MCP server '{}' sent an unexpected response", origin.server))
+                .with_detail("server", server)
+        }
+        other => Error::transport(format!("MCP connection to '{}' failed: {other}", origin.server))
+            .with_detail("server", server),
     }
 }
 
