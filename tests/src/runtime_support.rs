@@ -56,16 +56,29 @@ pub async fn pending(handle: &AsyncExecutionHandle) -> PendingElicitationRound {
 /// The `M3_TEST_PYTHON` interpreter (or the tools venv's), which must exist.
 pub fn python() -> String {
     let path = std::env::var("M3_TEST_PYTHON").unwrap_or_else(|_| {
-        format!("{}/.cache/m3-rs/tools/venv/bin/python", std::env::var("HOME").unwrap_or_default())
+        format!(
+            "{}/.cache/m3-rs/tools/venv/bin/python",
+            std::env::var("HOME").unwrap_or_default()
+        )
     });
-    assert!(Path::new(&path).exists(), "python peer missing at {path}: run scripts/test.sh to install it");
+    assert!(
+        Path::new(&path).exists(),
+        "python peer missing at {path}: run scripts/test.sh to install it"
+    );
     path
 }
 
 /// The npm folder with server-everything (`M3_TEST_NPM_DIR` or the tools one), which must exist.
 pub fn npm_dir() -> String {
-    let path = std::env::var("M3_TEST_NPM_DIR")
-        .unwrap_or_else(|_| format!("{}/.cache/m3-rs/tools/npm", std::env::var("HOME").unwrap_or_default()));
-    assert!(Path::new(&path).exists(), "npm peers missing at {path}: run scripts/test.sh to install them");
+    let path = std::env::var("M3_TEST_NPM_DIR").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/m3-rs/tools/npm",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    assert!(
+        Path::new(&path).exists(),
+        "npm peers missing at {path}: run scripts/test.sh to install them"
+    );
     path
 }

@@ -1,12 +1,16 @@
 //! Compile-time proof (STYLE item 20) that the kits, handles, the store trait
 //! objects and the futures of the public async fns are `Send + Sync`.
 
+// Helpers outside #[test] fns fail the test on purpose (clippy.toml only relaxes
+// these lints inside test functions).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use m3_kit::{
-    Agent, AsyncAgent, AsyncExecutionHandle, AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionHandle,
-    McpTestKit, SubmitOptions,
+    Agent, AsyncAgent, AsyncExecutionHandle, AsyncMcpTestKit, AsyncMcpTestKitBuilder,
+    ExecutionHandle, McpTestKit, SubmitOptions,
 };
 use m3_store::{ExecutionStore, ManagedInputStore};
 use m3_types::ResponseMap;
@@ -31,7 +35,12 @@ fn public_types_are_send_and_sync() {
 
 /// Never called: only type-checked, so that the futures are proven `Send`.
 #[allow(dead_code, unused_must_use)]
-fn futures_are_send(kit: AsyncMcpTestKit, agent: AsyncAgent, handle: AsyncExecutionHandle, builder: AsyncMcpTestKitBuilder) {
+fn futures_are_send(
+    kit: AsyncMcpTestKit,
+    agent: AsyncAgent,
+    handle: AsyncExecutionHandle,
+    builder: AsyncMcpTestKitBuilder,
+) {
     send(&builder.build());
     send(&kit.attach("id"));
     send(&kit.executions());

@@ -2,6 +2,10 @@
 //! wakes the worker (durable poll), and a worker killed with SIGKILL while a
 //! round is pending is terminalized by the next kit that opens the store.
 
+// Helpers outside #[test] fns fail the test on purpose (clippy.toml only relaxes
+// these lints inside test functions).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -23,7 +27,9 @@ async fn a_response_committed_by_another_process_wakes_the_worker() {
     let handle = agent
         .submit(
             "Book a shipment.",
-            SubmitOptions::new().server(shipping(SERVER, "modern")).human_input(HumanInput::Managed),
+            SubmitOptions::new()
+                .server(shipping(SERVER, "modern"))
+                .human_input(HumanInput::Managed),
         )
         .await
         .unwrap();
@@ -32,15 +38,27 @@ async fn a_response_committed_by_another_process_wakes_the_worker() {
         .output()
         .await
         .unwrap();
-    assert!(output.status.success(), "responder failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "responder failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let round_id = String::from_utf8(output.stdout).unwrap().trim().to_owned();
 
     let result = handle.result(Some(WAIT)).await.unwrap();
-    assert_eq!(result.outcome(), Some(ExecutionOutcome::Completed), "{:?}", result.error);
+    assert_eq!(
+        result.outcome(),
+        Some(ExecutionOutcome::Completed),
+        "{:?}",
+        result.error
+    );
     let trace = ExecutionTrace::of(&result).unwrap();
     let call = trace.tool_calls().next().unwrap();
     let retry = call.attempts[1].input_responses.as_ref().unwrap();
-    assert_eq!(retry["shipping_address"].content.as_ref().unwrap()["city"], "Nagpur");
+    assert_eq!(
+        retry["shipping_address"].content.as_ref().unwrap()["city"],
+        "Nagpur"
+    );
     let rounds = handle.rounds().await.unwrap();
     assert_eq!(rounds[0].round_id, round_id);
     assert_eq!(rounds[0].status, ManagedInputStatus::Resolved);
@@ -57,9 +75,14 @@ async fn a_worker_killed_while_waiting_is_terminalized_by_the_next_kit() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(worker.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(worker.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let mut ids = line.split_whitespace();
-    let (execution_id, round_id) = (ids.next().unwrap().to_owned(), ids.next().unwrap().to_owned());
+    let (execution_id, round_id) = (
+        ids.next().unwrap().to_owned(),
+        ids.next().unwrap().to_owned(),
+    );
     worker.kill().unwrap(); // SIGKILL: no cleanup runs
     worker.wait().unwrap();
 
@@ -68,15 +91,30 @@ async fn a_worker_killed_while_waiting_is_terminalized_by_the_next_kit() {
     let handle = kit.attach(&execution_id).await.unwrap();
     let result = handle.result(Some(WAIT)).await.unwrap();
     assert_eq!(result.outcome(), Some(ExecutionOutcome::Failed));
-    assert_eq!(result.error.unwrap().code.as_str(), "managed_input_recovery_unavailable");
+    assert_eq!(
+        result.error.unwrap().code.as_str(),
+        "managed_input_recovery_unavailable"
+    );
     let rounds = handle.rounds().await.unwrap();
     assert_eq!(rounds.len(), 1);
     assert_eq!(rounds[0].round_id, round_id);
     assert_eq!(rounds[0].status, ManagedInputStatus::Failed);
-    assert_eq!(rounds[0].failure_code.as_deref(), Some("recovery_unavailable"));
-    assert!(handle.pending_elicitation().await.unwrap().is_none(), "never pending again");
-    let late = handle.respond_elicitation(&round_id, address("shipping_address", "Pune"), "late").await.unwrap_err();
+    assert_eq!(
+        rounds[0].failure_code.as_deref(),
+        Some("recovery_unavailable")
+    );
+    assert!(
+        handle.pending_elicitation().await.unwrap().is_none(),
+        "never pending again"
+    );
+    let late = handle
+        .respond_elicitation(&round_id, address("shipping_address", "Pune"), "late")
+        .await
+        .unwrap_err();
     assert_eq!(late.code(), "managed_input_state", "{late}");
-    assert!(kit.recover().await.unwrap().executions.is_empty(), "recovery runs once");
+    assert!(
+        kit.recover().await.unwrap().executions.is_empty(),
+        "recovery runs once"
+    );
     kit.close().await.unwrap();
 }

@@ -18,15 +18,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return serve_shipping();
     }
     // `shipping_server` is the application's configured stdio server binding.
-    let shipping_server = StdioServer::new("shipping", std::env::current_exe()?.display().to_string())
-        .with_args(["serve-shipping"]);
+    let shipping_server =
+        StdioServer::new("shipping", std::env::current_exe()?.display().to_string())
+            .with_args(["serve-shipping"]);
     let dir = tempfile::tempdir()?;
-    let kit = McpTestKit::builder().sqlite(dir.path().join("executions.sqlite")).build()?;
+    let kit = McpTestKit::builder()
+        .sqlite(dir.path().join("executions.sqlite"))
+        .build()?;
 
     let mut arguments = serde_json::Map::new();
     arguments.insert("weight_kg".into(), 2.into());
     let agent = kit
-        .agents([AgentSelection::scripted(Script::call("shipping:book_shipment", arguments))])?
+        .agents([AgentSelection::scripted(Script::call(
+            "shipping:book_shipment",
+            arguments,
+        ))])?
         .remove(0);
     let handle = agent.submit(
         "Ask for the delivery address, then book the shipment.",
@@ -51,13 +57,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         pending = handle.pending_elicitation()?;
     }
     let pending = pending.ok_or("execution did not request managed input")?;
-    println!("round {} asks: {}", pending.round_id, pending.requests["shipping_address"].message());
+    println!(
+        "round {} asks: {}",
+        pending.round_id,
+        pending.requests["shipping_address"].message()
+    );
 
     let mut address = serde_json::Map::new();
     address.insert("street".into(), "1 Main Street".into());
     address.insert("city".into(), "Pune".into());
-    let responses = ResponseMap::from([("shipping_address".to_owned(), ElicitationResponse::accept(address))]);
-    handle.respond_elicitation(&pending.round_id, responses, &format!("address-{}", pending.round_id))?;
+    let responses = ResponseMap::from([(
+        "shipping_address".to_owned(),
+        ElicitationResponse::accept(address),
+    )]);
+    handle.respond_elicitation(
+        &pending.round_id,
+        responses,
+        &format!("address-{}", pending.round_id),
+    )?;
 
     let result = handle.result(Some(Duration::from_secs(120)))?;
     let trace = m3_kit::ExecutionTrace::of(&result)?;
@@ -71,7 +88,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn serve_shipping() -> Result<(), Box<dyn std::error::Error>> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(m3_fixtures::serve_stdio(m3_fixtures::ShippingOptions::new(m3_fixtures::Era::Auto)))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(m3_fixtures::serve_stdio(m3_fixtures::ShippingOptions::new(
+        m3_fixtures::Era::Auto,
+    )))?;
     Ok(())
 }

@@ -18,15 +18,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         m3_fixtures::serve_stdio(m3_fixtures::ShippingOptions::new(m3_fixtures::Era::Auto)).await?;
         return Ok(());
     }
-    let shipping_server = StdioServer::new("shipping", std::env::current_exe()?.display().to_string())
-        .with_args(["serve-shipping"]);
+    let shipping_server =
+        StdioServer::new("shipping", std::env::current_exe()?.display().to_string())
+            .with_args(["serve-shipping"]);
     let dir = tempfile::tempdir()?;
-    let kit = AsyncMcpTestKit::builder().sqlite(dir.path().join("executions.sqlite")).build().await?;
+    let kit = AsyncMcpTestKit::builder()
+        .sqlite(dir.path().join("executions.sqlite"))
+        .build()
+        .await?;
 
     let mut arguments = serde_json::Map::new();
     arguments.insert("weight_kg".into(), 2.into());
     let agent = kit
-        .agents([AgentSelection::scripted(Script::call("shipping:book_shipment", arguments))])?
+        .agents([AgentSelection::scripted(Script::call(
+            "shipping:book_shipment",
+            arguments,
+        ))])?
         .remove(0);
     let handle = agent
         .submit(
@@ -53,14 +60,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         pending = handle.pending_elicitation().await?;
     }
     let pending = pending.ok_or("execution did not request managed input")?;
-    println!("round {} asks: {}", pending.round_id, pending.requests["shipping_address"].message());
+    println!(
+        "round {} asks: {}",
+        pending.round_id,
+        pending.requests["shipping_address"].message()
+    );
 
     let mut address = serde_json::Map::new();
     address.insert("street".into(), "1 Main Street".into());
     address.insert("city".into(), "Pune".into());
-    let responses = ResponseMap::from([("shipping_address".to_owned(), ElicitationResponse::accept(address))]);
+    let responses = ResponseMap::from([(
+        "shipping_address".to_owned(),
+        ElicitationResponse::accept(address),
+    )]);
     handle
-        .respond_elicitation(&pending.round_id, responses, &format!("address-{}", pending.round_id))
+        .respond_elicitation(
+            &pending.round_id,
+            responses,
+            &format!("address-{}", pending.round_id),
+        )
         .await?;
 
     let result = handle.result(Some(Duration::from_secs(120))).await?;

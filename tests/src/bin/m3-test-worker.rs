@@ -12,7 +12,8 @@ use m3_types::HumanInput;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let (Some(database), Some(server), Some(lease_ms)) = (args.next(), args.next(), args.next()) else {
+    let (Some(database), Some(server), Some(lease_ms)) = (args.next(), args.next(), args.next())
+    else {
         return Err("usage: m3-test-worker <database> <shipping-server-exe> <lease-ms>".into());
     };
     let lease = Duration::from_millis(lease_ms.parse()?);
@@ -26,7 +27,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .lease(lease)
             .renew_every(lease / 3),
     )?;
-    let round = handle.wait_for_pending(Duration::from_secs(30))?.ok_or("finished without asking")?;
+    let round = handle
+        .wait_for_pending(Duration::from_secs(30))?
+        .ok_or("finished without asking")?;
     println!("{} {}", handle.execution_id(), round.round_id);
     loop {
         std::thread::sleep(Duration::from_secs(60));
