@@ -82,3 +82,20 @@ pub fn npm_dir() -> String {
     );
     path
 }
+
+/// Waits until the execution's lifecycle is `status` (the round becomes
+/// visible a moment before the lifecycle moves to `waiting_for_input`).
+pub async fn lifecycle(handle: &AsyncExecutionHandle, status: m3_types::ExecutionStatus) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let now = handle.snapshot().await.map(|s| s.lifecycle);
+        if now.as_ref().ok() == Some(&status) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "lifecycle stayed {now:?}, expected {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use m3_kit::{AsyncMcpTestKit, ExecutionTrace, SubmitOptions};
 use m3_runtime::mcp::AttemptOutcome;
-use m3_tests::runtime_support::{WAIT, address, call, kit, pending, shipping};
+use m3_tests::runtime_support::{WAIT, address, call, kit, lifecycle, pending, shipping};
 use m3_types::{
     ElicitationRequest, ElicitationResponse, ExecutionOutcome, ExecutionStatus, HumanInput,
     ManagedInputStatus, OperationKind, ResponseMap,
@@ -46,10 +46,7 @@ async fn one_round_accept(era: &str) {
         panic!("form expected")
     };
     assert_eq!(form.message, "Enter the delivery address.");
-    assert_eq!(
-        handle.snapshot().await.unwrap().lifecycle,
-        ExecutionStatus::WaitingForInput
-    );
+    lifecycle(&handle, ExecutionStatus::WaitingForInput).await;
 
     handle
         .respond_elicitation(
@@ -296,10 +293,7 @@ async fn invalid_content_is_rejected_and_the_round_stays_pending() {
 
     let still = handle.pending_elicitation().await.unwrap().unwrap();
     assert_eq!(still.round_id, round.round_id);
-    assert_eq!(
-        handle.snapshot().await.unwrap().lifecycle,
-        ExecutionStatus::WaitingForInput
-    );
+    lifecycle(&handle, ExecutionStatus::WaitingForInput).await;
 
     handle
         .respond_elicitation(&round.round_id, address("shipping_address", "Pune"), "good")
