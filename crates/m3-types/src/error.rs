@@ -1,0 +1,433 @@
+//! The one error type of m3-rs, with stable codes.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::execution::ErrorInfo;
+
+/// `Result` with [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A boxed foreign error kept as the [`std::error::Error::source`] of an [`Error`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Message, structured details and optional cause shared by every [`Error`] variant.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ErrorBody {
+    /// Short, lower-case, human-readable message.
+    pub message: String,
+    /// Structured context (ids, operation names, SQLite codes...). Never secrets.
+    pub details: Map<String, Value>,
+    /// The underlying foreign error, when there is one.
+    pub source: Option<BoxError>,
+}
+
+impl ErrorBody {
+    /// A body with `message`, no details and no source.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            details: Map::new(),
+            source: None,
+        }
+    }
+}
+
+impl fmt::Display for ErrorBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ErrorBody {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.source {
+            Some(source) => Some(source.as_ref()),
+            None => None,
+        }
+    }
+}
+
+/// Every failure of m3-rs: the seed's typed errors plus protocol, transport and storage errors.
+///
+/// Branch on [`Error::code`] (stable strings, see [`ErrorCode`]) or the `is_*` helpers, never on
+/// the message text. The `Display` form is the message.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Malformed ids, arguments, response maps, actions or schema content
+    /// (Python `ManagedInputValidationError`, code `managed_input_invalid`).
+    #[error(transparent)]
+    ManagedInputValidation(ErrorBody),
+    /// Stale lease ownership, expired lease, idempotency conflict, concurrent update
+    /// (`managed_input_conflict`).
+    #[error(transparent)]
+    ManagedInputConflict(ErrorBody),
+    /// A transition or response that is invalid for the round's current status
+    /// (`managed_input_state`).
+    #[error(transparent)]
+    ManagedInputState(ErrorBody),
+    /// The round cannot be safely recovered or reclaimed (`managed_input_recovery_unavailable`).
+    #[error(transparent)]
+    ManagedInputRecovery(ErrorBody),
+    /// Invalid submission arguments such as a bad `human_input` (Python `ModelValidationError`,
+    /// code `invalid_argument`).
+    #[error(transparent)]
+    ModelValidation(ErrorBody),
+    /// A deadline or wait limit passed (Python `OperationTimeout`, code `timeout`).
+    #[error(transparent)]
+    OperationTimeout(ErrorBody),
+    /// The operation was cancelled (`cancelled`).
+    #[error(transparent)]
+    Cancelled(ErrorBody),
+    /// The execution's elicitation round budget is exhausted (`elicitation_round_limit`).
+    #[error(transparent)]
+    ElicitationRoundLimit(ErrorBody),
+    /// A peer broke the MCP protocol (`protocol_error`).
+    #[error(transparent)]
+    Protocol(ErrorBody),
+    /// The connection to a peer failed (`transport_error`).
+    #[error(transparent)]
+    Transport(ErrorBody),
+    /// The database failed (`storage_error`); SQLite's extended code goes in the details.
+    #[error(transparent)]
+    Storage(ErrorBody),
+}
+
+macro_rules! constructors {
+    ($($(#[$doc:meta])* $name:ident => $variant:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(message: impl Into<String>) -> Self {
+                Self::$variant(ErrorBody::new(message))
+            }
+        )*
+    };
+}
+
+impl Error {
+    constructors! {
+        /// A [`Error::ManagedInputValidation`] with `message`.
+        managed_input_validation => ManagedInputValidation;
+        /// A [`Error::ManagedInputConflict`] with `message`.
+        managed_input_conflict => ManagedInputConflict;
+        /// A [`Error::ManagedInputState`] with `message`.
+        managed_input_state => ManagedInputState;
+        /// A [`Error::ManagedInputRecovery`] with `message`.
+        managed_input_recovery => ManagedInputRecovery;
+        /// A [`Error::ModelValidation`] with `message`.
+        model_validation => ModelValidation;
+        /// A [`Error::OperationTimeout`] with `message`.
+        timeout => OperationTimeout;
+        /// A [`Error::Cancelled`] with `message`.
+        cancelled => Cancelled;
+        /// A [`Error::ElicitationRoundLimit`] with `message`.
+        round_limit => ElicitationRoundLimit;
+        /// A [`Error::Protocol`] with `message`.
+        protocol => Protocol;
+        /// A [`Error::Transport`] with `message`.
+        transport => Transport;
+        /// A [`Error::Storage`] with `message`.
+        storage => Storage;
+    }
+
+    /// Builds an error of the kind `code` names, with `message`.
+    ///
+    /// Codes without an own variant (execution-level codes such as `invalid_transition`,
+    /// `unsupported`) become [`Error::ModelValidation`] for `invalid_*` codes and
+    /// [`Error::Protocol`] otherwise, with the original code kept in the details as `code`.
+    pub fn from_code(code: ErrorCode, message: impl Into<String>) -> Self {
+        let message = message.into();
+        match code {
+            ErrorCode::ManagedInputInvalid => Self::managed_input_validation(message),
+            ErrorCode::ManagedInputConflict => Self::managed_input_conflict(message),
+            ErrorCode::ManagedInputState => Self::managed_input_state(message),
+            ErrorCode::ManagedInputRecoveryUnavailable => Self::managed_input_recovery(message),
+            ErrorCode::InvalidArgument => Self::model_validation(message),
+            ErrorCode::Timeout => Self::timeout(message),
+            ErrorCode::Cancelled => Self::cancelled(message),
+            ErrorCode::ElicitationRoundLimit => Self::round_limit(message),
+            ErrorCode::ProtocolError => Self::protocol(message),
+            ErrorCode::TransportError => Self::transport(message),
+            ErrorCode::StorageError => Self::storage(message),
+            ErrorCode::InvalidTransition => {
+                Self::model_validation(message).with_detail("code", code.as_str())
+            }
+            other => Self::protocol(message).with_detail("code", other.as_str()),
+        }
+    }
+
+    fn body(&self) -> &ErrorBody {
+        match self {
+            Self::ManagedInputValidation(b)
+            | Self::ManagedInputConflict(b)
+            | Self::ManagedInputState(b)
+            | Self::ManagedInputRecovery(b)
+            | Self::ModelValidation(b)
+            | Self::OperationTimeout(b)
+            | Self::Cancelled(b)
+            | Self::ElicitationRoundLimit(b)
+            | Self::Protocol(b)
+            | Self::Transport(b)
+            | Self::Storage(b) => b,
+        }
+    }
+
+    fn body_mut(&mut self) -> &mut ErrorBody {
+        match self {
+            Self::ManagedInputValidation(b)
+            | Self::ManagedInputConflict(b)
+            | Self::ManagedInputState(b)
+            | Self::ManagedInputRecovery(b)
+            | Self::ModelValidation(b)
+            | Self::OperationTimeout(b)
+            | Self::Cancelled(b)
+            | Self::ElicitationRoundLimit(b)
+            | Self::Protocol(b)
+            | Self::Transport(b)
+            | Self::Storage(b) => b,
+        }
+    }
+
+    /// Adds (or replaces) one structured detail.
+    #[must_use]
+    pub fn with_detail(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.body_mut().details.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Keeps `source` as the cause ([`std::error::Error::source`]).
+    #[must_use]
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.body_mut().source = Some(Box::new(source));
+        self
+    }
+
+    /// The stable code string, e.g. `"managed_input_conflict"`.
+    pub fn code(&self) -> &'static str {
+        self.error_code().as_str()
+    }
+
+    /// The stable code as an [`ErrorCode`].
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            Self::ManagedInputValidation(_) => ErrorCode::ManagedInputInvalid,
+            Self::ManagedInputConflict(_) => ErrorCode::ManagedInputConflict,
+            Self::ManagedInputState(_) => ErrorCode::ManagedInputState,
+            Self::ManagedInputRecovery(_) => ErrorCode::ManagedInputRecoveryUnavailable,
+            Self::ModelValidation(_) => ErrorCode::InvalidArgument,
+            Self::OperationTimeout(_) => ErrorCode::Timeout,
+            Self::Cancelled(_) => ErrorCode::Cancelled,
+            Self::ElicitationRoundLimit(_) => ErrorCode::ElicitationRoundLimit,
+            Self::Protocol(_) => ErrorCode::ProtocolError,
+            Self::Transport(_) => ErrorCode::TransportError,
+            Self::Storage(_) => ErrorCode::StorageError,
+        }
+    }
+
+    /// The message (same as `Display`).
+    pub fn message(&self) -> &str {
+        &self.body().message
+    }
+
+    /// The structured details.
+    pub fn details(&self) -> &Map<String, Value> {
+        &self.body().details
+    }
+
+    /// The wrapped foreign cause, if any.
+    pub fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.body().source.as_deref()
+    }
+
+    /// Whether the reference's `retryable` flag is set for this kind (only timeouts are).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::OperationTimeout(_))
+    }
+
+    /// Projects the error into the [`ErrorInfo`] stored in execution results.
+    ///
+    /// The message is the error's own message (truncated to 4096 characters); details are
+    /// kept as they are.
+    pub fn to_error_info(&self) -> ErrorInfo {
+        let mut message: String = self
+            .message()
+            .chars()
+            .take(ErrorInfo::MAX_MESSAGE)
+            .collect();
+        if message.is_empty() {
+            message = self.code().to_owned();
+        }
+        ErrorInfo {
+            code: self.error_code(),
+            message,
+            retryable: self.is_retryable(),
+            details: self.details().clone(),
+        }
+    }
+
+    /// Code `managed_input_invalid`.
+    pub fn is_managed_input_validation(&self) -> bool {
+        matches!(self, Self::ManagedInputValidation(_))
+    }
+    /// Code `managed_input_conflict`.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::ManagedInputConflict(_))
+    }
+    /// Code `managed_input_state`.
+    pub fn is_state(&self) -> bool {
+        matches!(self, Self::ManagedInputState(_))
+    }
+    /// Code `managed_input_recovery_unavailable`.
+    pub fn is_recovery(&self) -> bool {
+        matches!(self, Self::ManagedInputRecovery(_))
+    }
+    /// Code `invalid_argument`.
+    pub fn is_model_validation(&self) -> bool {
+        matches!(self, Self::ModelValidation(_))
+    }
+    /// Code `timeout`.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::OperationTimeout(_))
+    }
+    /// Code `cancelled`.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Self::Cancelled(_))
+    }
+    /// Code `elicitation_round_limit`.
+    pub fn is_round_limit(&self) -> bool {
+        matches!(self, Self::ElicitationRoundLimit(_))
+    }
+    /// Code `protocol_error`.
+    pub fn is_protocol(&self) -> bool {
+        matches!(self, Self::Protocol(_))
+    }
+    /// Code `transport_error`.
+    pub fn is_transport(&self) -> bool {
+        matches!(self, Self::Transport(_))
+    }
+    /// Code `storage_error`.
+    pub fn is_storage(&self) -> bool {
+        matches!(self, Self::Storage(_))
+    }
+}
+
+/// Stable error codes: those of [`Error`] plus the execution-level codes of the reference.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// `managed_input_invalid`
+    ManagedInputInvalid,
+    /// `managed_input_conflict`
+    ManagedInputConflict,
+    /// `managed_input_state`
+    ManagedInputState,
+    /// `managed_input_recovery_unavailable`
+    ManagedInputRecoveryUnavailable,
+    /// `invalid_argument`
+    InvalidArgument,
+    /// `timeout`
+    Timeout,
+    /// `cancelled`
+    Cancelled,
+    /// `elicitation_round_limit`
+    ElicitationRoundLimit,
+    /// `protocol_error`
+    ProtocolError,
+    /// `transport_error`
+    TransportError,
+    /// `storage_error`
+    StorageError,
+    /// `invalid_transition` (execution lifecycle transition refused)
+    InvalidTransition,
+    /// `session_still_open`
+    SessionStillOpen,
+    /// `session_busy`
+    SessionBusy,
+    /// `unsupported`
+    Unsupported,
+    /// `cleanup_failed`
+    CleanupFailed,
+    /// `managed_input_identity_mismatch` (runtime operation identity mismatch)
+    ManagedInputIdentityMismatch,
+}
+
+impl ErrorCode {
+    /// Every code, in declaration order.
+    pub const ALL: [ErrorCode; 17] = [
+        Self::ManagedInputInvalid,
+        Self::ManagedInputConflict,
+        Self::ManagedInputState,
+        Self::ManagedInputRecoveryUnavailable,
+        Self::InvalidArgument,
+        Self::Timeout,
+        Self::Cancelled,
+        Self::ElicitationRoundLimit,
+        Self::ProtocolError,
+        Self::TransportError,
+        Self::StorageError,
+        Self::InvalidTransition,
+        Self::SessionStillOpen,
+        Self::SessionBusy,
+        Self::Unsupported,
+        Self::CleanupFailed,
+        Self::ManagedInputIdentityMismatch,
+    ];
+
+    /// The stable string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ManagedInputInvalid => "managed_input_invalid",
+            Self::ManagedInputConflict => "managed_input_conflict",
+            Self::ManagedInputState => "managed_input_state",
+            Self::ManagedInputRecoveryUnavailable => "managed_input_recovery_unavailable",
+            Self::InvalidArgument => "invalid_argument",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::ElicitationRoundLimit => "elicitation_round_limit",
+            Self::ProtocolError => "protocol_error",
+            Self::TransportError => "transport_error",
+            Self::StorageError => "storage_error",
+            Self::InvalidTransition => "invalid_transition",
+            Self::SessionStillOpen => "session_still_open",
+            Self::SessionBusy => "session_busy",
+            Self::Unsupported => "unsupported",
+            Self::CleanupFailed => "cleanup_failed",
+            Self::ManagedInputIdentityMismatch => "managed_input_identity_mismatch",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ErrorCode {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| Error::model_validation(format!("unknown error code '{s}'")))
+    }
+}

@@ -1,0 +1,436 @@
+//! Managed-input records: status, lease and the stored round record.
+
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use crate::elicitation::ResponseMap;
+use crate::error::{Error, Result};
+use crate::round::{PendingElicitationRound, require_non_empty};
+
+/// Status of a stored round (the six states of the reference's state machine).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
+pub enum ManagedInputStatus {
+    /// `"pending"`: waiting for a response.
+    Pending,
+    /// `"response_validated"`: a response was validated and committed.
+    ResponseValidated,
+    /// `"delivery_started"`: the worker began delivering it.
+    DeliveryStarted,
+    /// `"delivered"`: the server received it.
+    Delivered,
+    /// `"resolved"`: the operation continued (terminal).
+    Resolved,
+    /// `"failed"`: the round ended in failure (terminal).
+    Failed,
+}
+
+impl ManagedInputStatus {
+    /// Every status, in state-machine order.
+    pub const ALL: [Self; 6] = [
+        Self::Pending,
+        Self::ResponseValidated,
+        Self::DeliveryStarted,
+        Self::Delivered,
+        Self::Resolved,
+        Self::Failed,
+    ];
+
+    /// The stored string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::ResponseValidated => "response_validated",
+            Self::DeliveryStarted => "delivery_started",
+            Self::Delivered => "delivered",
+            Self::Resolved => "resolved",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// `resolved` and `failed` are terminal.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Resolved | Self::Failed)
+    }
+
+    /// Whether a record in this status must hold validated responses and their key.
+    pub fn requires_responses(self) -> bool {
+        matches!(
+            self,
+            Self::ResponseValidated | Self::DeliveryStarted | Self::Delivered | Self::Resolved
+        )
+    }
+}
+
+impl fmt::Display for ManagedInputStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ManagedInputStatus {
+    type Err = Error;
+
+    /// # Errors
+    /// `managed_input_invalid` for an unknown status, quoting it.
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| {
+                Error::managed_input_validation(format!("unknown managed-input status '{s}'"))
+            })
+    }
+}
+
+/// Adapter evidence about delivery, given to `claim_round`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+)]
+pub enum DeliveryState {
+    /// `"not_started"`: delivery never began.
+    NotStarted,
+    /// `"not_delivered"`: delivery began but did not reach the server.
+    NotDelivered,
+    /// `"delivered"`: the server received the response.
+    Delivered,
+}
+
+impl DeliveryState {
+    /// Every state.
+    pub const ALL: [Self; 3] = [Self::NotStarted, Self::NotDelivered, Self::Delivered];
+
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotStarted => "not_started",
+            Self::NotDelivered => "not_delivered",
+            Self::Delivered => "delivered",
+        }
+    }
+}
+
+impl fmt::Display for DeliveryState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DeliveryState {
+    type Err = Error;
+
+    /// # Errors
+    /// `managed_input_invalid` for an unknown state, quoting it.
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s).ok_or_else(|| {
+            Error::managed_input_validation(format!(
+                "delivery_state must be 'not_started', 'not_delivered' or 'delivered', got '{s}'"
+            ))
+        })
+    }
+}
+
+/// The compare-and-set token currently allowed to mutate a round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
+pub struct ManagedInputLease {
+    /// Worker that owns the round.
+    pub owner_id: String,
+    /// Secret token of this lease.
+    pub lease_token: String,
+    /// Lease expiry.
+    #[serde(with = "crate::timestamp::serde")]
+    #[schemars(with = "String")]
+    pub expires_at: OffsetDateTime,
+}
+
+impl ManagedInputLease {
+    /// A lease.
+    pub fn new(
+        owner_id: impl Into<String>,
+        lease_token: impl Into<String>,
+        expires_at: OffsetDateTime,
+    ) -> Self {
+        Self {
+            owner_id: owner_id.into(),
+            lease_token: lease_token.into(),
+            expires_at,
+        }
+    }
+
+    /// Checks that owner and token are non-empty.
+    ///
+    /// # Errors
+    /// `managed_input_invalid`.
+    pub fn validate(&self) -> Result<()> {
+        require_non_empty("owner_id", &self.owner_id)?;
+        require_non_empty("lease_token", &self.lease_token)
+    }
+
+    /// Whether the lease is still live at `now` (`expires_at > now`).
+    pub fn is_live_at(&self, now: OffsetDateTime) -> bool {
+        self.expires_at > now
+    }
+}
+
+/// A stored round: the pending round plus lease, status, responses and lifecycle data.
+///
+/// Fields and invariants are the reference's (section 2.6); see [`ManagedInputRecord::validate`].
+/// Deserialization validates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
+pub struct ManagedInputRecord {
+    /// The public round.
+    pub pending: PendingElicitationRound,
+    /// Zero-based index of this round in its execution; below `round_limit`.
+    pub round_index: u32,
+    /// Round budget of the execution (positive).
+    pub round_limit: u32,
+    /// Current status.
+    pub status: ManagedInputStatus,
+    /// Current lease.
+    pub lease: ManagedInputLease,
+    /// Validated responses (unredacted; needed for delivery).
+    #[serde(default)]
+    pub responses: Option<ResponseMap>,
+    /// Idempotency key of the accepted response.
+    #[serde(default)]
+    pub response_idempotency_key: Option<String>,
+    /// Harness session that raised the round.
+    #[serde(default)]
+    pub harness_session_id: Option<String>,
+    /// Opaque adapter resume token (not proof of safe redelivery).
+    #[serde(default)]
+    pub native_resume_token: Option<String>,
+    /// Opaque adapter delivery key (not proof of safe redelivery).
+    #[serde(default)]
+    pub delivery_idempotency_key: Option<String>,
+    /// M3 session id.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Turn id.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    /// Exact operation parameters for the retry (empty by default).
+    #[serde(default)]
+    pub operation_parameters: Map<String, Value>,
+    /// Number of delivery attempts.
+    #[serde(default)]
+    pub delivery_attempts: u32,
+    /// Creation time.
+    #[serde(with = "crate::timestamp::serde")]
+    #[schemars(with = "String")]
+    pub created_at: OffsetDateTime,
+    /// Last change time.
+    #[serde(with = "crate::timestamp::serde")]
+    #[schemars(with = "String")]
+    pub updated_at: OffsetDateTime,
+    /// When the response was validated.
+    #[serde(default, with = "crate::timestamp::serde::option")]
+    #[schemars(with = "Option<String>")]
+    pub response_validated_at: Option<OffsetDateTime>,
+    /// When delivery started.
+    #[serde(default, with = "crate::timestamp::serde::option")]
+    #[schemars(with = "Option<String>")]
+    pub delivery_started_at: Option<OffsetDateTime>,
+    /// When delivery was confirmed.
+    #[serde(default, with = "crate::timestamp::serde::option")]
+    #[schemars(with = "Option<String>")]
+    pub delivered_at: Option<OffsetDateTime>,
+    /// When the round resolved.
+    #[serde(default, with = "crate::timestamp::serde::option")]
+    #[schemars(with = "Option<String>")]
+    pub resolved_at: Option<OffsetDateTime>,
+    /// When the round failed.
+    #[serde(default, with = "crate::timestamp::serde::option")]
+    #[schemars(with = "Option<String>")]
+    pub failed_at: Option<OffsetDateTime>,
+    /// Failure code (required when failed), e.g. `recovery_unavailable`.
+    #[serde(default)]
+    pub failure_code: Option<String>,
+    /// Failure message.
+    #[serde(default)]
+    pub failure_message: Option<String>,
+}
+
+impl Serialize for ManagedInputRecord {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        Self::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ManagedInputRecord {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let record = Self::deserialize(d)?;
+        record.validate().map_err(serde::de::Error::custom)?;
+        Ok(record)
+    }
+}
+
+impl ManagedInputRecord {
+    /// A fresh `pending` record created at `now` (no responses, no optional metadata).
+    ///
+    /// # Errors
+    /// `managed_input_invalid` when an invariant fails (see [`validate`](Self::validate)).
+    pub fn new_pending(
+        pending: PendingElicitationRound,
+        round_index: u32,
+        round_limit: u32,
+        lease: ManagedInputLease,
+        now: OffsetDateTime,
+    ) -> Result<Self> {
+        let record = Self {
+            pending,
+            round_index,
+            round_limit,
+            status: ManagedInputStatus::Pending,
+            lease,
+            responses: None,
+            response_idempotency_key: None,
+            harness_session_id: None,
+            native_resume_token: None,
+            delivery_idempotency_key: None,
+            session_id: None,
+            turn_id: None,
+            operation_parameters: Map::new(),
+            delivery_attempts: 0,
+            created_at: now,
+            updated_at: now,
+            response_validated_at: None,
+            delivery_started_at: None,
+            delivered_at: None,
+            resolved_at: None,
+            failed_at: None,
+            failure_code: None,
+            failure_message: None,
+        };
+        record.validate()?;
+        Ok(record)
+    }
+
+    /// Execution id (from `pending`).
+    pub fn execution_id(&self) -> &str {
+        &self.pending.execution_id
+    }
+
+    /// Round id (from `pending`).
+    pub fn round_id(&self) -> &str {
+        &self.pending.round_id
+    }
+
+    /// Opaque request state (from `pending`).
+    pub fn request_state(&self) -> Option<&str> {
+        self.pending.request_state.as_deref()
+    }
+
+    /// Lease token (from `lease`).
+    pub fn lease_token(&self) -> &str {
+        &self.lease.lease_token
+    }
+
+    /// Lease owner (from `lease`).
+    pub fn owner_id(&self) -> &str {
+        &self.lease.owner_id
+    }
+
+    /// Checks every record invariant of the reference.
+    ///
+    /// - the pending round and the lease are valid;
+    /// - `round_limit > 0` and `round_index < round_limit` ("round index must be below the round
+    ///   limit");
+    /// - `pending` ⇒ no responses, no response key, `delivery_attempts == 0`;
+    /// - `response_validated`/`delivery_started`/`delivered`/`resolved` ⇒ responses and key
+    ///   present ("delivered rounds require validated responses");
+    /// - `failed` ⇒ non-empty `failure_code`;
+    /// - optional ids, when present, are non-empty.
+    ///
+    /// # Errors
+    /// `managed_input_invalid`.
+    pub fn validate(&self) -> Result<()> {
+        self.pending.validate()?;
+        self.lease.validate()?;
+        if self.round_limit == 0 {
+            return Err(Error::managed_input_validation(
+                "round_limit must be positive",
+            ));
+        }
+        if self.round_index >= self.round_limit {
+            return Err(Error::managed_input_validation(
+                "round index must be below the round limit",
+            )
+            .with_detail("round_index", self.round_index)
+            .with_detail("round_limit", self.round_limit));
+        }
+        for (label, value) in [
+            ("response_idempotency_key", &self.response_idempotency_key),
+            ("harness_session_id", &self.harness_session_id),
+            ("native_resume_token", &self.native_resume_token),
+            ("delivery_idempotency_key", &self.delivery_idempotency_key),
+            ("session_id", &self.session_id),
+            ("turn_id", &self.turn_id),
+        ] {
+            if let Some(value) = value {
+                require_non_empty(label, value)?;
+            }
+        }
+        if let Some(responses) = &self.responses {
+            for response in responses.values() {
+                response.validate()?;
+            }
+        }
+        match self.status {
+            ManagedInputStatus::Pending => {
+                if self.responses.is_some() || self.response_idempotency_key.is_some() {
+                    return Err(Error::managed_input_validation(
+                        "pending rounds cannot hold responses",
+                    ));
+                }
+                if self.delivery_attempts != 0 {
+                    return Err(Error::managed_input_validation(
+                        "pending rounds cannot have delivery attempts",
+                    ));
+                }
+            }
+            status if status.requires_responses() => {
+                if self.responses.is_none() || self.response_idempotency_key.is_none() {
+                    return Err(Error::managed_input_validation(
+                        "delivered rounds require validated responses",
+                    )
+                    .with_detail("status", status.as_str()));
+                }
+            }
+            _ => {
+                if self.failure_code.as_deref().is_none_or(str::is_empty) {
+                    return Err(Error::managed_input_validation(
+                        "failed rounds require a failure code",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

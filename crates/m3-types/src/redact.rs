@@ -1,0 +1,216 @@
+//! Diagnostic projection: secrets become `"[REDACTED]"`.
+//!
+//! Values under sensitive key names are replaced whole; inside strings that are URLs, the
+//! userinfo and the values of sensitive query parameters are replaced; configured secret values
+//! ([`redact_with`]) are replaced wherever they occur in a string. Everything else, including the
+//! shape (`action`, `content`, `meta`, `null`s), is kept.
+
+use serde_json::{Map, Value};
+
+/// The replacement text.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Returns the diagnostic projection of `value`.
+pub fn redact(value: &Value) -> Value {
+    redact_with(value, &[])
+}
+
+/// Like [`redact`], also replacing every occurrence of each non-empty string in `secrets`.
+pub fn redact_with(value: &Value, secrets: &[&str]) -> Value {
+    walk(value, secrets, 0)
+}
+
+/// Depth past which a value is replaced whole (keeps the walk bounded).
+const MAX_DEPTH: usize = 128;
+
+fn walk(value: &Value, secrets: &[&str], depth: usize) -> Value {
+    if depth > MAX_DEPTH {
+        return Value::String(REDACTED.to_owned());
+    }
+    match value {
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (key, item) in map {
+                let projected = if is_sensitive_key(key) && !item.is_null() {
+                    Value::String(REDACTED.to_owned())
+                } else {
+                    walk(item, secrets, depth + 1)
+                };
+                out.insert(key.clone(), projected);
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| walk(v, secrets, depth + 1)).collect())
+        }
+        Value::String(s) => Value::String(redact_text(s, secrets)),
+        other => other.clone(),
+    }
+}
+
+/// Splits a key into lower-case words at `_`, `-`, `.`, spaces and camelCase boundaries.
+fn words(key: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut prev_lower = false;
+    for c in key.chars() {
+        if c == '_' || c == '-' || c == '.' || c == ' ' {
+            if !current.is_empty() {
+                words.push(std::mem::take(&mut current));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && prev_lower && !current.is_empty() {
+            words.push(std::mem::take(&mut current));
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        current.extend(c.to_lowercase());
+    }
+    if !current.is_empty() {
+        words.push(current);
+    }
+    words
+}
+
+/// Whether values under `key` are secrets (word-boundary matching: `access_token`, `apiKey`,
+/// `X-Api-Key`, `client_secret` are; `max_tokens`, `tokenizer` are not).
+pub fn is_sensitive_key(key: &str) -> bool {
+    const SINGLE: &[&str] = &[
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "credential",
+        "credentials",
+        "authorization",
+        "cookie",
+        "apikey",
+        "passphrase",
+    ];
+    const PAIRS: &[(&str, &str)] = &[
+        ("api", "key"),
+        ("private", "key"),
+        ("session", "key"),
+        ("set", "cookie"),
+        ("access", "key"),
+        ("secret", "key"),
+    ];
+    let words = words(key);
+    if words.iter().any(|w| SINGLE.contains(&w.as_str())) {
+        return true;
+    }
+    let compact: String = words.concat();
+    if [
+        "apikey",
+        "privatekey",
+        "sessionkey",
+        "clientsecret",
+        "accesstoken",
+        "refreshtoken",
+    ]
+    .contains(&compact.as_str())
+    {
+        return true;
+    }
+    words
+        .windows(2)
+        .any(|w| PAIRS.iter().any(|(a, b)| w[0] == *a && w[1] == *b))
+}
+
+fn redact_text(text: &str, secrets: &[&str]) -> String {
+    let mut out = redact_url(text).unwrap_or_else(|| text.to_owned());
+    for secret in secrets {
+        if !secret.is_empty() && out.contains(secret) {
+            out = out.replace(secret, REDACTED);
+        }
+    }
+    out
+}
+
+/// Redacts userinfo and sensitive query values of a `scheme://...` string; `None` when `text`
+/// is not such a URL or nothing changed.
+fn redact_url(text: &str) -> Option<String> {
+    let scheme_end = text.find("://")?;
+    let scheme = &text[..scheme_end];
+    if scheme.is_empty()
+        || !scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        || !scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        || text.chars().any(char::is_whitespace)
+    {
+        return None;
+    }
+    let rest = &text[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let mut changed = false;
+    let authority = match authority.rfind('@') {
+        Some(at) => {
+            changed = true;
+            format!("{REDACTED}@{}", &authority[at + 1..])
+        }
+        None => authority.to_owned(),
+    };
+    let (before_fragment, fragment) = match tail.find('#') {
+        Some(i) => tail.split_at(i),
+        None => (tail, ""),
+    };
+    let tail = match before_fragment.split_once('?') {
+        Some((path, query)) => {
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((name, _)) if is_sensitive_key(&percent_decode(name)) => {
+                        changed = true;
+                        format!("{name}={REDACTED}")
+                    }
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}{fragment}", pairs.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    changed.then(|| format!("{scheme}://{authority}{tail}"))
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(high), Some(low)) => {
+                    out.push(high * 16 + low);
+                    i += 3;
+                }
+                _ => {
+                    out.push(b'%');
+                    i += 1;
+                }
+            },
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}

@@ -1,0 +1,153 @@
+//! Response validation: the one rule set every backend applies before accepting responses.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use crate::elicitation::{ElicitationAction, ElicitationRequest, ResponseMap};
+use crate::error::{Error, Result};
+use crate::round::PendingElicitationRound;
+
+/// Deepest schema or content nesting accepted (deeper input is a validation error).
+pub const MAX_SCHEMA_DEPTH: usize = 64;
+/// Most JSON nodes a requested schema may have.
+pub const MAX_SCHEMA_NODES: usize = 20_000;
+
+/// Backtracking budget of one `pattern` match (guards against catastrophic regexes).
+const REGEX_BACKTRACK_LIMIT: usize = 100_000;
+/// Size budget, in bytes, of one compiled `pattern`.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+use crate::messages::{
+    EXACT_KEYS, FORM_REQUIRES_CONTENT, SCHEMA_MISMATCH, UNEXPECTED_KEYS, URL_CONTENT,
+};
+
+/// Checks `responses` against the pending round, exactly as the reference's store does.
+///
+/// 1. The keys equal the pending request keys: extra keys → "responses contain unexpected
+///    request keys"; missing keys (including an empty map) → "responses must contain exactly the
+///    pending request keys".
+/// 2. Each response obeys its own model rule (decline and cancel carry no content).
+/// 3. Form + accept: content is required ("form acceptance requires content") and must validate
+///    against `requested_schema` (JSON Schema Draft 2020-12 unless the schema names another
+///    draft, formats asserted, no remote or file `$ref` resolution). Any schema problem —
+///    not an object, invalid, unresolvable `$ref`, too deep — is "response content does not
+///    match the request schema" too.
+/// 4. URL: content is refused ("URL responses cannot contain form content"); accept records
+///    consent only.
+///
+/// It never panics, whatever JSON it is given.
+///
+/// # Errors
+/// `managed_input_invalid`, with details naming the request key.
+pub fn validate_responses(
+    pending: &PendingElicitationRound,
+    responses: &ResponseMap,
+) -> Result<()> {
+    let expected: BTreeSet<&str> = pending.requests.keys().map(String::as_str).collect();
+    let given: BTreeSet<&str> = responses.keys().map(String::as_str).collect();
+    let unexpected: Vec<&str> = given.difference(&expected).copied().collect();
+    if !unexpected.is_empty() {
+        return Err(Error::managed_input_validation(UNEXPECTED_KEYS)
+            .with_detail("unexpected_keys", unexpected));
+    }
+    let missing: Vec<&str> = expected.difference(&given).copied().collect();
+    if !missing.is_empty() {
+        return Err(
+            Error::managed_input_validation(EXACT_KEYS).with_detail("missing_keys", missing)
+        );
+    }
+    for (key, request) in &pending.requests {
+        let Some(response) = responses.get(key) else {
+            continue;
+        };
+        response
+            .validate()
+            .map_err(|e| e.with_detail("request_key", key.as_str()))?;
+        match request {
+            ElicitationRequest::Form(form) => {
+                if response.action != ElicitationAction::Accept {
+                    continue;
+                }
+                let Some(content) = &response.content else {
+                    return Err(Error::managed_input_validation(FORM_REQUIRES_CONTENT)
+                        .with_detail("request_key", key.as_str()));
+                };
+                check_content(&form.requested_schema, content)
+                    .map_err(|e| e.with_detail("request_key", key.as_str()))?;
+            }
+            ElicitationRequest::Url(_) => {
+                if response.content.is_some() {
+                    return Err(Error::managed_input_validation(URL_CONTENT)
+                        .with_detail("request_key", key.as_str()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Validates form `content` against `schema`.
+///
+/// # Errors
+/// `managed_input_invalid` ("response content does not match the request schema"), with the
+/// first violations in the details (`errors`: instance path and message).
+pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) -> Result<()> {
+    let mismatch = |reason: &str| {
+        Error::managed_input_validation(SCHEMA_MISMATCH).with_detail("reason", reason.to_owned())
+    };
+    // Measure before cloning: clone and drop of serde_json values recurse.
+    let (depth, nodes) = measure_map(schema);
+    if depth > MAX_SCHEMA_DEPTH || nodes > MAX_SCHEMA_NODES {
+        return Err(mismatch("request schema is too large or too deeply nested"));
+    }
+    if measure_map(content).0 > MAX_SCHEMA_DEPTH {
+        return Err(mismatch("response content is too deeply nested"));
+    }
+    let schema = Value::Object(schema.clone());
+    let content = Value::Object(content.clone());
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .should_validate_formats(true)
+        .offline()
+        .with_pattern_options(
+            jsonschema::PatternOptions::fancy_regex()
+                .backtrack_limit(REGEX_BACKTRACK_LIMIT)
+                .size_limit(REGEX_SIZE_LIMIT)
+                .dfa_size_limit(REGEX_SIZE_LIMIT),
+        )
+        .build(&schema)
+        .map_err(|e| mismatch(&format!("invalid request schema: {e}")))?;
+    let errors: Vec<Value> = validator
+        .iter_errors(&content)
+        .take(10)
+        .map(|e| {
+            let mut item = Map::new();
+            item.insert("path".into(), Value::String(e.instance_path().to_string()));
+            item.insert("message".into(), Value::String(e.to_string()));
+            Value::Object(item)
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::managed_input_validation(SCHEMA_MISMATCH).with_detail("errors", errors))
+    }
+}
+
+/// Nesting depth and node count of a JSON object, computed without recursion.
+fn measure_map(map: &Map<String, Value>) -> (usize, usize) {
+    let mut stack: Vec<(&Value, usize)> = map.values().map(|v| (v, 2usize)).collect();
+    let mut max_depth = 1;
+    let mut nodes = 1;
+    while let Some((v, depth)) = stack.pop() {
+        nodes += 1;
+        max_depth = max_depth.max(depth);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, depth + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|i| (i, depth + 1))),
+            _ => {}
+        }
+    }
+    (max_depth, nodes)
+}
