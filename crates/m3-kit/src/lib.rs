@@ -1,7 +1,67 @@
-//! The m3-rs facade: `AsyncMcpTestKit`, `McpTestKit`, agents and execution handles.
+//! The m3-rs facade: submit agent executions against MCP servers and answer
+//! their elicitation rounds, async ([`AsyncMcpTestKit`]) or blocking
+//! ([`McpTestKit`]).
 //!
-//! `m3-kit` is what applications import. It wires stores and the runtime together
-//! and knows nothing about the command line.
+//! `m3-kit` wires `m3-runtime` (harnesses, coordinator, worker) to an
+//! `m3-store` execution store. It knows nothing about the command line.
+//!
+//! # Quick start (blocking)
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use m3_kit::{AgentSelection, McpTestKit, Script, SubmitOptions};
+//! use m3_types::{ElicitationResponse, HumanInput, ResponseMap, StdioServer};
+//!
+//! # fn main() -> m3_types::Result<()> {
+//! let shipping = StdioServer::new("shipping", "m3").with_args(["example-server", "shipping"]);
+//! let kit = McpTestKit::builder().sqlite("executions.sqlite").build()?;
+//! let mut args = serde_json::Map::new();
+//! args.insert("weight_kg".into(), 2.into());
+//! let agent = kit.agents([AgentSelection::scripted(Script::call("shipping:book_shipment", args))])?.remove(0);
+//! let handle = agent.submit(
+//!     "Ask for the delivery address, then book the shipment.",
+//!     SubmitOptions::new().server(shipping).tools(["shipping:book_shipment"]).human_input(HumanInput::Managed),
+//! )?;
+//! if let Some(pending) = handle.wait_for_pending(Duration::from_secs(120))? {
+//!     let mut address = serde_json::Map::new();
+//!     address.insert("street".into(), "1 Main Street".into());
+//!     address.insert("city".into(), "Pune".into());
+//!     let responses = ResponseMap::from([("shipping_address".to_owned(), ElicitationResponse::accept(address))]);
+//!     handle.respond_elicitation(&pending.round_id, responses, &format!("address-{}", pending.round_id))?;
+//! }
+//! let result = handle.result(Some(Duration::from_secs(120)))?;
+//! println!("{:?}", result.outcome());
+//! # Ok(()) }
+//! ```
+//!
+//! # Concepts
+//!
+//! - [`AsyncMcpTestKit`] / [`McpTestKit`]: a store, an environment for server
+//!   processes, background workers. Opening one runs recovery.
+//! - [`AsyncAgent`] / [`Agent`]: one [`AgentSelection`]; `submit(prompt,
+//!   SubmitOptions)` returns a handle.
+//! - [`AsyncExecutionHandle`] / [`ExecutionHandle`]: `pending_elicitation`,
+//!   `respond_elicitation`, `snapshot`, `result`, `cancel`, `events`, `rounds`.
+//!   [`AsyncMcpTestKit::attach`] gives a handle on an execution run by another
+//!   process.
+//!
+//! # Feature flags
+//!
+//! None.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
+
+mod agent;
+mod blocking;
+mod handle;
+mod kit;
+mod options;
+
+pub use agent::AsyncAgent;
+pub use blocking::{Agent, ExecutionHandle, McpTestKit, McpTestKitBuilder};
+pub use handle::{AsyncExecutionHandle, RoundDiagnostics};
+pub use kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
+pub use m3_runtime::{AgentSelection, ElicitationPlan, ExecutionTrace, RecoveryReport, Script, ScriptStep};
+pub use m3_store::ExecutionEvent;
+pub use options::{HumanInputValue, SubmitOptions};

@@ -3,6 +3,41 @@
 //! `m3-runtime` drives agent executions against real MCP servers and pauses them on
 //! elicitation requests through an `m3-store` backend. It knows nothing about the
 //! kit facade or the command line.
+//!
+//! # Concepts
+//!
+//! - [`mcp`]: the MCP client (stdio servers, both protocol eras, input rounds).
+//! - [`AgentSelection`] / [`Script`]: which harness runs an execution; the
+//!   seed's `{"harness": ..., ...}` JSON.
+//! - [`harness`]: the [`Harness`](harness::Harness) trait and the built-in
+//!   [`ScriptedHarness`](harness::ScriptedHarness); an
+//!   [`AgentSession`](harness::AgentSession) is the agent's view of its servers.
+//! - [`ExecutionSpec`]: what an execution runs, persisted as its spec JSON.
+//! - [`Worker`]: runs an execution under a lease with heartbeat, cancel polling
+//!   and timeout, and writes its [`ExecutionResult`](m3_types::ExecutionResult)
+//!   with an [`ExecutionTrace`].
+//! - The managed-input coordinator (private, one per managed execution) persists
+//!   rounds and waits for responses; [`ResponseNotifier`] wakes it in-process.
+//! - [`recover`]: terminalizes executions whose worker disappeared.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
+
+mod coordinator;
+pub mod harness;
+pub mod mcp;
+mod recovery;
+mod selection;
+mod spec;
+mod trace;
+mod worker;
+
+pub use coordinator::{RECOVERY_UNAVAILABLE, ResponseNotifier};
+pub use recovery::{RecoveredExecution, RecoveryReport, recover};
+pub use selection::{AgentSelection, CodexSelection, Script, ScriptStep, ScriptedSelection};
+pub use spec::{
+    CANCEL_POLL, DEFAULT_EXECUTION_TIMEOUT, DEFAULT_LEASE, DEFAULT_RENEW_EVERY,
+    DEFAULT_ROUND_LIMIT, ElicitationPlan, ExecutionSpec, RESPONSE_POLL,
+};
+pub use trace::ExecutionTrace;
+pub use worker::Worker;

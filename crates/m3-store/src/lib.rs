@@ -3,6 +3,73 @@
 //! `m3-store` holds the `ManagedInputStore` and `ExecutionStore` contracts, their
 //! SQLite backends and the backend conformance suite. It knows nothing about MCP,
 //! harnesses or workers.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! # async fn demo(pending: m3_types::PendingElicitationRound) -> m3_types::Result<()> {
+//! use std::time::Duration;
+//! use m3_store::{CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundRef, SqliteManagedInputStore};
+//! use m3_types::ElicitationResponse;
+//!
+//! let store = SqliteManagedInputStore::open("executions.sqlite").await?;
+//! let record = store
+//!     .create_round(CreateRound::new(pending, "worker-1", Duration::from_secs(30)))
+//!     .await?;
+//! let round = RoundRef::of(&record);
+//! let lease = LeaseRef::of(&record.lease);
+//! let mut content = serde_json::Map::new();
+//! content.insert("city".into(), "Pune".into());
+//! let submission = ResponseSubmission::single(
+//!     "shipping_address",
+//!     ElicitationResponse::accept(content),
+//!     "address-1",
+//! );
+//! let accepted = store.submit_responses(&round, &lease, submission).await?;
+//! assert_eq!(accepted.status.as_str(), "response_validated");
+//! # Ok(()) }
+//! ```
+//!
+//! # Concepts
+//!
+//! - [`ManagedInputStore`] (module [`managed_input`]) is the contract: twelve operations over
+//!   one row per elicitation round, with a six-state status machine and a compare-and-set
+//!   lease. Request values ([`CreateRound`], [`RoundRef`], [`LeaseRef`], [`ClaimRound`],
+//!   [`ResponseSubmission`], [`RoundFailure`]) keep argument lists short;
+//!   [`ManagedInputStoreExt`] adds conveniences.
+//! - [`sqlite`] is the SQLite backend, [`SqliteManagedInputStore`], on-disk compatible with
+//!   the Python original (sf-m3 0.3.1).
+//! - `conformance` (feature `conformance`) is the contract as a test suite that any backend
+//!   runs from its own tests.
+//!
+//! # Feature flags
+//!
+//! - `conformance`: exposes `m3_store::conformance` (not semver-stable).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
+
+pub mod managed_input;
+pub mod sqlite;
+
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+
+pub use managed_input::{
+    ClaimRound, CreateRound, DEFAULT_ROUND_LIMIT, LeaseRef, ManagedInputStore,
+    ManagedInputStoreExt, ResponseSubmission, RoundFailure, RoundRef,
+};
+pub use sqlite::{
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SqliteManagedInputStore, SqliteStoreOptions,
+    SqliteSynchronous,
+};
+
+mod execution;
+mod sqlite_pool;
+
+pub use execution::{
+    AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
+    EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE, ExecutionEvent,
+    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
+    ListExecutions, NewExecution, SqliteExecutionStore, TerminalizeExpired, Terminalized,
+};

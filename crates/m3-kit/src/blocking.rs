@@ -1,0 +1,293 @@
+//! The blocking facade: [`McpTestKit`] owns a tokio runtime and wraps
+//! [`AsyncMcpTestKit`], reqwest-style.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use m3_runtime::{AgentSelection, RecoveryReport};
+use m3_store::{ExecutionEvent, ExecutionStore};
+use m3_types::{Error, ExecutionResult, ExecutionState, PendingElicitationRound, ResponseMap, Result};
+use tokio::runtime::Runtime;
+
+use crate::agent::AsyncAgent;
+use crate::handle::{AsyncExecutionHandle, RoundDiagnostics};
+use crate::kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
+use crate::options::SubmitOptions;
+
+/// The runtime and the async kit; dropping the last reference closes the kit
+/// (cancelling its executions) and shuts the runtime down.
+#[derive(Debug)]
+struct Inner {
+    runtime: Mutex<Option<Runtime>>,
+    kit: AsyncMcpTestKit,
+}
+
+impl Inner {
+    fn block_on<F: Future>(&self, future: F) -> F::Output {
+        let handle = self
+            .runtime
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|rt| rt.handle().clone());
+        match handle {
+            Some(handle) => handle.block_on(future),
+            None => runtime_gone(),
+        }
+    }
+}
+
+#[cold]
+fn runtime_gone() -> ! {
+    // Broken invariant: `Inner` only drops its runtime in `Drop`.
+    #[expect(clippy::panic, reason = "the runtime is only taken in Drop; reaching this is a bug")]
+    {
+        panic!("m3-kit runtime is gone")
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let Some(runtime) = self.runtime.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            let kit = self.kit.clone();
+            let _ = runtime.block_on(kit.close());
+            runtime.shutdown_timeout(Duration::from_secs(2));
+        } else {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// The blocking test kit. It owns a multi-threaded tokio runtime (threads named
+/// `m3-kit-runtime`) that also runs the executions' workers in the background.
+///
+/// # Panics
+/// Every blocking method panics when called from inside an async runtime (use
+/// [`AsyncMcpTestKit`] there), like `reqwest::blocking`.
+#[derive(Debug, Clone)]
+pub struct McpTestKit {
+    inner: Arc<Inner>,
+}
+
+/// Builder of [`McpTestKit`]; it holds the async builder, so options are the same.
+#[derive(Debug, Default)]
+#[must_use]
+pub struct McpTestKitBuilder {
+    inner: AsyncMcpTestKitBuilder,
+}
+
+impl McpTestKitBuilder {
+    /// See [`AsyncMcpTestKitBuilder::store`].
+    pub fn store(self, store: impl ExecutionStore) -> Self {
+        Self { inner: self.inner.store(store) }
+    }
+
+    /// See [`AsyncMcpTestKitBuilder::shared_store`].
+    pub fn shared_store(self, store: Arc<dyn ExecutionStore>) -> Self {
+        Self { inner: self.inner.shared_store(store) }
+    }
+
+    /// See [`AsyncMcpTestKitBuilder::sqlite`].
+    pub fn sqlite(self, path: impl AsRef<Path>) -> Self {
+        Self { inner: self.inner.sqlite(path) }
+    }
+
+    /// See [`AsyncMcpTestKitBuilder::env`].
+    pub fn env(self, env: BTreeMap<String, String>) -> Self {
+        Self { inner: self.inner.env(env) }
+    }
+
+    /// See [`AsyncMcpTestKitBuilder::recover_on_open`].
+    pub fn recover_on_open(self, yes: bool) -> Self {
+        Self { inner: self.inner.recover_on_open(yes) }
+    }
+
+    /// Starts the runtime, opens the store and runs recovery.
+    ///
+    /// # Errors
+    /// `storage_error` when the runtime cannot start or the store cannot open.
+    ///
+    /// # Panics
+    /// When called from inside an async runtime.
+    pub fn build(self) -> Result<McpTestKit> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("m3-kit-runtime")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::storage("cannot start the m3-kit runtime").with_source(e))?;
+        let kit = runtime.block_on(self.inner.build())?;
+        Ok(McpTestKit { inner: Arc::new(Inner { runtime: Mutex::new(Some(runtime)), kit }) })
+    }
+}
+
+impl McpTestKit {
+    /// A builder.
+    pub fn builder() -> McpTestKitBuilder {
+        McpTestKitBuilder::default()
+    }
+
+    /// The async kit this one wraps.
+    pub fn as_async(&self) -> &AsyncMcpTestKit {
+        &self.inner.kit
+    }
+
+    /// The kit's execution store.
+    pub fn store(&self) -> &Arc<dyn ExecutionStore> {
+        self.inner.kit.store()
+    }
+
+    /// See [`AsyncMcpTestKit::agents`].
+    ///
+    /// # Errors
+    /// As [`AsyncMcpTestKit::agents`].
+    pub fn agents(&self, selections: impl IntoIterator<Item = AgentSelection>) -> Result<Vec<Agent>> {
+        Ok(self
+            .inner
+            .kit
+            .agents(selections)?
+            .into_iter()
+            .map(|agent| Agent { inner: Arc::clone(&self.inner), agent })
+            .collect())
+    }
+
+    /// See [`AsyncMcpTestKit::attach`].
+    ///
+    /// # Errors
+    /// As [`AsyncMcpTestKit::attach`].
+    pub fn attach(&self, execution_id: &str) -> Result<ExecutionHandle> {
+        let handle = self.inner.block_on(self.inner.kit.attach(execution_id))?;
+        Ok(ExecutionHandle { inner: Arc::clone(&self.inner), handle })
+    }
+
+    /// See [`AsyncMcpTestKit::executions`].
+    ///
+    /// # Errors
+    /// As [`AsyncMcpTestKit::executions`].
+    pub fn executions(&self) -> Result<Vec<ExecutionSummary>> {
+        self.inner.block_on(self.inner.kit.executions())
+    }
+
+    /// See [`AsyncMcpTestKit::recover`].
+    ///
+    /// # Errors
+    /// As [`AsyncMcpTestKit::recover`].
+    pub fn recover(&self) -> Result<RecoveryReport> {
+        self.inner.block_on(self.inner.kit.recover())
+    }
+
+    /// Cancels this kit's executions and waits for their outcome. Dropping the
+    /// last kit, agent or handle does the same.
+    ///
+    /// # Errors
+    /// As [`AsyncMcpTestKit::close`].
+    pub fn close(self) -> Result<()> {
+        self.inner.block_on(self.inner.kit.clone().close())
+    }
+}
+
+/// Blocking twin of [`AsyncAgent`].
+#[derive(Debug, Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+    agent: AsyncAgent,
+}
+
+impl Agent {
+    /// See [`AsyncAgent::submit`].
+    ///
+    /// # Errors
+    /// As [`AsyncAgent::submit`].
+    pub fn submit(&self, prompt: impl Into<String>, options: SubmitOptions) -> Result<ExecutionHandle> {
+        let handle = self.inner.block_on(self.agent.submit(prompt, options))?;
+        Ok(ExecutionHandle { inner: Arc::clone(&self.inner), handle })
+    }
+}
+
+/// Blocking twin of [`AsyncExecutionHandle`].
+#[derive(Debug, Clone)]
+pub struct ExecutionHandle {
+    inner: Arc<Inner>,
+    handle: AsyncExecutionHandle,
+}
+
+impl ExecutionHandle {
+    /// The execution id.
+    pub fn execution_id(&self) -> &str {
+        self.handle.execution_id()
+    }
+
+    /// The async handle this one wraps.
+    pub fn as_async(&self) -> &AsyncExecutionHandle {
+        &self.handle
+    }
+
+    /// See [`AsyncExecutionHandle::pending_elicitation`].
+    ///
+    /// # Errors
+    /// As [`AsyncExecutionHandle::pending_elicitation`].
+    pub fn pending_elicitation(&self) -> Result<Option<PendingElicitationRound>> {
+        self.inner.block_on(self.handle.pending_elicitation())
+    }
+
+    /// See [`AsyncExecutionHandle::respond_elicitation`].
+    ///
+    /// # Errors
+    /// As [`AsyncExecutionHandle::respond_elicitation`].
+    pub fn respond_elicitation(&self, round_id: &str, responses: ResponseMap, idempotency_key: &str) -> Result<()> {
+        self.inner.block_on(self.handle.respond_elicitation(round_id, responses, idempotency_key))
+    }
+
+    /// See [`AsyncExecutionHandle::snapshot`].
+    ///
+    /// # Errors
+    /// As [`AsyncExecutionHandle::snapshot`].
+    pub fn snapshot(&self) -> Result<ExecutionState> {
+        self.inner.block_on(self.handle.snapshot())
+    }
+
+    /// See [`AsyncExecutionHandle::result`].
+    ///
+    /// # Errors
+    /// As [`AsyncExecutionHandle::result`].
+    pub fn result(&self, timeout: Option<Duration>) -> Result<ExecutionResult> {
+        self.inner.block_on(self.handle.result(timeout))
+    }
+
+    /// See [`AsyncExecutionHandle::cancel`].
+    ///
+    /// # Errors
+    /// As [`AsyncExecutionHandle::cancel`].
+    pub fn cancel(&self) -> Result<()> {
+        self.inner.block_on(self.handle.cancel())
+    }
+
+    /// See [`AsyncExecutionHandle::events`].
+    ///
+    /// # Errors
+    /// As [`AsyncExecutionHandle::events`].
+    pub fn events(&self, after_sequence: Option<u64>) -> Result<Vec<ExecutionEvent>> {
+        self.inner.block_on(self.handle.events(after_sequence))
+    }
+
+    /// See [`AsyncExecutionHandle::rounds`].
+    ///
+    /// # Errors
+    /// As [`AsyncExecutionHandle::rounds`].
+    pub fn rounds(&self) -> Result<Vec<RoundDiagnostics>> {
+        self.inner.block_on(self.handle.rounds())
+    }
+
+    /// See [`AsyncExecutionHandle::wait_for_pending`].
+    ///
+    /// # Errors
+    /// As [`AsyncExecutionHandle::wait_for_pending`].
+    pub fn wait_for_pending(&self, timeout: Duration) -> Result<Option<PendingElicitationRound>> {
+        self.inner.block_on(self.handle.wait_for_pending(timeout))
+    }
+}

@@ -1,0 +1,291 @@
+//! [`AsyncExecutionHandle`]: read, answer, wait for and cancel one execution.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use m3_store::{ExecutionEvent, ExecutionRecord, LeaseRef, ResponseSubmission, RoundRef};
+use m3_types::{
+    Error, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, ManagedInputStatus,
+    PendingElicitationRound, ResponseMap, Result, messages,
+};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use crate::kit::KitInner;
+
+/// How often waits poll the store.
+const WAIT_POLL: Duration = Duration::from_millis(20);
+
+/// Diagnostics of one round (never the raw responses).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct RoundDiagnostics {
+    /// Round id.
+    pub round_id: String,
+    /// Zero-based index within the execution.
+    pub round_index: u32,
+    /// Current status.
+    pub status: ManagedInputStatus,
+    /// The request keys of the round.
+    pub request_keys: Vec<String>,
+    /// Server, kind and name of the operation.
+    pub server: String,
+    /// `tool`, `prompt` or `resource`.
+    pub operation_kind: m3_types::OperationKind,
+    /// Tool or prompt name, or resource URI.
+    pub operation_name: String,
+    /// Times the response was handed to the server.
+    pub delivery_attempts: u32,
+    /// Creation time.
+    #[serde(with = "m3_types::timestamp::serde")]
+    pub created_at: OffsetDateTime,
+    /// When the response was accepted.
+    #[serde(with = "m3_types::timestamp::serde::option")]
+    pub response_validated_at: Option<OffsetDateTime>,
+    /// When the round resolved.
+    #[serde(with = "m3_types::timestamp::serde::option")]
+    pub resolved_at: Option<OffsetDateTime>,
+    /// When the round failed.
+    #[serde(with = "m3_types::timestamp::serde::option")]
+    pub failed_at: Option<OffsetDateTime>,
+    /// Failure code (`cancelled`, `timeout`, `recovery_unavailable`, ...).
+    pub failure_code: Option<String>,
+    /// Failure message.
+    pub failure_message: Option<String>,
+    /// The idempotency key of the accepted response.
+    pub response_idempotency_key: Option<String>,
+    /// The redacted projection of the accepted responses.
+    pub redacted_responses: Option<Map<String, Value>>,
+}
+
+/// A handle on one execution, from [`AsyncAgent::submit`](crate::AsyncAgent::submit)
+/// or [`AsyncMcpTestKit::attach`](crate::AsyncMcpTestKit::attach). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AsyncExecutionHandle {
+    kit: Arc<KitInner>,
+    execution_id: String,
+    human_input: HumanInput,
+}
+
+fn not_found(what: &str, id: &str) -> Error {
+    Error::managed_input_validation(format!("{what} '{id}' does not exist")).with_detail("not_found", true)
+}
+
+impl AsyncExecutionHandle {
+    pub(crate) fn new(kit: Arc<KitInner>, execution_id: String, human_input: HumanInput) -> Self {
+        Self { kit, execution_id, human_input }
+    }
+
+    /// The execution id.
+    pub fn execution_id(&self) -> &str {
+        &self.execution_id
+    }
+
+    /// The execution's human-input policy.
+    pub fn human_input(&self) -> HumanInput {
+        self.human_input
+    }
+
+    async fn record(&self) -> Result<ExecutionRecord> {
+        self.kit
+            .store
+            .get_execution(&self.execution_id)
+            .await?
+            .ok_or_else(|| not_found("execution", &self.execution_id).with_detail("execution_id", self.execution_id.clone()))
+    }
+
+    /// The single pending round, or `None` (always `None` for `human_input = fail`).
+    ///
+    /// # Errors
+    /// `managed_input_state` ("multiple") if storage holds more than one pending
+    /// round; `storage_error`.
+    pub async fn pending_elicitation(&self) -> Result<Option<PendingElicitationRound>> {
+        if self.human_input != HumanInput::Managed {
+            return Ok(None);
+        }
+        let store = self.kit.store.managed_input_store().await?;
+        let mut pending: Vec<PendingElicitationRound> = store
+            .list_rounds(&self.execution_id)
+            .await?
+            .into_iter()
+            .filter(|r| r.status == ManagedInputStatus::Pending)
+            .map(|r| r.pending)
+            .collect();
+        match pending.len() {
+            0 => Ok(None),
+            1 => Ok(pending.pop()),
+            n => Err(Error::managed_input_state(messages::MULTIPLE_PENDING).with_detail("pending_rounds", n)),
+        }
+    }
+
+    /// Commits `responses` for round `round_id` through the store (validated,
+    /// idempotent under `idempotency_key`), then wakes this process's worker.
+    ///
+    /// # Errors
+    /// - `invalid_argument` for a handle that is not managed;
+    /// - `managed_input_invalid` for an empty round id or key, responses that do
+    ///   not match the round (the round stays pending), or an unknown round
+    ///   (detail `not_found = true`);
+    /// - `managed_input_conflict` for the same key with another response, or a
+    ///   lease that expired;
+    /// - `managed_input_state` for a failed or terminal round (for example after
+    ///   recovery).
+    pub async fn respond_elicitation(
+        &self,
+        round_id: &str,
+        responses: ResponseMap,
+        idempotency_key: &str,
+    ) -> Result<()> {
+        if self.human_input != HumanInput::Managed {
+            return Err(Error::model_validation(messages::RESPONSES_REQUIRE_MANAGED)
+                .with_detail("operation", "execution.respond_elicitation"));
+        }
+        if round_id.is_empty() {
+            return Err(Error::managed_input_validation("round_id must be a non-empty string"));
+        }
+        if idempotency_key.is_empty() {
+            return Err(Error::managed_input_validation("idempotency_key must be a non-empty string"));
+        }
+        let store = self.kit.store.managed_input_store().await?;
+        let round = RoundRef::new(self.execution_id.clone(), round_id);
+        let record = store
+            .get_round(&round)
+            .await?
+            .ok_or_else(|| not_found("managed-input round", round_id).with_detail("round_id", round_id))?;
+        // The responder borrows the worker's lease (the reference's contract).
+        store
+            .submit_responses(&round, &LeaseRef::of(&record.lease), ResponseSubmission::new(responses, idempotency_key))
+            .await?;
+        self.kit.notifier.notify_response(round_id);
+        Ok(())
+    }
+
+    /// The execution's lifecycle snapshot.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` (`not_found`) if the execution is gone; `storage_error`.
+    pub async fn snapshot(&self) -> Result<ExecutionState> {
+        Ok(self.record().await?.state())
+    }
+
+    /// Waits for the terminal result (`None`: no limit).
+    ///
+    /// # Errors
+    /// `invalid_argument` for a zero timeout; `timeout` (detail `wait_only`) when
+    /// the wait expires; the execution keeps running.
+    pub async fn result(&self, timeout: Option<Duration>) -> Result<ExecutionResult> {
+        if timeout == Some(Duration::ZERO) {
+            return Err(Error::model_validation(messages::WAIT_TIMEOUT_POSITIVE));
+        }
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        loop {
+            let record = self.record().await?;
+            if record.is_finished() {
+                return terminal_result(record);
+            }
+            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                return Err(Error::timeout(messages::RESULT_WAIT_TIMED_OUT)
+                    .with_detail("operation", "execution.result")
+                    .with_detail("wait_only", true));
+            }
+            tokio::time::sleep(WAIT_POLL).await;
+        }
+    }
+
+    /// Cancels the execution (durable flag, seen by the worker in any process);
+    /// if this kit runs it, waits until the outcome is recorded. No-op once
+    /// finished. Distinct from answering a request with `action = "cancel"`.
+    ///
+    /// # Errors
+    /// `storage_error`.
+    pub async fn cancel(&self) -> Result<()> {
+        let record = self.record().await?;
+        if record.is_finished() {
+            return Ok(());
+        }
+        self.kit.store.request_cancel(&self.execution_id, Some("caller requested cancellation")).await?;
+        if let Some(token) = self.kit.local_token(&self.execution_id) {
+            token.cancel();
+            let _ = self.result(Some(Duration::from_secs(30))).await?;
+        }
+        Ok(())
+    }
+
+    /// Committed events, only those after `after_sequence` when given.
+    ///
+    /// # Errors
+    /// `storage_error`.
+    pub async fn events(&self, after_sequence: Option<u64>) -> Result<Vec<ExecutionEvent>> {
+        self.kit.store.list_events(&self.execution_id, after_sequence).await
+    }
+
+    /// Every round of the execution with redacted diagnostics.
+    ///
+    /// # Errors
+    /// `storage_error`.
+    pub async fn rounds(&self) -> Result<Vec<RoundDiagnostics>> {
+        if self.human_input != HumanInput::Managed {
+            return Ok(Vec::new());
+        }
+        let store = self.kit.store.managed_input_store().await?;
+        let mut out = Vec::new();
+        for r in store.list_rounds(&self.execution_id).await? {
+            let redacted_responses = store.redacted_responses(&RoundRef::of(&r)).await?;
+            out.push(RoundDiagnostics {
+                round_id: r.pending.round_id.clone(),
+                round_index: r.round_index,
+                status: r.status,
+                request_keys: r.pending.requests.keys().cloned().collect(),
+                server: r.pending.server.clone(),
+                operation_kind: r.pending.operation_kind,
+                operation_name: r.pending.operation_name.clone(),
+                delivery_attempts: r.delivery_attempts,
+                created_at: r.created_at,
+                response_validated_at: r.response_validated_at,
+                resolved_at: r.resolved_at,
+                failed_at: r.failed_at,
+                failure_code: r.failure_code.clone(),
+                failure_message: r.failure_message.clone(),
+                response_idempotency_key: r.response_idempotency_key.clone(),
+                redacted_responses,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Polls until a round is pending (returns it), the execution finishes
+    /// before asking (returns `None`), or `timeout` passes.
+    ///
+    /// # Errors
+    /// `timeout` when nothing happened in time; as
+    /// [`pending_elicitation`](Self::pending_elicitation).
+    pub async fn wait_for_pending(&self, timeout: Duration) -> Result<Option<PendingElicitationRound>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(pending) = self.pending_elicitation().await? {
+                return Ok(Some(pending));
+            }
+            if self.snapshot().await?.lifecycle == ExecutionStatus::Finished {
+                return Ok(None);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::timeout("execution did not request managed input in time")
+                    .with_detail("operation", "execution.wait_for_pending")
+                    .with_detail("wait_only", true));
+            }
+            tokio::time::sleep(WAIT_POLL).await;
+        }
+    }
+}
+
+/// The result of a finished record: the worker's, or one rebuilt from the
+/// record (recovery and cancellation before start write no result).
+fn terminal_result(record: ExecutionRecord) -> Result<ExecutionResult> {
+    if let Some(result) = record.result {
+        return Ok(result);
+    }
+    let mut result = ExecutionResult::new(record.state())?;
+    result.error = record.error;
+    Ok(result)
+}

@@ -1,0 +1,253 @@
+//! [`AsyncMcpTestKit`] and its builder.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use m3_runtime::{AgentSelection, RecoveryReport, ResponseNotifier, Worker};
+use m3_store::{ExecutionStore, ListExecutions, SqliteExecutionStore};
+use m3_types::{Error, ExecutionState, HumanInput, ManagedInputStatus, Result};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::agent::AsyncAgent;
+use crate::handle::AsyncExecutionHandle;
+
+/// Shared state of a kit, its agents and handles.
+#[derive(Debug)]
+pub(crate) struct KitInner {
+    pub(crate) store: Arc<dyn ExecutionStore>,
+    pub(crate) persistent: bool,
+    pub(crate) worker: Worker,
+    pub(crate) notifier: Arc<ResponseNotifier>,
+    pub(crate) tasks: TaskTracker,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) local: Mutex<HashMap<String, CancellationToken>>,
+    _ephemeral: Option<tempfile::TempDir>,
+}
+
+impl KitInner {
+    /// The local cancellation token of an execution this kit runs.
+    pub(crate) fn local_token(&self, execution_id: &str) -> Option<CancellationToken> {
+        self.local.lock().unwrap_or_else(PoisonError::into_inner).get(execution_id).cloned()
+    }
+
+    /// Starts the worker for `execution_id` in the background.
+    pub(crate) fn spawn_worker(self: &Arc<Self>, execution_id: &str) {
+        let token = self.shutdown.child_token();
+        self.local.lock().unwrap_or_else(PoisonError::into_inner).insert(execution_id.to_owned(), token.clone());
+        let inner = Arc::clone(self);
+        let id = execution_id.to_owned();
+        self.tasks.spawn(async move {
+            if let Err(error) = inner.worker.run(&id, token).await {
+                tracing::warn!(execution.id = %id, %error, "execution worker ended with an error");
+            }
+            inner.local.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+        });
+    }
+}
+
+/// The async test kit: submits agent executions, runs them in background
+/// workers, and gives handles to read and answer their elicitation rounds.
+///
+/// Cheap to clone (an `Arc` inside). Build it with [`AsyncMcpTestKit::builder`];
+/// opening a kit on a store runs [`recover`](Self::recover) first.
+///
+/// ```no_run
+/// # async fn demo() -> m3_types::Result<()> {
+/// use m3_kit::AsyncMcpTestKit;
+/// let kit = AsyncMcpTestKit::builder().sqlite("executions.sqlite").build().await?;
+/// // kit.agents([...])?[0].submit(...).await?
+/// kit.close().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct AsyncMcpTestKit {
+    pub(crate) inner: Arc<KitInner>,
+}
+
+/// Summary of one stored execution, from [`AsyncMcpTestKit::executions`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct ExecutionSummary {
+    /// Lifecycle, outcome and timestamps.
+    pub state: ExecutionState,
+    /// `fail` or `managed`.
+    pub human_input: HumanInput,
+    /// How many rounds are `pending`.
+    pub pending_rounds: usize,
+}
+
+impl AsyncMcpTestKit {
+    /// A builder; without a store the kit uses a temporary, non-persistent
+    /// SQLite file (managed input is then refused).
+    pub fn builder() -> AsyncMcpTestKitBuilder {
+        AsyncMcpTestKitBuilder::default()
+    }
+
+    /// The kit's execution store.
+    pub fn store(&self) -> &Arc<dyn ExecutionStore> {
+        &self.inner.store
+    }
+
+    /// Whether the store outlives the kit (a store or path was given).
+    pub fn is_persistent(&self) -> bool {
+        self.inner.persistent
+    }
+
+    /// Agents for `selections`, in order.
+    ///
+    /// # Errors
+    /// `invalid_argument` for a harness that is not available yet (`codex`) or a
+    /// malformed script.
+    pub fn agents(&self, selections: impl IntoIterator<Item = AgentSelection>) -> Result<Vec<AsyncAgent>> {
+        selections
+            .into_iter()
+            .map(|selection| {
+                selection.validate()?;
+                Ok(AsyncAgent { kit: Arc::clone(&self.inner), selection })
+            })
+            .collect()
+    }
+
+    /// A handle for an execution submitted by any process (to read its rounds,
+    /// respond, wait or cancel).
+    ///
+    /// # Errors
+    /// `managed_input_invalid` with detail `not_found = true` for an unknown id;
+    /// `storage_error`.
+    pub async fn attach(&self, execution_id: &str) -> Result<AsyncExecutionHandle> {
+        let record = self.inner.store.get_execution(execution_id).await?.ok_or_else(|| {
+            Error::managed_input_validation(format!("execution '{execution_id}' does not exist"))
+                .with_detail("not_found", true)
+                .with_detail("execution_id", execution_id)
+        })?;
+        Ok(AsyncExecutionHandle::new(Arc::clone(&self.inner), execution_id.to_owned(), record.human_input))
+    }
+
+    /// Every stored execution, oldest first.
+    ///
+    /// # Errors
+    /// `storage_error`.
+    pub async fn executions(&self) -> Result<Vec<ExecutionSummary>> {
+        let records = self.inner.store.list_executions(ListExecutions::new()).await?;
+        let mut out = Vec::with_capacity(records.len());
+        for record in records {
+            let pending_rounds = if record.human_input == HumanInput::Managed {
+                let store = self.inner.store.managed_input_store().await?;
+                store
+                    .list_rounds(&record.execution_id)
+                    .await?
+                    .iter()
+                    .filter(|r| r.status == ManagedInputStatus::Pending)
+                    .count()
+            } else {
+                0
+            };
+            out.push(ExecutionSummary { state: record.state(), human_input: record.human_input, pending_rounds });
+        }
+        Ok(out)
+    }
+
+    /// Terminalizes executions whose worker lease expired (see
+    /// [`m3_runtime::recover`]).
+    ///
+    /// # Errors
+    /// `storage_error`.
+    pub async fn recover(&self) -> Result<RecoveryReport> {
+        m3_runtime::recover(&*self.inner.store).await
+    }
+
+    /// Cancels the executions this kit runs and waits for their workers to
+    /// record the outcome (`cancelled`).
+    ///
+    /// # Errors
+    /// None today; the `Result` leaves room for cleanup failures.
+    pub async fn close(self) -> Result<()> {
+        self.inner.shutdown.cancel();
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+        Ok(())
+    }
+}
+
+/// Builder of [`AsyncMcpTestKit`]; every setter documents its default.
+#[derive(Debug, Default)]
+#[must_use]
+pub struct AsyncMcpTestKitBuilder {
+    store: Option<Arc<dyn ExecutionStore>>,
+    path: Option<PathBuf>,
+    env: BTreeMap<String, String>,
+    skip_recovery: bool,
+}
+
+impl AsyncMcpTestKitBuilder {
+    /// Uses `store` (default: a temporary, non-persistent SQLite file).
+    pub fn store(mut self, store: impl ExecutionStore) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// Uses an already shared store.
+    pub fn shared_store(mut self, store: Arc<dyn ExecutionStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Opens [`SqliteExecutionStore`] at `path` when building.
+    pub fn sqlite(mut self, path: impl AsRef<Path>) -> Self {
+        self.path = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Environment added to every server process (default: empty; a binding's
+    /// own `env` wins, and nothing else is inherited).
+    pub fn env(mut self, env: BTreeMap<String, String>) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// Whether opening runs [`AsyncMcpTestKit::recover`] (default true).
+    pub fn recover_on_open(mut self, yes: bool) -> Self {
+        self.skip_recovery = !yes;
+        self
+    }
+
+    /// Opens the store and runs recovery.
+    ///
+    /// # Errors
+    /// `storage_error` (and the store's open errors).
+    pub async fn build(self) -> Result<AsyncMcpTestKit> {
+        let (store, persistent, ephemeral): (Arc<dyn ExecutionStore>, bool, _) = match (self.store, self.path) {
+            (Some(store), _) => (store, true, None),
+            (None, Some(path)) => (Arc::new(SqliteExecutionStore::open(&path).await?), true, None),
+            (None, None) => {
+                let dir = tempfile::tempdir()
+                    .map_err(|e| Error::storage("cannot create a temporary store directory").with_source(e))?;
+                let store = SqliteExecutionStore::open(dir.path().join("m3-kit.sqlite")).await?;
+                (Arc::new(store), false, Some(dir))
+            }
+        };
+        let notifier = ResponseNotifier::new();
+        let worker = Worker::new(Arc::clone(&store), Arc::clone(&notifier), self.env);
+        let kit = AsyncMcpTestKit {
+            inner: Arc::new(KitInner {
+                store,
+                persistent,
+                worker,
+                notifier,
+                tasks: TaskTracker::new(),
+                shutdown: CancellationToken::new(),
+                local: Mutex::new(HashMap::new()),
+                _ephemeral: ephemeral,
+            }),
+        };
+        if !self.skip_recovery {
+            let report = kit.recover().await?;
+            if !report.executions.is_empty() {
+                tracing::info!(count = report.executions.len(), "recovered executions on open");
+            }
+        }
+        Ok(kit)
+    }
+}

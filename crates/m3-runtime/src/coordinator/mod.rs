@@ -1,0 +1,476 @@
+//! The managed-input coordinator: one per managed execution.
+//!
+//! On an input request it checks the round budget, registers an in-process
+//! waiter *before* persisting, `create_round`s with a lease, starts lease
+//! renewal, moves the execution `running_turn -> waiting_for_input`, waits on
+//! the waiter and a durable poll of the store, enforces the round deadline,
+//! then `start_delivery` and hands the responses to the MCP retry. After the
+//! retry's answer the caller resolves the round (`mark_delivered` + `resolve`).
+//! Lease loss or renewal failure ends the round `failed/recovery_unavailable`.
+//! A round is never redelivered.
+
+mod notify;
+mod renewal;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use m3_store::{
+    CreateRound, ExecutionLeaseRef, ExecutionStore, LeaseRef, ManagedInputStore, RoundFailure,
+    RoundRef,
+};
+use m3_types::messages;
+use m3_types::{
+    Error, ExecutionStatus, ManagedInputRecord, ManagedInputStatus, PendingElicitationRound,
+    ResponseMap, Result, redact,
+};
+use serde_json::{Map, Value, json};
+use time::OffsetDateTime;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::instrument;
+
+pub use notify::ResponseNotifier;
+use renewal::RecoverySlot;
+
+/// Failure code of rounds ended because the worker or its lease was lost.
+pub const RECOVERY_UNAVAILABLE: &str = "recovery_unavailable";
+
+/// Settings of one coordinator.
+#[derive(Debug, Clone)]
+pub(crate) struct CoordinatorSettings {
+    pub(crate) round_limit: u32,
+    pub(crate) lease: Duration,
+    pub(crate) renew_every: Duration,
+    pub(crate) poll: Duration,
+    pub(crate) input_deadline: Option<Duration>,
+}
+
+#[derive(Debug)]
+struct Active {
+    round: RoundRef,
+    lease: LeaseRef,
+    round_index: u32,
+    recovery: Arc<RecoverySlot>,
+    renewal: DropGuard,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    rounds: u32,
+    closed: bool,
+    active: Option<Active>,
+}
+
+/// The managed-input coordinator of one execution.
+#[derive(Debug)]
+pub(crate) struct Coordinator {
+    executions: Arc<dyn ExecutionStore>,
+    store: Arc<dyn ManagedInputStore>,
+    execution_lease: ExecutionLeaseRef,
+    notifier: Arc<ResponseNotifier>,
+    settings: CoordinatorSettings,
+    owner_id: String,
+    state: Mutex<State>,
+}
+
+/// What the caller needs to continue after a response arrived.
+#[derive(Debug)]
+pub(crate) struct Delivery {
+    pub(crate) responses: ResponseMap,
+}
+
+impl Coordinator {
+    pub(crate) fn new(
+        executions: Arc<dyn ExecutionStore>,
+        store: Arc<dyn ManagedInputStore>,
+        execution_lease: ExecutionLeaseRef,
+        notifier: Arc<ResponseNotifier>,
+        settings: CoordinatorSettings,
+    ) -> Self {
+        let owner_id = format!("managed-runtime:{}", execution_lease.execution_id);
+        Self {
+            executions,
+            store,
+            execution_lease,
+            notifier,
+            settings,
+            owner_id,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn execution_id(&self) -> &str {
+        &self.execution_lease.execution_id
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The per-round deadline for a round created now, if configured.
+    pub(crate) fn deadline_for(&self, created_at: OffsetDateTime) -> Option<OffsetDateTime> {
+        self.settings.input_deadline.map(|d| created_at + d)
+    }
+
+    /// Persists `pending` as the next round and waits for its response.
+    ///
+    /// Returns the unredacted responses, with the round in `delivery_started`
+    /// and the lifecycle back in `running_turn`.
+    #[instrument(skip_all, fields(execution.id = %pending.execution_id, round.id = %pending.round_id), err)]
+    pub(crate) async fn await_round(
+        &self,
+        pending: PendingElicitationRound,
+        operation_parameters: Map<String, Value>,
+    ) -> Result<Delivery> {
+        let round_id = pending.round_id.clone();
+        let deadline = pending.deadline;
+        let (round_index, waiter) = {
+            let state = self.lock();
+            if state.closed {
+                return Err(Error::cancelled("managed input coordinator is closed"));
+            }
+            if pending.execution_id != self.execution_id() {
+                return Err(Error::from_code(
+                    m3_types::ErrorCode::ManagedInputIdentityMismatch,
+                    "elicitation execution identity mismatched",
+                ));
+            }
+            if state.rounds >= self.settings.round_limit {
+                return Err(Error::round_limit(messages::ROUND_LIMIT_EXCEEDED)
+                    .with_detail("round_limit", self.settings.round_limit)
+                    .with_detail("rounds", state.rounds));
+            }
+            if state.active.is_some() {
+                return Err(Error::managed_input_state(
+                    "more than one eliciting operation is active",
+                ));
+            }
+            // Register the waiter before the round exists, so that a response
+            // committed right after create_round is never missed.
+            (state.rounds, self.notifier.register(&round_id)?)
+        };
+        let result = self
+            .create_and_wait(
+                pending,
+                operation_parameters,
+                round_index,
+                deadline,
+                &waiter,
+            )
+            .await;
+        self.notifier.unregister(&round_id);
+        match result {
+            Ok(delivery) => Ok(delivery),
+            Err(error) => {
+                self.fail_active(&error).await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn create_and_wait(
+        &self,
+        pending: PendingElicitationRound,
+        mut operation_parameters: Map<String, Value>,
+        round_index: u32,
+        deadline: Option<OffsetDateTime>,
+        waiter: &tokio::sync::Notify,
+    ) -> Result<Delivery> {
+        for key in [
+            "requestState",
+            "request_state",
+            "inputResponses",
+            "input_responses",
+        ] {
+            operation_parameters.remove(key);
+        }
+        operation_parameters.insert(
+            "logical_operation_id".into(),
+            pending.logical_operation_id.clone().into(),
+        );
+        operation_parameters.insert(
+            "operation_kind".into(),
+            pending.operation_kind.as_str().into(),
+        );
+        operation_parameters.insert(
+            "operation_name".into(),
+            pending.operation_name.clone().into(),
+        );
+        let request_event = json!({
+            "round_id": pending.round_id,
+            "round_index": round_index,
+            "server": pending.server,
+            "operation_kind": pending.operation_kind.as_str(),
+            "operation_name": pending.operation_name,
+            "logical_operation_id": pending.logical_operation_id,
+            "requests": redact(&serde_json::to_value(&pending.requests).map_err(|e| {
+                Error::protocol("elicitation requests are not serializable").with_source(e)
+            })?),
+            "deadline": pending.deadline.map(m3_types::timestamp::format),
+        });
+        let record = self
+            .store
+            .create_round(
+                CreateRound::new(pending, self.owner_id.clone(), self.settings.lease)
+                    .with_round_index(round_index)
+                    .with_round_limit(self.settings.round_limit)
+                    .with_session_id(self.execution_id().to_owned())
+                    .with_operation_parameters(operation_parameters),
+            )
+            .await?;
+        let round = RoundRef::of(&record);
+        let lease = LeaseRef::of(&record.lease);
+        let recovery = Arc::new(RecoverySlot::default());
+        let token = CancellationToken::new();
+        renewal::spawn(
+            Arc::clone(&self.store),
+            round.clone(),
+            lease.clone(),
+            self.settings.lease,
+            self.settings.renew_every,
+            Arc::clone(&recovery),
+            token.clone(),
+        );
+        {
+            let mut state = self.lock();
+            state.active = Some(Active {
+                round: round.clone(),
+                lease: lease.clone(),
+                round_index,
+                recovery: Arc::clone(&recovery),
+                renewal: token.drop_guard(),
+            });
+        }
+        tracing::info!(round_index, "managed elicitation round created");
+        self.setup_waiting(request_event).await.map_err(|error| {
+            Error::managed_input_state("managed-input setup failed")
+                .with_detail("cause", error.to_string())
+                .with_source(error)
+        })?;
+        let record = self
+            .wait_for_response(&round, deadline, waiter, &recovery)
+            .await?;
+        let responses = record.responses.clone().ok_or_else(|| {
+            Error::managed_input_state("managed-input response commit is missing")
+        })?;
+        if let (Some(deadline), Some(at)) = (deadline, record.response_validated_at)
+            && at > deadline
+        {
+            return Err(deadline_error(&round));
+        }
+        let redacted = self
+            .store
+            .redacted_responses(&round)
+            .await?
+            .unwrap_or_default();
+        self.executions
+            .append_event(
+                self.execution_id(),
+                "elicitation.response",
+                json!({"round_id": round.round_id, "round_index": round_index, "responses": redacted}),
+                Some(&self.execution_lease),
+            )
+            .await?;
+        self.store.start_delivery(&round, &lease).await?;
+        self.executions
+            .transition(
+                self.execution_id(),
+                ExecutionStatus::RunningTurn,
+                Some(&self.execution_lease),
+            )
+            .await?;
+        Ok(Delivery { responses })
+    }
+
+    async fn setup_waiting(&self, request_event: Value) -> Result<()> {
+        self.executions
+            .append_event(
+                self.execution_id(),
+                "elicitation.request",
+                request_event,
+                Some(&self.execution_lease),
+            )
+            .await?;
+        let current = self.executions.get_execution(self.execution_id()).await?;
+        if current.map(|r| r.lifecycle) != Some(ExecutionStatus::RunningTurn) {
+            return Err(Error::managed_input_state(
+                "managed input requires an active running turn",
+            ));
+        }
+        self.executions
+            .transition(
+                self.execution_id(),
+                ExecutionStatus::WaitingForInput,
+                Some(&self.execution_lease),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn wait_for_response(
+        &self,
+        round: &RoundRef,
+        deadline: Option<OffsetDateTime>,
+        waiter: &tokio::sync::Notify,
+        recovery: &RecoverySlot,
+    ) -> Result<ManagedInputRecord> {
+        loop {
+            let mut budget = self.settings.poll;
+            if let Some(deadline) = deadline {
+                let left = deadline - OffsetDateTime::now_utc();
+                if left <= time::Duration::ZERO {
+                    return Err(deadline_error(round));
+                }
+                budget = budget.min(left.unsigned_abs());
+            }
+            tokio::select! {
+                () = waiter.notified() => {}
+                () = recovery.notified() => {}
+                () = tokio::time::sleep(budget) => {}
+            }
+            if let Some(error) = recovery.take() {
+                return Err(error);
+            }
+            let record = self.store.get_round(round).await?.ok_or_else(|| {
+                Error::managed_input_state("managed-input round disappeared while waiting")
+            })?;
+            match record.status {
+                ManagedInputStatus::Pending => {}
+                ManagedInputStatus::ResponseValidated => return Ok(record),
+                ManagedInputStatus::Failed => return Err(failed_round_error(&record)),
+                other => {
+                    return Err(Error::managed_input_state(format!(
+                        "managed-input round moved to {} while waiting",
+                        other.as_str()
+                    )));
+                }
+            }
+        }
+    }
+
+    /// The active round was delivered and the server answered: `mark_delivered`
+    /// and `resolve` it. `operation_complete` is informational (the budget is per
+    /// execution).
+    #[instrument(skip(self), fields(execution.id = %self.execution_lease.execution_id), err)]
+    pub(crate) async fn resolve_round(&self, operation_complete: bool) -> Result<()> {
+        let Some((round, lease)) = self
+            .lock()
+            .active
+            .as_ref()
+            .map(|a| (a.round.clone(), a.lease.clone()))
+        else {
+            return Err(Error::managed_input_state(
+                "managed-input round identity mismatched",
+            ));
+        };
+        let resolved = async {
+            self.store.mark_delivered(&round, &lease).await?;
+            self.store.resolve(&round, &lease).await
+        }
+        .await;
+        match resolved {
+            Ok(_) => {
+                let mut state = self.lock();
+                state.rounds += 1;
+                state.active = None;
+                tracing::info!(round.id = %round.round_id, operation_complete, "managed elicitation round resolved");
+                Ok(())
+            }
+            Err(error) => {
+                let failure = Error::managed_input_state("managed-input resolution failed")
+                    .with_detail("cause", error.to_string())
+                    .with_source(error);
+                self.fail_active(&failure).await;
+                Err(failure)
+            }
+        }
+    }
+
+    /// Fails the active round (if any) with `error`.
+    pub(crate) async fn fail_round(&self, error: &Error) {
+        self.fail_active(error).await;
+    }
+
+    /// Closes the coordinator: later rounds are refused and the active round,
+    /// if any, fails with `error`.
+    pub(crate) async fn close(&self, error: &Error) {
+        self.lock().closed = true;
+        self.fail_active(error).await;
+    }
+
+    async fn fail_active(&self, error: &Error) {
+        let Some(active) = self.lock().active.take() else {
+            return;
+        };
+        let Active {
+            round,
+            lease,
+            round_index,
+            recovery,
+            renewal: guard,
+        } = active;
+        drop(guard);
+        let recovery_error = recovery.take();
+        let failed = match (error.is_recovery(), recovery_error) {
+            (true, _) | (_, Some(_)) => {
+                renewal::fail_recovery(&*self.store, &round, &lease, error.message()).await
+            }
+            _ => {
+                let message = if error.is_cancelled() {
+                    messages::ELICITATION_CANCELLED
+                } else if error.is_timeout() {
+                    messages::ELICITATION_TIMED_OUT
+                } else {
+                    "managed-input lifecycle failed"
+                };
+                match self
+                    .store
+                    .fail(&round, &lease, RoundFailure::new(error.code(), message))
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.is_state() => Ok(()), // already resolved or failed
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        if let Err(e) = failed {
+            tracing::warn!(round.id = %round.round_id, error = %e, "could not record the round failure");
+        }
+        self.lock().rounds += 1;
+        tracing::info!(round.id = %round.round_id, round_index, code = error.code(), "managed elicitation round failed");
+        // Restore the lifecycle if the round failed while waiting.
+        if let Ok(Some(record)) = self.executions.get_execution(self.execution_id()).await
+            && record.lifecycle == ExecutionStatus::WaitingForInput
+        {
+            let _ = self
+                .executions
+                .transition(
+                    self.execution_id(),
+                    ExecutionStatus::RunningTurn,
+                    Some(&self.execution_lease),
+                )
+                .await;
+        }
+    }
+}
+
+fn deadline_error(round: &RoundRef) -> Error {
+    Error::timeout(messages::ELICITATION_TIMED_OUT)
+        .with_detail("round_id", round.round_id.clone())
+        .with_detail("reason", "elicitation_deadline")
+}
+
+fn failed_round_error(record: &ManagedInputRecord) -> Error {
+    let message = record
+        .failure_message
+        .clone()
+        .unwrap_or_else(|| "managed-input round failed".into());
+    match record.failure_code.as_deref() {
+        Some(RECOVERY_UNAVAILABLE) => Error::managed_input_recovery(message),
+        Some("cancelled") => Error::cancelled(message),
+        Some("timeout") => Error::timeout(message),
+        _ => Error::managed_input_state(message),
+    }
+    .with_detail("round_id", record.pending.round_id.clone())
+}

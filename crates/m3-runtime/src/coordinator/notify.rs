@@ -1,0 +1,74 @@
+//! In-process wake-ups for coordinators waiting on a response.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use m3_types::{Error, Result};
+use tokio::sync::Notify;
+
+/// Wakes the coordinator that waits on a round when a response for it is
+/// committed in the same process.
+///
+/// The coordinator registers its waiter *before* it persists the round, so a
+/// response committed right after `create_round` is never missed; the durable
+/// poll covers responses committed by other processes or store objects. A kit
+/// shares one notifier between its handles and its workers.
+#[derive(Debug, Default)]
+pub struct ResponseNotifier {
+    waiters: Mutex<HashMap<String, Arc<Notify>>>,
+}
+
+impl ResponseNotifier {
+    /// An empty notifier.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Registers a waiter for `round_id`.
+    pub(crate) fn register(&self, round_id: &str) -> Result<Arc<Notify>> {
+        let mut waiters = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+        if waiters.contains_key(round_id) {
+            return Err(
+                Error::managed_input_state("managed-input round already has a waiter")
+                    .with_detail("round_id", round_id),
+            );
+        }
+        let notify = Arc::new(Notify::new());
+        waiters.insert(round_id.to_owned(), Arc::clone(&notify));
+        Ok(notify)
+    }
+
+    /// Drops the waiter of `round_id`.
+    pub(crate) fn unregister(&self, round_id: &str) {
+        self.waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(round_id);
+    }
+
+    /// Wakes the waiter of `round_id`, if this process has one. Returns whether
+    /// a waiter was found. Call it after the response is committed.
+    pub fn notify_response(&self, round_id: &str) -> bool {
+        let waiter = self
+            .waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(round_id)
+            .cloned();
+        match waiter {
+            Some(notify) => {
+                notify.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// How many rounds have a waiter in this process.
+    pub fn waiting(&self) -> usize {
+        self.waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}

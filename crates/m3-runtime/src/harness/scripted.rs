@@ -1,0 +1,53 @@
+//! The built-in deterministic agent.
+
+use async_trait::async_trait;
+use m3_types::Result;
+
+use super::{AgentSession, Harness};
+use crate::selection::{Script, ScriptStep};
+
+/// A deterministic agent that runs a [`Script`]: each step calls a tool, gets a
+/// prompt, reads a resource or says text. It needs no model and no network. The
+/// prompt is recorded in the execution's result, not interpreted.
+#[derive(Debug, Clone)]
+pub struct ScriptedHarness {
+    script: Script,
+}
+
+impl ScriptedHarness {
+    /// A harness running `script`.
+    pub fn new(script: Script) -> Self {
+        Self { script }
+    }
+}
+
+#[async_trait]
+impl Harness for ScriptedHarness {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+
+    async fn run_turn(&self, _prompt: &str, session: &mut AgentSession) -> Result<String> {
+        for step in &self.script.steps {
+            let target = step.target()?;
+            match (step, target) {
+                (ScriptStep::Say { say }, _) => session.say(say.clone()),
+                (ScriptStep::Call { arguments, .. }, Some(t)) => {
+                    session
+                        .call_tool(&t.server, &t.name, arguments.clone().unwrap_or_default())
+                        .await?;
+                }
+                (ScriptStep::Prompt { arguments, .. }, Some(t)) => {
+                    session
+                        .get_prompt(&t.server, &t.name, arguments.clone().unwrap_or_default())
+                        .await?;
+                }
+                (ScriptStep::Read { .. }, Some(t)) => {
+                    session.read_resource(&t.server, &t.name).await?;
+                }
+                (_, None) => {}
+            }
+        }
+        Ok(session.transcript().join("\n"))
+    }
+}

@@ -1,0 +1,303 @@
+//! [`AgentSession`]: what a harness uses to act. M3 is the MCP client: the
+//! session runs every operation, answers input rounds according to the
+//! execution's human-input policy, and records every logical operation.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use m3_types::{
+    Error, OperationKind, PendingElicitationRound, ResponseMap, Result, StdioServer, ToolSelection,
+};
+use serde_json::{Map, Value};
+
+use crate::coordinator::Coordinator;
+use crate::mcp::{
+    CompletedOperation, ConnectOptions, InputRound, LogicalOperation, McpConnection,
+    OperationProgress, OperationRequest,
+};
+
+/// How input rounds are answered.
+#[derive(Debug)]
+pub(crate) enum InputPolicy {
+    /// `human_input = fail`: no answer; the execution fails (`unexpected_elicitation`).
+    Fail,
+    /// A predefined plan answers rounds in order.
+    Plan(VecDeque<ResponseMap>),
+    /// `human_input = managed`: the coordinator persists the round and waits.
+    Managed(Arc<Coordinator>),
+}
+
+/// Operation records, shared with the worker so they survive a cancelled run.
+#[derive(Debug, Default)]
+pub(crate) struct OperationLog {
+    finished: Mutex<Vec<LogicalOperation>>,
+    in_flight: Mutex<Option<(Arc<McpConnection>, String)>>,
+}
+
+impl OperationLog {
+    fn finish(&self, connection: &McpConnection, logical_operation_id: &str) {
+        *self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        if let Some(record) = connection.operation_record(logical_operation_id) {
+            self.finished
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(record);
+        }
+    }
+
+    /// Every recorded operation, including one still in flight.
+    pub(crate) fn snapshot(&self) -> Vec<LogicalOperation> {
+        let mut all = self
+            .finished
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some((connection, id)) = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            && let Some(record) = connection.operation_record(id)
+        {
+            all.push(record);
+        }
+        all
+    }
+}
+
+/// The agent's view of an execution: its MCP servers and its answer text.
+///
+/// A [`Harness`](super::Harness) calls [`call_tool`](Self::call_tool),
+/// [`get_prompt`](Self::get_prompt), [`read_resource`](Self::read_resource) and
+/// [`say`](Self::say); the session owns every retry and every input round.
+#[derive(Debug)]
+pub struct AgentSession {
+    execution_id: String,
+    connections: BTreeMap<String, Arc<McpConnection>>,
+    input: InputPolicy,
+    round_limit: u32,
+    log: Arc<OperationLog>,
+    transcript: Vec<String>,
+}
+
+impl AgentSession {
+    /// Connects to every server binding (with `env` added to each binding's
+    /// environment; the binding's own keys win).
+    pub(crate) async fn connect(
+        execution_id: &str,
+        servers: &[StdioServer],
+        env: &BTreeMap<String, String>,
+        tools: Option<ToolSelection>,
+        input: InputPolicy,
+        round_limit: u32,
+        log: Arc<OperationLog>,
+    ) -> Result<Self> {
+        let mut connections = BTreeMap::new();
+        for server in servers {
+            let mut binding = server.clone();
+            for (key, value) in env {
+                binding
+                    .env
+                    .entry(key.clone())
+                    .or_insert_with(|| value.clone());
+            }
+            let options = ConnectOptions::new()
+                .with_tool_selection(tools.clone())
+                .with_round_limit(round_limit.saturating_add(1));
+            let connection = McpConnection::connect(&binding, options).await?;
+            connections.insert(server.name.clone(), Arc::new(connection));
+        }
+        Ok(Self {
+            execution_id: execution_id.to_owned(),
+            connections,
+            input,
+            round_limit,
+            log,
+            transcript: Vec::new(),
+        })
+    }
+
+    /// Calls tool `tool` on server `server`.
+    ///
+    /// # Errors
+    /// `invalid_argument` for an unknown server or a tool outside the selection;
+    /// the MCP errors of [`McpConnection::start`]; `protocol_error` with detail
+    /// `reason = "unexpected_elicitation"` when the server asks for input and the
+    /// execution has `human_input = fail`; managed-input errors of the round.
+    pub async fn call_tool(
+        &mut self,
+        server: &str,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<CompletedOperation> {
+        self.run(server, OperationRequest::tool(tool, arguments))
+            .await
+    }
+
+    /// Gets prompt `name` from server `server`.
+    ///
+    /// # Errors
+    /// As [`call_tool`](Self::call_tool).
+    pub async fn get_prompt(
+        &mut self,
+        server: &str,
+        name: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<CompletedOperation> {
+        self.run(server, OperationRequest::prompt(name, arguments))
+            .await
+    }
+
+    /// Reads resource `uri` from server `server`.
+    ///
+    /// # Errors
+    /// As [`call_tool`](Self::call_tool).
+    pub async fn read_resource(&mut self, server: &str, uri: &str) -> Result<CompletedOperation> {
+        self.run(server, OperationRequest::resource(uri)).await
+    }
+
+    /// Adds text to the agent's answer.
+    pub fn say(&mut self, text: impl Into<String>) {
+        self.transcript.push(text.into());
+    }
+
+    /// The agent's answer so far (every `say` and every operation's text).
+    pub fn transcript(&self) -> &[String] {
+        &self.transcript
+    }
+
+    /// Closes every connection gracefully.
+    pub(crate) async fn close(self) {
+        for (_, connection) in self.connections {
+            if let Ok(connection) = Arc::try_unwrap(connection) {
+                let _ = connection.close().await;
+            }
+        }
+    }
+
+    async fn run(&mut self, server: &str, request: OperationRequest) -> Result<CompletedOperation> {
+        let connection = self.connections.get(server).cloned().ok_or_else(|| {
+            Error::model_validation(format!("unknown server '{server}'"))
+                .with_detail("server", server)
+        })?;
+        let logical_operation_id = m3_types::new_id();
+        let request = request
+            .with_logical_operation_id(logical_operation_id.clone())
+            .with_round_limit(self.round_limit.saturating_add(1));
+        *self
+            .log
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) =
+            Some((Arc::clone(&connection), logical_operation_id.clone()));
+        let result = self.drive(&connection, request).await;
+        self.log.finish(&connection, &logical_operation_id);
+        let done = result?;
+        let text = done.text();
+        if !text.is_empty() {
+            self.transcript.push(text);
+        }
+        Ok(done)
+    }
+
+    async fn drive(
+        &mut self,
+        connection: &McpConnection,
+        request: OperationRequest,
+    ) -> Result<CompletedOperation> {
+        let mut progress = connection.start(request).await?;
+        let mut delivered = false;
+        loop {
+            let round = match progress {
+                OperationProgress::Complete(done) => {
+                    if delivered {
+                        self.coordinator()?.resolve_round(true).await?;
+                    }
+                    return Ok(done);
+                }
+                OperationProgress::InputRequired(round) => round,
+            };
+            if delivered {
+                // The server answered the retry with the next round: the previous
+                // round was delivered.
+                self.coordinator()?.resolve_round(false).await?;
+                delivered = false;
+            }
+            let responses = match &mut self.input {
+                InputPolicy::Fail => return Err(unexpected_elicitation(&round)),
+                InputPolicy::Plan(plan) => plan
+                    .pop_front()
+                    .ok_or_else(|| unexpected_elicitation(&round))?,
+                InputPolicy::Managed(coordinator) => {
+                    let coordinator = Arc::clone(coordinator);
+                    let pending = self.pending_round(&round, &coordinator)?;
+                    let parameters = round.record().arguments.clone().unwrap_or_default();
+                    let delivery = coordinator.await_round(pending, parameters).await?;
+                    delivered = true;
+                    delivery.responses
+                }
+            };
+            progress = match round.respond(responses).await {
+                Ok(next) => next,
+                Err(error) => {
+                    if delivered {
+                        self.coordinator()?.fail_round(&error).await;
+                    }
+                    return Err(error);
+                }
+            };
+        }
+    }
+
+    fn coordinator(&self) -> Result<&Coordinator> {
+        match &self.input {
+            InputPolicy::Managed(coordinator) => Ok(coordinator),
+            _ => Err(Error::managed_input_state("no managed-input coordinator")),
+        }
+    }
+
+    fn pending_round(
+        &self,
+        round: &InputRound,
+        coordinator: &Coordinator,
+    ) -> Result<PendingElicitationRound> {
+        let created_at = m3_types::Clock::now(&m3_types::SystemClock);
+        let mut pending = PendingElicitationRound::new(
+            m3_types::new_id(),
+            self.execution_id.clone(),
+            round.logical_operation_id(),
+            round.server(),
+            round.operation_kind(),
+            round.operation_name(),
+            round.requests().clone(),
+            created_at,
+        )?;
+        pending.request_state = round.request_state().map(str::to_owned);
+        pending.deadline = coordinator.deadline_for(created_at);
+        Ok(pending)
+    }
+}
+
+fn unexpected_elicitation(round: &InputRound) -> Error {
+    let kind = match round.operation_kind() {
+        OperationKind::Tool => "tool",
+        OperationKind::Prompt => "prompt",
+        OperationKind::Resource => "resource",
+    };
+    Error::protocol(format!(
+        "unexpected elicitation from server '{}' during {kind} '{}': human_input is 'fail'",
+        round.server(),
+        round.operation_name()
+    ))
+    .with_detail("reason", "unexpected_elicitation")
+    .with_detail("server", round.server())
+    .with_detail("operation_kind", kind)
+    .with_detail("operation_name", round.operation_name())
+    .with_detail(
+        "request_keys",
+        round.requests().keys().cloned().collect::<Vec<_>>(),
+    )
+}

@@ -1,0 +1,360 @@
+//! [`McpConnection`]: one live stdio MCP server connection in a negotiated era.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use m3_types::{Error, Result, StdioServer};
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, RunningService};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::sync::{Semaphore, watch};
+
+use super::fault::{ConnectionFault, FaultSender, wait_for_fault};
+use super::frames;
+use super::handler::{LegacyRouter, M3ClientHandler};
+use super::driver;
+use super::operation::{OperationProgress, OperationRequest};
+use super::options::{ConnectOptions, ProtocolEra};
+use super::process::{self, ServerProcess, SpawnSettings};
+use super::record::LogicalOperation;
+
+/// How many operation records a connection keeps for [`McpConnection::operation_log`].
+const OPERATION_LOG_LIMIT: usize = 256;
+
+/// A tool the server advertises (and the selection allows).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolDescriptor {
+    /// Tool name.
+    pub name: String,
+    /// Human title, if any.
+    pub title: Option<String>,
+    /// Description, if any.
+    pub description: Option<String>,
+    /// JSON Schema of the arguments.
+    pub input_schema: Map<String, Value>,
+}
+
+/// The server's self-description, when it gave one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ServerIdentity {
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+}
+
+/// State shared by a connection and its operations.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) server: String,
+    pub(crate) era: ProtocolEra,
+    pub(crate) protocol_version: String,
+    pub(crate) identity: Option<ServerIdentity>,
+    pub(crate) peer: Peer<RoleClient>,
+    pub(crate) faults: watch::Receiver<Option<ConnectionFault>>,
+    pub(crate) fault_tx: FaultSender,
+    pub(crate) process: ServerProcess,
+    pub(crate) router: Arc<LegacyRouter>,
+    pub(crate) legacy_slot: Arc<Semaphore>,
+    pub(crate) options: ConnectOptions,
+    pub(crate) log: Mutex<Vec<LogicalOperation>>,
+}
+
+impl Shared {
+    /// The recorded fault as a typed error, if any.
+    pub(crate) fn fault_error(&self) -> Option<Error> {
+        self.faults.borrow().as_ref().map(|fault| fault.to_error(&self.server))
+    }
+
+    /// Replace (or append) an operation record in the log.
+    pub(crate) fn publish(&self, record: &LogicalOperation) {
+        if let Ok(mut log) = self.log.lock() {
+            if let Some(slot) =
+                log.iter_mut().rev().find(|r| r.logical_operation_id == record.logical_operation_id)
+            {
+                *slot = record.clone();
+            } else {
+                log.push(record.clone());
+                let excess = log.len().saturating_sub(OPERATION_LOG_LIMIT);
+                log.drain(..excess);
+            }
+        }
+    }
+
+    /// Run `future` bounded by the request timeout and the connection's faults.
+    pub(crate) async fn bounded<T>(
+        &self,
+        what: &str,
+        future: impl Future<Output = std::result::Result<T, rmcp::ServiceError>>,
+    ) -> Result<T> {
+        let mut faults = self.faults.clone();
+        tokio::select! {
+            result = tokio::time::timeout(self.options.request_timeout, future) => match result {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(error)) => Err(self.fault_error().unwrap_or_else(|| {
+                    Error::protocol(format!("MCP {what} to '{}' failed: {error}", self.server))
+                        .with_detail("server", self.server.clone())
+                })),
+                Err(_) => Err(Error::timeout(format!(
+                    "MCP server '{}' did not answer {what} within {} ms",
+                    self.server,
+                    self.options.request_timeout.as_millis()
+                ))
+                .with_detail("server", self.server.clone())),
+            },
+            fault = wait_for_fault(&mut faults) => Err(fault.to_error(&self.server)),
+        }
+    }
+}
+
+/// One live connection to a stdio MCP server.
+///
+/// Created by [`McpConnection::connect`], which spawns the server exactly as
+/// configured, in its own process group, and negotiates the era. Operations
+/// ([`McpConnection::start`]) return either the final result or an
+/// [`InputRound`](super::InputRound) to answer. End the connection with
+/// [`McpConnection::close`]; dropping it also kills the server's process group
+/// (the reaping then happens in the background).
+#[derive(Debug)]
+pub struct McpConnection {
+    shared: Arc<Shared>,
+    service: tokio::sync::Mutex<Option<RunningService<RoleClient, M3ClientHandler>>>,
+}
+
+enum Lifecycle {
+    Auto,
+    Fixed(ProtocolEra),
+}
+
+impl McpConnection {
+    /// Spawn `server` and connect, negotiating the era unless
+    /// [`ConnectOptions::with_era`] fixes it.
+    ///
+    /// Negotiation: `server/discover` first (rmcp `Auto` mode, which falls back to
+    /// `initialize` on the same process when the server answers the probe with an
+    /// error). A server that stays silent is given `discover_timeout`; then the
+    /// process is killed and a fresh one is started with `initialize` (rmcp's own
+    /// silent-probe fallback would take 10 s).
+    ///
+    /// # Errors
+    /// `transport_error` when the server cannot be started or closes during the
+    /// handshake, `protocol_error` when it breaks the protocol, `timeout` when the
+    /// handshake does not finish within `connect_timeout`. The server's stderr
+    /// tail is in the error's `stderr` detail. The process is reaped before
+    /// returning.
+    pub async fn connect(server: &StdioServer, options: ConnectOptions) -> Result<Self> {
+        match options.era {
+            Some(era) => Self::connect_once(server, &options, Lifecycle::Fixed(era)).await,
+            None => match Self::connect_once(server, &options, Lifecycle::Auto).await {
+                Err(error) if error.is_timeout() => {
+                    tracing::info!(server = %server.name, "server/discover probe timed out; falling back to initialize");
+                    Self::connect_once(server, &options, Lifecycle::Fixed(ProtocolEra::Legacy)).await
+                }
+                other => other,
+            },
+        }
+    }
+
+    async fn connect_once(
+        server: &StdioServer,
+        options: &ConnectOptions,
+        lifecycle: Lifecycle,
+    ) -> Result<Self> {
+        let settings = SpawnSettings {
+            inherit_env: options.inherit_env.clone(),
+            stderr_limit: options.stderr_limit,
+        };
+        let (process, pipes) = process::spawn(server, &settings)?;
+        let (fault_tx, faults) = FaultSender::new();
+        let reader = frames::spawn_reader(
+            pipes.stdout,
+            options.max_frame_bytes,
+            fault_tx.clone(),
+            process.kill_token(),
+            process.exit_watch(),
+        );
+        let router = Arc::new(LegacyRouter::default());
+        let handler = M3ClientHandler::new(Arc::clone(&router));
+        let (mode, timeout) = match lifecycle {
+            Lifecycle::Auto => (
+                ClientLifecycleMode::Auto {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
+                },
+                options.discover_timeout,
+            ),
+            Lifecycle::Fixed(ProtocolEra::Modern) => (
+                ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
+                options.connect_timeout,
+            ),
+            Lifecycle::Fixed(ProtocolEra::Legacy) => (ClientLifecycleMode::Initialize, options.connect_timeout),
+        };
+        let mut fault_rx = faults.clone();
+        let started = tokio::select! {
+            served = tokio::time::timeout(timeout, handler.serve_with_lifecycle((reader, pipes.stdin), mode)) => match served {
+                Ok(Ok(service)) => Ok(service),
+                Ok(Err(error)) => {
+                    // Prefer the reader's diagnosis (exit status, bad line) when it has one.
+                    let fault = tokio::time::timeout(Duration::from_millis(500), wait_for_fault(&mut fault_rx)).await;
+                    Err(match fault {
+                        Ok(fault) => fault.to_error(&server.name).with_detail("handshake_error", error.to_string()),
+                        Err(_) => Error::protocol(format!("MCP handshake with '{}' failed: {error}", server.name))
+                            .with_detail("server", server.name.clone()),
+                    })
+                }
+                Err(_) => Err(Error::timeout(format!(
+                    "MCP server '{}' did not finish the handshake within {} ms",
+                    server.name,
+                    timeout.as_millis()
+                ))
+                .with_detail("server", server.name.clone())),
+            },
+            fault = wait_for_fault(&mut fault_rx) => Err(fault.to_error(&server.name)),
+        };
+        let service = match started {
+            Ok(service) => service,
+            Err(error) => {
+                process.shutdown(Duration::ZERO).await;
+                return Err(error.with_detail("stderr", process.stderr().text()));
+            }
+        };
+        let info = service.peer_info();
+        let version = info
+            .as_ref()
+            .map(|info| info.protocol_version.clone())
+            .unwrap_or(ProtocolVersion::V_2025_11_25);
+        let era = if version >= ProtocolVersion::V_2026_07_28 { ProtocolEra::Modern } else { ProtocolEra::Legacy };
+        let identity = info.as_ref().and_then(|info| info.server_info.as_ref()).map(|implementation| {
+            ServerIdentity { name: implementation.name.clone(), version: implementation.version.clone() }
+        });
+        tracing::info!(server = %server.name, %era, protocol_version = %version, pid = process.pid(), "MCP server connected");
+        let shared = Shared {
+            server: server.name.clone(),
+            era,
+            protocol_version: version.to_string(),
+            identity,
+            peer: service.peer().clone(),
+            faults,
+            fault_tx,
+            process,
+            router,
+            legacy_slot: Arc::new(Semaphore::new(1)),
+            options: options.clone(),
+            log: Mutex::new(Vec::new()),
+        };
+        Ok(Self { shared: Arc::new(shared), service: tokio::sync::Mutex::new(Some(service)) })
+    }
+
+    /// The server binding's name.
+    pub fn server_name(&self) -> &str {
+        &self.shared.server
+    }
+
+    /// The negotiated era.
+    pub fn era(&self) -> ProtocolEra {
+        self.shared.era
+    }
+
+    /// The negotiated protocol version (`"2026-07-28"`, `"2025-11-25"`, ...).
+    pub fn protocol_version(&self) -> &str {
+        &self.shared.protocol_version
+    }
+
+    /// The server's `serverInfo`, when it sent one.
+    pub fn server_identity(&self) -> Option<&ServerIdentity> {
+        self.shared.identity.as_ref()
+    }
+
+    /// The server's pid, which is also its process group id.
+    pub fn pid(&self) -> u32 {
+        self.shared.process.pid()
+    }
+
+    /// The retained tail of the server's stderr (lossy UTF-8).
+    pub fn stderr_tail(&self) -> String {
+        self.shared.process.stderr().text()
+    }
+
+    /// The connection's fault, if it has become unusable.
+    pub fn fault(&self) -> Option<Error> {
+        self.shared.fault_error()
+    }
+
+    /// Records of the operations started on this connection (the last 256), in
+    /// start order; in-progress operations show their attempts so far.
+    pub fn operation_log(&self) -> Vec<LogicalOperation> {
+        self.shared.log.lock().map(|log| log.clone()).unwrap_or_default()
+    }
+
+    /// The record of one logical operation, if still in the log.
+    pub fn operation_record(&self, logical_operation_id: &str) -> Option<LogicalOperation> {
+        self.shared.log.lock().ok().and_then(|log| {
+            log.iter().find(|r| r.logical_operation_id == logical_operation_id).cloned()
+        })
+    }
+
+    /// The tools the server advertises, restricted to the tool selection.
+    ///
+    /// # Errors
+    /// `timeout`, `protocol_error` or `transport_error` as for any request.
+    pub async fn list_tools(&self) -> Result<Vec<ToolDescriptor>> {
+        let tools = self.shared.bounded("tools/list", self.shared.peer.list_all_tools()).await?;
+        let selection = self.shared.options.tool_selection.as_ref();
+        Ok(tools
+            .into_iter()
+            .filter(|tool| selection.is_none_or(|s| s.allows(&self.shared.server, &tool.name)))
+            .map(|tool| ToolDescriptor {
+                name: tool.name.into_owned(),
+                title: tool.title,
+                description: tool.description.map(|d| d.into_owned()),
+                input_schema: tool.input_schema.as_ref().clone(),
+            })
+            .collect())
+    }
+
+    /// Start a logical operation: send its first wire attempt and return the final
+    /// result or the first input round.
+    ///
+    /// # Errors
+    /// - `invalid_argument` for a tool outside the selection (nothing is sent);
+    /// - `protocol_error` for a JSON-RPC error answer or a malformed reply;
+    /// - `transport_error` when the server exits or the pipe breaks;
+    /// - `timeout` when the server does not answer within the request timeout;
+    /// - `elicitation_round_limit` past the round limit.
+    ///
+    /// Errors of an operation carry `logical_operation_id` and `attempt` details;
+    /// the full record is in [`McpConnection::operation_record`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the operation; an in-flight request is then
+    /// cancelled with `notifications/cancelled`.
+    pub async fn start(&self, request: OperationRequest) -> Result<OperationProgress> {
+        driver::start(Arc::clone(&self.shared), request).await
+    }
+
+    /// Close the connection: end the MCP session (stdin EOF), give the server the
+    /// close grace to exit, kill its process group, and reap it. Operations still
+    /// holding an input round fail with `transport_error` when continued.
+    ///
+    /// # Errors
+    /// None today; the `Result` leaves room for reporting cleanup failures.
+    pub async fn close(self) -> Result<()> {
+        let grace = self.shared.options.close_grace;
+        self.shared.fault_tx.raise(ConnectionFault::transport("connection closed"));
+        if let Some(mut service) = self.service.lock().await.take() {
+            let _ = service.close_with_timeout(grace).await;
+        }
+        self.shared.process.shutdown(grace).await;
+        Ok(())
+    }
+}
+
+impl Drop for McpConnection {
+    fn drop(&mut self) {
+        self.shared.fault_tx.raise(ConnectionFault::transport("connection closed"));
+        self.shared.process.kill_token().cancel();
+    }
+}

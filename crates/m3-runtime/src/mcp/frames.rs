@@ -1,0 +1,145 @@
+//! Our own bounded, validating line reader in front of rmcp's stdio transport.
+//!
+//! rmcp's `AsyncRwTransport` already caps a line (16 MiB by default), but it
+//! *drops* an oversized line and *ignores* a non-JSON line and keeps the
+//! connection open, so a request whose answer was lost that way waits forever.
+//! The client instead reads the child's stdout here: every line must be at most
+//! `max_frame_bytes` long and parse as JSON. Valid lines are copied unchanged
+//! into an in-memory pipe that rmcp reads (the transport is built from
+//! `(AsyncRead, AsyncWrite)`). The first violation records a `protocol_error`
+//! fault, closes the pipe (rmcp sees EOF) and kills the server's process group.
+//! End of stdout records a `transport_error` fault naming the exit status.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::process::ChildStdout;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::fault::{ConnectionFault, FaultSender};
+use super::process::ExitInfo;
+
+/// Size of the in-memory pipe between the reader and rmcp.
+const PIPE_CAPACITY: usize = 64 * 1024;
+
+/// How long to wait for the exit status after stdout closed, to report it.
+const EXIT_STATUS_WAIT: Duration = Duration::from_millis(300);
+
+/// Start reading `stdout`; returns the read half rmcp should consume.
+pub(crate) fn spawn_reader(
+    stdout: ChildStdout,
+    max_frame_bytes: usize,
+    faults: FaultSender,
+    kill: CancellationToken,
+    exited: watch::Receiver<Option<ExitInfo>>,
+) -> DuplexStream {
+    let (rmcp_side, our_side) = tokio::io::duplex(PIPE_CAPACITY);
+    tokio::spawn(pump(stdout, our_side, max_frame_bytes, faults, kill, exited));
+    rmcp_side
+}
+
+enum Line {
+    Complete,
+    Oversized,
+    Eof,
+    Failed(std::io::Error),
+}
+
+async fn read_bounded(
+    reader: &mut BufReader<ChildStdout>,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> Line {
+    line.clear();
+    loop {
+        let (consumed, done) = {
+            let available = match reader.fill_buf().await {
+                Ok(available) => available,
+                Err(error) => return Line::Failed(error),
+            };
+            if available.is_empty() {
+                return Line::Eof;
+            }
+            let newline = available.iter().position(|b| *b == b'\n');
+            let take = newline.map_or(available.len(), |i| i + 1);
+            // The frame excludes its terminating newline.
+            let frame_len = line.len() + newline.unwrap_or(take);
+            if frame_len > max {
+                return Line::Oversized;
+            }
+            line.extend_from_slice(&available[..take]);
+            (take, newline.is_some())
+        };
+        reader.consume(consumed);
+        if done {
+            return Line::Complete;
+        }
+    }
+}
+
+fn preview(bytes: &[u8]) -> String {
+    let cut = bytes.len().min(200);
+    String::from_utf8_lossy(&bytes[..cut]).into_owned()
+}
+
+async fn pump(
+    stdout: ChildStdout,
+    mut out: DuplexStream,
+    max: usize,
+    faults: FaultSender,
+    kill: CancellationToken,
+    mut exited: watch::Receiver<Option<ExitInfo>>,
+) {
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    let mut line = Vec::new();
+    let fault = loop {
+        match read_bounded(&mut reader, &mut line, max).await {
+            Line::Complete => {
+                let frame = line.strip_suffix(b"\n").unwrap_or(&line);
+                let frame = frame.strip_suffix(b"\r").unwrap_or(frame);
+                if frame.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                if serde_json::from_slice::<serde::de::IgnoredAny>(frame).is_err() {
+                    kill.cancel();
+                    break ConnectionFault::protocol("MCP server wrote a line that is not JSON")
+                        .with_detail("line_preview", preview(frame));
+                }
+                if out.write_all(&line).await.is_err() {
+                    // rmcp dropped its side: the connection is closing.
+                    break ConnectionFault::transport("connection closed");
+                }
+                if !line.ends_with(b"\n") && out.write_all(b"\n").await.is_err() {
+                    break ConnectionFault::transport("connection closed");
+                }
+            }
+            Line::Oversized => {
+                kill.cancel();
+                break ConnectionFault::protocol(format!(
+                    "MCP server wrote a frame larger than {max} bytes"
+                ))
+                .with_detail("max_frame_bytes", max as u64);
+            }
+            Line::Eof => {
+                let status = tokio::time::timeout(EXIT_STATUS_WAIT, exited.wait_for(Option::is_some))
+                    .await
+                    .ok()
+                    .and_then(|r| r.ok().and_then(|info| info.clone()));
+                let mut fault = ConnectionFault::transport("MCP server closed its stdout (exited)");
+                if let Some(info) = status {
+                    fault = fault.with_detail("exit_status", info.description);
+                    if let Some(code) = info.code {
+                        fault = fault.with_detail("exit_code", code);
+                    }
+                }
+                break fault;
+            }
+            Line::Failed(error) => {
+                break ConnectionFault::transport(format!("reading MCP server stdout failed: {error}"));
+            }
+        }
+    };
+    faults.raise(fault);
+    let _ = out.shutdown().await;
+}

@@ -1,0 +1,78 @@
+//! The MCP client: stdio servers, both protocol eras, input rounds, traces.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use m3_runtime::mcp::{ConnectOptions, McpConnection, OperationProgress, OperationRequest};
+//! use m3_types::{ElicitationResponse, ResponseMap, StdioServer};
+//! # async fn demo(server: StdioServer) -> m3_types::Result<()> {
+//! let connection = McpConnection::connect(&server, ConnectOptions::new()).await?;
+//! let mut progress = connection
+//!     .start(OperationRequest::tool("book_shipment", serde_json::Map::new()))
+//!     .await?;
+//! loop {
+//!     match progress {
+//!         OperationProgress::Complete(done) => {
+//!             println!("{}", done.text());
+//!             break;
+//!         }
+//!         OperationProgress::InputRequired(round) => {
+//!             // Show round.requests() to someone, collect one answer per key.
+//!             let answers: ResponseMap = round
+//!                 .requests()
+//!                 .keys()
+//!                 .map(|key| (key.clone(), ElicitationResponse::decline()))
+//!                 .collect();
+//!             progress = round.respond(answers).await?;
+//!         }
+//!     }
+//! }
+//! connection.close().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Concepts
+//!
+//! - [`McpConnection`]: one server process and its MCP session. `connect` spawns
+//!   the [`StdioServer`](m3_types::StdioServer) binding with exactly its command,
+//!   args, env and cwd (no ambient environment unless
+//!   [`ConnectOptions::with_inherited_env`]), in its own process group, drains its
+//!   stderr into a bounded tail, and negotiates the [`ProtocolEra`]. `close` (or
+//!   drop) kills the process group and reaps the server.
+//! - [`OperationRequest`] / [`OperationProgress`] / [`InputRound`]: an operation
+//!   that may need input, identical in both eras. A round carries keyed
+//!   [`ElicitationRequest`](m3_types::ElicitationRequest)s, the opaque
+//!   `requestState` (2026-07-28), the logical operation id, the attempt number and
+//!   the round index; [`InputRound::respond`] takes a
+//!   [`ResponseMap`](m3_types::ResponseMap) and continues.
+//! - [`LogicalOperation`] / [`OperationAttempt`]: serializable records of every
+//!   wire attempt, from [`McpConnection::operation_record`] or
+//!   [`CompletedOperation::record`].
+//!
+//! # Guarantees
+//!
+//! - A tool outside the [`ToolSelection`](m3_types::ToolSelection) is refused
+//!   locally (`invalid_argument`), never sent.
+//! - Rounds per operation are bounded (default [`DEFAULT_ROUND_LIMIT`]);
+//!   state-only retries are bounded by the same number.
+//! - A bad peer never hangs or crashes the client: a crash, a non-JSON line or an
+//!   oversized frame ends every in-flight attempt with `transport_error` or
+//!   `protocol_error` at once; silence ends it with `timeout` after the request
+//!   timeout. See `docs/protocol.md`.
+
+mod connection;
+mod driver;
+mod fault;
+mod frames;
+mod handler;
+mod operation;
+mod options;
+mod process;
+mod record;
+mod wire;
+
+pub use connection::{McpConnection, ServerIdentity, ToolDescriptor};
+pub use operation::{CompletedOperation, InputRound, LEGACY_REQUEST_KEY, OperationProgress, OperationRequest};
+pub use options::{ConnectOptions, DEFAULT_MAX_FRAME_BYTES, DEFAULT_ROUND_LIMIT, ProtocolEra};
+pub use record::{AttemptOutcome, LogicalOperation, OperationAttempt, RoundExchange};

@@ -1,0 +1,240 @@
+//! Translation between MCP wire JSON and m3 values.
+//!
+//! Results are classified from their JSON (`ServerResult` re-serialized, or the raw
+//! `CustomResult` rmcp falls back to when a reply is outside its typed model), so
+//! one code path handles typed and non-conforming replies alike: a schema outside
+//! the restricted subset passes through verbatim as data, and a malformed
+//! `input_required` is a `protocol_error`, never a panic.
+
+use std::collections::BTreeMap;
+
+use m3_types::{
+    ElicitationRequest, ElicitationResponse, Error, FormElicitationRequest, OperationKind, Result,
+    UrlElicitationRequest,
+};
+use rmcp::ServiceError;
+use serde_json::{Map, Value, json};
+
+/// Where a request came from; stamped on every [`ElicitationRequest`].
+#[derive(Debug, Clone)]
+pub(crate) struct Origin {
+    pub(crate) server: String,
+    pub(crate) kind: OperationKind,
+    pub(crate) name: String,
+}
+
+/// A classified answer to one wire attempt.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    Complete { result: Value, is_error: bool },
+    InputRequired { requests: BTreeMap<String, ElicitationRequest>, request_state: Option<String> },
+}
+
+fn malformed(origin: &Origin, what: impl Into<String>) -> Error {
+    Error::protocol(format!("malformed input_required from MCP server '{}': {}", origin.server, what.into()))
+        .with_detail("server", origin.server.clone())
+        .with_detail("operation_name", origin.name.clone())
+}
+
+/// Decode one elicitation request's params (`elicitation/create` params object).
+pub(crate) fn elicitation_request(key: &str, params: &Value, origin: &Origin) -> Result<ElicitationRequest> {
+    let Some(params) = params.as_object() else {
+        return Err(malformed(origin, format!("request '{key}' params are not an object")));
+    };
+    let message = match params.get("message") {
+        Some(Value::String(message)) => message.clone(),
+        _ => return Err(malformed(origin, format!("request '{key}' has no string 'message'"))),
+    };
+    let meta = params.get("_meta").and_then(Value::as_object).cloned();
+    let task = params.get("task").and_then(Value::as_object).cloned();
+    match params.get("mode").and_then(Value::as_str) {
+        None | Some("form") => {
+            let Some(Value::Object(schema)) = params.get("requestedSchema") else {
+                return Err(malformed(origin, format!("form request '{key}' has no object 'requestedSchema'")));
+            };
+            Ok(ElicitationRequest::Form(form_request(key, message, schema.clone(), meta, task, origin)))
+        }
+        Some("url") => {
+            let Some(Value::String(url)) = params.get("url") else {
+                return Err(malformed(origin, format!("url request '{key}' has no string 'url'")));
+            };
+            let elicitation_id = params
+                .get("elicitationId")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty())
+                .map(str::to_owned);
+            Ok(ElicitationRequest::Url(url_request(key, message, url.clone(), elicitation_id, meta, origin)))
+        }
+        Some(other) => Err(malformed(origin, format!("request '{key}' has unknown mode '{other}'"))),
+    }
+}
+
+fn form_request(
+    key: &str,
+    message: String,
+    requested_schema: Map<String, Value>,
+    meta: Option<Map<String, Value>>,
+    task: Option<Map<String, Value>>,
+    origin: &Origin,
+) -> FormElicitationRequest {
+    let mut request = FormElicitationRequest::new(key, message, requested_schema).with_operation(
+        origin.server.clone(),
+        origin.kind,
+        origin.name.clone(),
+    );
+    if let Some(meta) = meta {
+        request = request.with_meta(meta);
+    }
+    if let Some(task) = task {
+        request = request.with_task(task);
+    }
+    request
+}
+
+fn url_request(
+    key: &str,
+    message: String,
+    url: String,
+    elicitation_id: Option<String>,
+    meta: Option<Map<String, Value>>,
+    origin: &Origin,
+) -> UrlElicitationRequest {
+    let mut request = UrlElicitationRequest::new(key, message, url).with_operation(
+        origin.server.clone(),
+        origin.kind,
+        origin.name.clone(),
+    );
+    if let Some(id) = elicitation_id {
+        request = request.with_elicitation_id(id);
+    }
+    if let Some(meta) = meta {
+        request = request.with_meta(meta);
+    }
+    request
+}
+
+/// Decode an `input_required` result object.
+fn input_required(object: &Map<String, Value>, origin: &Origin) -> Result<Answer> {
+    let request_state = match object.get("requestState") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(state)) => Some(state.clone()),
+        Some(_) => return Err(malformed(origin, "'requestState' is not a string")),
+    };
+    let mut requests = BTreeMap::new();
+    match object.get("inputRequests") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            for (key, entry) in map {
+                if key.is_empty() {
+                    return Err(malformed(origin, "an input request has an empty key"));
+                }
+                let method = entry.get("method").and_then(Value::as_str);
+                if method != Some("elicitation/create") {
+                    return Err(malformed(
+                        origin,
+                        format!("request '{key}' has method {method:?}; only elicitation/create is declared"),
+                    )
+                    .with_detail("request_key", key.clone()));
+                }
+                let params = entry.get("params").cloned().unwrap_or(Value::Null);
+                requests.insert(key.clone(), elicitation_request(key, &params, origin)?);
+            }
+        }
+        Some(_) => return Err(malformed(origin, "'inputRequests' is not an object")),
+    }
+    if requests.is_empty() && request_state.is_none() {
+        return Err(malformed(origin, "neither inputRequests nor requestState is present"));
+    }
+    Ok(Answer::InputRequired { requests, request_state })
+}
+
+/// Classify the JSON result of one wire attempt.
+pub(crate) fn classify(result: Value, origin: &Origin) -> Result<Answer> {
+    let Value::Object(object) = result else {
+        return Err(Error::protocol(format!("MCP server '{}' returned a non-object result", origin.server))
+            .with_detail("server", origin.server.clone()));
+    };
+    match object.get("resultType").and_then(Value::as_str) {
+        Some("input_required") => return input_required(&object, origin),
+        None | Some("complete") => {}
+        Some(other) => {
+            return Err(Error::protocol(format!(
+                "MCP server '{}' returned unknown resultType '{other}'",
+                origin.server
+            ))
+            .with_detail("server", origin.server.clone()));
+        }
+    }
+    let expected = match origin.kind {
+        OperationKind::Tool => ["content", "structuredContent", "isError"].iter().any(|k| object.contains_key(*k)),
+        OperationKind::Prompt => matches!(object.get("messages"), Some(Value::Array(_))),
+        OperationKind::Resource => matches!(object.get("contents"), Some(Value::Array(_))),
+    };
+    if !expected {
+        return Err(Error::protocol(format!(
+            "MCP server '{}' returned a result that is not a {} result",
+            origin.server,
+            origin.kind.as_str()
+        ))
+        .with_detail("server", origin.server.clone()));
+    }
+    let is_error = object.get("isError").and_then(Value::as_bool).unwrap_or(false);
+    Ok(Answer::Complete { result: Value::Object(object), is_error })
+}
+
+/// The wire `ElicitResult` for one response.
+pub(crate) fn response_json(response: &ElicitationResponse) -> Value {
+    let mut out = Map::new();
+    out.insert("action".to_owned(), json!(response.action.as_str()));
+    if let Some(content) = &response.content {
+        out.insert("content".to_owned(), Value::Object(content.clone()));
+    }
+    if let Some(meta) = &response.meta {
+        out.insert("_meta".to_owned(), Value::Object(meta.clone()));
+    }
+    Value::Object(out)
+}
+
+/// Map an rmcp service error; `fault` is the connection fault if one is recorded.
+pub(crate) fn service_error(error: ServiceError, origin: &Origin) -> Error {
+    let server = origin.server.clone();
+    match error {
+        ServiceError::McpError(data) => {
+            let mut error = Error::protocol(format!(
+                "MCP server '{}' answered {} '{}' with error {}: {}",
+                origin.server,
+                method(origin.kind),
+                origin.name,
+                data.code.0,
+                data.message
+            ))
+            .with_detail("server", server)
+            .with_detail("jsonrpc_code", data.code.0);
+            if let Some(data) = data.data {
+                error = error.with_detail("jsonrpc_data", data);
+            }
+            error
+        }
+        ServiceError::Timeout { timeout } => Error::timeout(format!(
+            "MCP server '{}' did not answer within {} ms",
+            origin.server,
+            timeout.as_millis()
+        ))
+        .with_detail("server", server),
+        ServiceError::UnexpectedResponse => {
+            Error::protocol(format!("MCP server '{}' sent an unexpected response", origin.server))
+                .with_detail("server", server)
+        }
+        other => Error::transport(format!("MCP connection to '{}' failed: {other}", origin.server))
+            .with_detail("server", server),
+    }
+}
+
+/// The JSON-RPC method of an operation kind.
+pub(crate) fn method(kind: OperationKind) -> &'static str {
+    match kind {
+        OperationKind::Tool => "tools/call",
+        OperationKind::Prompt => "prompts/get",
+        OperationKind::Resource => "resources/read",
+    }
+}

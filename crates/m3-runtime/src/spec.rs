@@ -1,0 +1,227 @@
+//! What an execution runs, as persisted in the execution store.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use m3_types::{Error, HumanInput, ResponseMap, Result, StdioServer, ToolSelection};
+use serde::{Deserialize, Serialize};
+
+use crate::selection::AgentSelection;
+
+/// Default per-execution elicitation round budget.
+pub const DEFAULT_ROUND_LIMIT: u32 = 10;
+/// Default execution timeout: 180 s.
+pub const DEFAULT_EXECUTION_TIMEOUT: Duration = Duration::from_secs(180);
+/// Default round and execution lease: 30 s.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// Default lease renewal interval: 10 s.
+pub const DEFAULT_RENEW_EVERY: Duration = Duration::from_secs(10);
+/// Durable response poll interval of the coordinator: 50 ms.
+pub const RESPONSE_POLL: Duration = Duration::from_millis(50);
+/// Durable cancel-flag poll interval of the worker: 25 ms.
+pub const CANCEL_POLL: Duration = Duration::from_millis(25);
+
+/// A predefined elicitation plan: the answers given, in order, to the rounds of a
+/// `human_input = fail` execution (no human involved). A round beyond the plan
+/// fails the execution like an unplanned elicitation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ElicitationPlan {
+    /// One response map per round, in order.
+    pub rounds: Vec<ResponseMap>,
+}
+
+impl ElicitationPlan {
+    /// A plan answering the rounds with `rounds`, in order.
+    pub fn new(rounds: Vec<ResponseMap>) -> Self {
+        Self { rounds }
+    }
+
+    pub(crate) fn queue(&self) -> VecDeque<ResponseMap> {
+        self.rounds.iter().cloned().collect()
+    }
+}
+
+/// Everything a worker needs to run one execution; persisted as the execution's
+/// `spec` JSON so that any process can read what was submitted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExecutionSpec {
+    /// The user message given to the agent.
+    pub prompt: String,
+    /// The harness and its options.
+    pub agent: AgentSelection,
+    /// The MCP server bindings, by name.
+    pub servers: Vec<StdioServer>,
+    /// `"server:tool"` names the agent may call (`None`: every tool).
+    pub tools: Option<Vec<String>>,
+    /// `fail` (default) or `managed`.
+    pub human_input: HumanInput,
+    /// Predefined answers (only with `human_input = fail`).
+    pub elicitation_plan: Option<ElicitationPlan>,
+    /// Per-execution elicitation round budget (failed rounds count).
+    pub elicitation_round_limit: u32,
+    /// Execution timeout in milliseconds.
+    pub timeout_ms: u64,
+    /// Round and execution lease in milliseconds.
+    pub lease_ms: u64,
+    /// Lease renewal interval in milliseconds.
+    pub renew_every_ms: u64,
+    /// When set, every managed round gets `deadline = created_at + input_deadline_ms`.
+    pub input_deadline_ms: Option<u64>,
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl ExecutionSpec {
+    /// A spec running `agent` on `prompt` with every default.
+    pub fn new(prompt: impl Into<String>, agent: AgentSelection) -> Self {
+        Self {
+            prompt: prompt.into(),
+            agent,
+            servers: Vec::new(),
+            tools: None,
+            human_input: HumanInput::Fail,
+            elicitation_plan: None,
+            elicitation_round_limit: DEFAULT_ROUND_LIMIT,
+            timeout_ms: millis(DEFAULT_EXECUTION_TIMEOUT),
+            lease_ms: millis(DEFAULT_LEASE),
+            renew_every_ms: millis(DEFAULT_RENEW_EVERY),
+            input_deadline_ms: None,
+        }
+    }
+
+    /// Sets the server bindings.
+    #[must_use]
+    pub fn with_servers(mut self, servers: Vec<StdioServer>) -> Self {
+        self.servers = servers;
+        self
+    }
+
+    /// Sets the tool selection.
+    #[must_use]
+    pub fn with_tools(mut self, tools: Option<Vec<String>>) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Sets `human_input`.
+    #[must_use]
+    pub fn with_human_input(mut self, human_input: HumanInput) -> Self {
+        self.human_input = human_input;
+        self
+    }
+
+    /// Sets a predefined elicitation plan.
+    #[must_use]
+    pub fn with_elicitation_plan(mut self, plan: Option<ElicitationPlan>) -> Self {
+        self.elicitation_plan = plan;
+        self
+    }
+
+    /// Sets the round budget.
+    #[must_use]
+    pub fn with_round_limit(mut self, limit: u32) -> Self {
+        self.elicitation_round_limit = limit;
+        self
+    }
+
+    /// Sets the execution timeout.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout_ms = millis(timeout);
+        self
+    }
+
+    /// Sets the lease and its renewal interval.
+    #[must_use]
+    pub fn with_lease(mut self, lease: Duration, renew_every: Duration) -> Self {
+        self.lease_ms = millis(lease);
+        self.renew_every_ms = millis(renew_every);
+        self
+    }
+
+    /// Sets the per-round input deadline.
+    #[must_use]
+    pub fn with_input_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.input_deadline_ms = deadline.map(millis);
+        self
+    }
+
+    /// The execution timeout.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    /// The lease duration.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms)
+    }
+
+    /// The lease renewal interval.
+    pub fn renew_every(&self) -> Duration {
+        Duration::from_millis(self.renew_every_ms)
+    }
+
+    /// The parsed tool selection.
+    ///
+    /// # Errors
+    /// `invalid_argument` for a malformed `"server:tool"` name.
+    pub fn tool_selection(&self) -> Result<Option<ToolSelection>> {
+        self.tools
+            .as_ref()
+            .map(|names| ToolSelection::parse(names))
+            .transpose()
+    }
+
+    /// Checks the spec as submission does.
+    ///
+    /// # Errors
+    /// `invalid_argument` for: a harness that is not available, a malformed script,
+    /// duplicate or invalid server bindings, a tool selection naming an unbound
+    /// server, `managed` with a predefined plan, a zero round limit, timeout or
+    /// lease, or a renewal interval not shorter than the lease.
+    pub fn validate(&self) -> Result<()> {
+        self.agent.validate()?;
+        let mut names = BTreeMap::new();
+        for server in &self.servers {
+            server.validate()?;
+            if names.insert(server.name.as_str(), ()).is_some() {
+                return Err(Error::model_validation(format!(
+                    "server binding '{}' is given twice",
+                    server.name
+                )));
+            }
+        }
+        if let Some(selection) = self.tool_selection()? {
+            selection.check_servers(names.keys().copied())?;
+        }
+        if self.human_input == HumanInput::Managed && self.elicitation_plan.is_some() {
+            return Err(
+                Error::model_validation(m3_types::messages::MANAGED_WITH_PLAN)
+                    .with_detail("operation", "execution.submit"),
+            );
+        }
+        if self.elicitation_round_limit == 0 {
+            return Err(Error::model_validation(
+                "elicitation_round_limit must be positive",
+            ));
+        }
+        if self.timeout_ms == 0 || self.lease_ms == 0 || self.renew_every_ms == 0 {
+            return Err(Error::model_validation(
+                "timeout, lease and renewal interval must be positive",
+            ));
+        }
+        if self.renew_every_ms >= self.lease_ms {
+            return Err(Error::model_validation(
+                "lease renewal interval must be shorter than the lease",
+            ));
+        }
+        if self.input_deadline_ms == Some(0) {
+            return Err(Error::model_validation("input deadline must be positive"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,93 @@
+//! The worker's background tasks: execution-lease heartbeat and cancel-flag poll.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use m3_store::{ExecutionLeaseRef, ExecutionStore};
+use m3_types::Error;
+use tokio_util::sync::CancellationToken;
+
+use crate::spec::CANCEL_POLL;
+
+/// The error that ended the heartbeat, for the worker to report.
+#[derive(Debug, Default)]
+pub(super) struct LostError(Mutex<Option<Error>>);
+
+impl LostError {
+    pub(super) fn take(&self) -> Option<Error> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+/// Renews the execution lease every `every`; on failure records the error and
+/// cancels `lost`. Ends when `stop` is cancelled.
+pub(super) fn spawn_heartbeat(
+    executions: Arc<dyn ExecutionStore>,
+    lease: ExecutionLeaseRef,
+    ttl: Duration,
+    every: Duration,
+    lost: CancellationToken,
+    stop: CancellationToken,
+) -> Arc<LostError> {
+    let slot = Arc::new(LostError::default());
+    let out = Arc::clone(&slot);
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = ticks.tick() => {}
+            }
+            if let Err(error) = executions.renew_lease(&lease, ttl).await {
+                if stop.is_cancelled() {
+                    return;
+                }
+                tracing::warn!(execution.id = %lease.execution_id, %error, "execution lease renewal failed");
+                let reason = if error.is_conflict() {
+                    "lease loss"
+                } else {
+                    "lease renewal failure"
+                };
+                *slot.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(
+                    Error::managed_input_recovery(format!(
+                        "managed interaction cannot be resumed safely after {reason}"
+                    ))
+                    .with_detail("cause", error.to_string()),
+                );
+                lost.cancel();
+                return;
+            }
+        }
+    });
+    out
+}
+
+/// Polls the durable cancel flag every [`CANCEL_POLL`] and cancels `cancel`
+/// when it is set (by any process). Ends when `stop` is cancelled.
+pub(super) fn spawn_cancel_poll(
+    executions: Arc<dyn ExecutionStore>,
+    execution_id: String,
+    cancel: CancellationToken,
+    stop: CancellationToken,
+) {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(CANCEL_POLL) => {}
+            }
+            match executions.is_cancel_requested(&execution_id).await {
+                Ok(true) => {
+                    cancel.cancel();
+                    return;
+                }
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::debug!(execution.id = %execution_id, %error, "cancel poll failed")
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,279 @@
+//! The execution worker: runs one execution on the tokio runtime under an
+//! execution-level lease with a heartbeat, honours cancel requests from any
+//! process, enforces the execution timeout and writes the terminal result.
+
+mod background;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use m3_store::{AcquireLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution};
+use m3_types::{Error, ExecutionOutcome, ExecutionResult, ExecutionStatus, HumanInput, Result};
+use tokio_util::sync::CancellationToken;
+use tracing::instrument;
+
+use crate::coordinator::{Coordinator, CoordinatorSettings, ResponseNotifier};
+use crate::harness::{AgentSession, InputPolicy, OperationLog, harness_for};
+use crate::spec::{ExecutionSpec, RESPONSE_POLL};
+use crate::trace::ExecutionTrace;
+
+/// Runs executions stored in an [`ExecutionStore`].
+///
+/// One worker (cheap to clone) serves a kit; each execution runs in its own task
+/// with its own lease, owner id `m3-worker:<ulid>`.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    executions: Arc<dyn ExecutionStore>,
+    notifier: Arc<ResponseNotifier>,
+    env: Arc<BTreeMap<String, String>>,
+}
+
+enum Ending {
+    Done(Result<String>),
+    Cancelled,
+    TimedOut,
+    LeaseLost(Error),
+}
+
+impl Worker {
+    /// A worker on `executions`, waking coordinators through `notifier` and
+    /// adding `env` to every server binding's environment.
+    pub fn new(
+        executions: Arc<dyn ExecutionStore>,
+        notifier: Arc<ResponseNotifier>,
+        env: BTreeMap<String, String>,
+    ) -> Self {
+        Self {
+            executions,
+            notifier,
+            env: Arc::new(env),
+        }
+    }
+
+    /// The notifier handles use after committing a response.
+    pub fn notifier(&self) -> &Arc<ResponseNotifier> {
+        &self.notifier
+    }
+
+    /// Runs execution `execution_id` to its end and returns the finished record.
+    ///
+    /// `cancel` is a local cancellation (the durable cancel flag is polled too).
+    ///
+    /// # Errors
+    /// `managed_input_conflict` when the execution does not exist or is leased by
+    /// another worker; `managed_input_state` when it already finished;
+    /// `invalid_argument` for a spec this runtime cannot run; `storage_error`.
+    /// Failures of the execution itself are not errors: they are its outcome.
+    #[instrument(skip(self, cancel), fields(execution.id = %execution_id), err)]
+    pub async fn run(
+        &self,
+        execution_id: &str,
+        cancel: CancellationToken,
+    ) -> Result<ExecutionRecord> {
+        let record = self
+            .executions
+            .get_execution(execution_id)
+            .await?
+            .ok_or_else(|| {
+                Error::managed_input_conflict("execution does not exist")
+                    .with_detail("execution_id", execution_id)
+            })?;
+        let spec: ExecutionSpec = serde_json::from_value(record.spec.clone()).map_err(|e| {
+            Error::model_validation("stored execution spec is invalid").with_source(e)
+        })?;
+        let owner = format!("m3-worker:{}", m3_types::new_id());
+        let lease = self
+            .executions
+            .acquire_lease(AcquireLease::new(execution_id, owner, spec.lease()))
+            .await?;
+        let lease = lease.to_ref();
+        if record.lifecycle != ExecutionStatus::Starting {
+            self.executions
+                .transition(execution_id, ExecutionStatus::Starting, Some(&lease))
+                .await?;
+        }
+        let lost = CancellationToken::new();
+        let stop = CancellationToken::new();
+        let _stop_guard = stop.clone().drop_guard();
+        let lost_error = background::spawn_heartbeat(
+            Arc::clone(&self.executions),
+            lease.clone(),
+            spec.lease(),
+            spec.renew_every(),
+            lost.clone(),
+            stop.clone(),
+        );
+        background::spawn_cancel_poll(
+            Arc::clone(&self.executions),
+            execution_id.to_owned(),
+            cancel.clone(),
+            stop.clone(),
+        );
+
+        let log = Arc::new(OperationLog::default());
+        let coordinator = if spec.human_input == HumanInput::Managed {
+            let store = self.executions.managed_input_store().await?;
+            Some(Arc::new(Coordinator::new(
+                Arc::clone(&self.executions),
+                store,
+                lease.clone(),
+                Arc::clone(&self.notifier),
+                CoordinatorSettings {
+                    round_limit: spec.elicitation_round_limit,
+                    lease: spec.lease(),
+                    renew_every: spec.renew_every(),
+                    poll: RESPONSE_POLL,
+                    input_deadline: spec.input_deadline_ms.map(std::time::Duration::from_millis),
+                },
+            )))
+        } else {
+            None
+        };
+        let ending = if self.executions.is_cancel_requested(execution_id).await? {
+            Ending::Cancelled
+        } else {
+            let body = self.body(&spec, &lease, coordinator.clone(), Arc::clone(&log));
+            tokio::select! {
+                done = body => Ending::Done(done),
+                () = cancel.cancelled() => Ending::Cancelled,
+                () = tokio::time::sleep(spec.timeout()) => Ending::TimedOut,
+                () = lost.cancelled() => Ending::LeaseLost(lost_error.take().unwrap_or_else(|| {
+                    Error::managed_input_recovery("managed interaction cannot be resumed safely after worker loss")
+                })),
+            }
+        };
+        let (final_text, error) = match ending {
+            Ending::Done(Ok(text)) => (Some(text), None),
+            Ending::Done(Err(error)) => (None, Some(error)),
+            Ending::Cancelled => (
+                None,
+                Some(Error::cancelled(
+                    "execution cancelled: caller requested cancellation",
+                )),
+            ),
+            Ending::TimedOut => (
+                None,
+                Some(
+                    Error::timeout(format!("execution timed out after {} ms", spec.timeout_ms))
+                        .with_detail("reason", "execution_timeout"),
+                ),
+            ),
+            Ending::LeaseLost(error) => (None, Some(error)),
+        };
+        if let Some(coordinator) = &coordinator {
+            let closing = error
+                .as_ref()
+                .map(copy_error)
+                .unwrap_or_else(|| Error::cancelled("managed input session closed"));
+            coordinator.close(&closing).await;
+        }
+        stop.cancel();
+        self.finish(&record, &spec, &lease, final_text, error, &log)
+            .await
+    }
+
+    async fn body(
+        &self,
+        spec: &ExecutionSpec,
+        lease: &ExecutionLeaseRef,
+        coordinator: Option<Arc<Coordinator>>,
+        log: Arc<OperationLog>,
+    ) -> Result<String> {
+        let harness = harness_for(&spec.agent)?;
+        let input = match (coordinator, &spec.elicitation_plan) {
+            (Some(coordinator), _) => InputPolicy::Managed(coordinator),
+            (None, Some(plan)) => InputPolicy::Plan(plan.queue()),
+            (None, None) => InputPolicy::Fail,
+        };
+        let mut session = AgentSession::connect(
+            &lease.execution_id,
+            &spec.servers,
+            &self.env,
+            spec.tool_selection()?,
+            input,
+            spec.elicitation_round_limit,
+            log,
+        )
+        .await?;
+        self.executions
+            .transition(
+                &lease.execution_id,
+                ExecutionStatus::RunningTurn,
+                Some(lease),
+            )
+            .await?;
+        let text = harness.run_turn(&spec.prompt, &mut session).await;
+        session.close().await;
+        let text = text?;
+        self.executions
+            .transition(&lease.execution_id, ExecutionStatus::Idle, Some(lease))
+            .await?;
+        Ok(text)
+    }
+
+    async fn finish(
+        &self,
+        record: &ExecutionRecord,
+        spec: &ExecutionSpec,
+        lease: &ExecutionLeaseRef,
+        final_text: Option<String>,
+        error: Option<Error>,
+        log: &OperationLog,
+    ) -> Result<ExecutionRecord> {
+        let outcome = ExecutionOutcome::for_error(error.as_ref());
+        let trace = ExecutionTrace {
+            harness: spec.agent.harness_name().to_owned(),
+            prompt: spec.prompt.clone(),
+            final_text,
+            operations: log.snapshot(),
+        };
+        let current = self
+            .executions
+            .get_execution(&record.execution_id)
+            .await?
+            .unwrap_or_else(|| record.clone());
+        let mut snapshot = current.state();
+        snapshot.lifecycle = ExecutionStatus::Finished;
+        snapshot.outcome = Some(outcome);
+        snapshot.finished_at = Some(m3_types::Clock::now(&m3_types::SystemClock));
+        snapshot.tool_call_count = trace.tool_calls().count() as u64;
+        let mut result = ExecutionResult::new(snapshot)?;
+        result.activity_health = trace.activity_health();
+        result.turns = vec![serde_json::json!({
+            "prompt": trace.prompt,
+            "final_text": trace.final_text,
+        })];
+        result.error = error.as_ref().map(Error::to_error_info);
+        result.trace = Some(
+            serde_json::to_value(&trace)
+                .map_err(|e| Error::protocol("trace is not serializable").with_source(e))?,
+        );
+        let mut request = FinishExecution::new(&record.execution_id, outcome)
+            .with_result(result)
+            .with_lease(lease.clone());
+        if let Some(error) = &error {
+            request = request.with_error(error.to_error_info());
+        }
+        match self.executions.finish(request).await {
+            Ok(finished) => {
+                tracing::info!(outcome = outcome.as_str(), "execution finished");
+                Ok(finished)
+            }
+            Err(finish_error) => {
+                // The lease is gone: recovery (in any process) terminalizes it.
+                tracing::warn!(error = %finish_error, "could not finish the execution; left for recovery");
+                Err(finish_error)
+            }
+        }
+    }
+}
+
+/// Errors are not `Clone`: the coordinator gets a copy with the same code,
+/// message and details.
+fn copy_error(error: &Error) -> Error {
+    let mut copy = Error::from_code(error.error_code(), error.message());
+    for (key, value) in error.details() {
+        copy = copy.with_detail(key, value.clone());
+    }
+    copy
+}

@@ -1,0 +1,231 @@
+//! The execution store: executions, their worker leases, cancel flags and
+//! ordered event logs.
+//!
+//! [`ExecutionStore`] is the contract the runtime (worker, coordinator,
+//! recovery) and the kit (submission, handles) use; [`SqliteExecutionStore`]
+//! is its SQLite backend. See `docs/execution-store.md` for the tables and the
+//! guarantees.
+//!
+//! # Fencing
+//!
+//! Writes that change an execution (`transition`, `finish`, `append_event`)
+//! take an optional [`ExecutionLeaseRef`]:
+//!
+//! - `Some(lease)`: the write succeeds only while that exact lease (owner and
+//!   token) is held **and live** at the store clock's `now`; otherwise it fails
+//!   with `managed_input_conflict`. This is how a worker that lost its lease is
+//!   kept from writing over a recovery or a replacement.
+//! - `None` (an *unleased* writer, e.g. submission before a worker claims the
+//!   execution, or cancelling a queued execution): the write succeeds only
+//!   while **no** worker lease exists, live or expired. An expired lease means
+//!   a lost worker, and only [`ExecutionStore::terminalize_expired`] may
+//!   finish such an execution.
+//!
+//! Every mutation is one `BEGIN IMMEDIATE` transaction with a guarded
+//! `UPDATE`/`INSERT` whose affected-row count is checked.
+
+mod error;
+mod lifecycle;
+mod managed;
+mod record;
+mod rows;
+mod schema;
+mod sqlite;
+mod writes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use m3_types::{ExecutionStatus, Result};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::ManagedInputStore;
+
+pub use record::{
+    AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
+    ExecutionEvent, ExecutionLease, ExecutionRecord, FinishExecution, ExecutionLeaseRef, ListExecutions,
+    NewExecution, TerminalizeExpired, Terminalized,
+};
+pub use schema::{EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE};
+pub use sqlite::SqliteExecutionStore;
+
+/// Durable executions with worker leases, a cancel flag and an append-only,
+/// gap-free event log; the source of the execution's [`ManagedInputStore`].
+///
+/// Object-safe: use it as `Arc<dyn ExecutionStore>`. Every operation reads the
+/// store's clock for `now`. Error codes are `m3_types::Error::code()` strings.
+///
+/// The store appends its own lifecycle events atomically with the change they
+/// describe: `execution.created` (sequence 0) on creation,
+/// `execution.state_changed {lifecycle}` on each transition, and
+/// `execution.finished {outcome, error, ...}` when the execution finishes.
+/// Callers must not append those kinds themselves.
+#[async_trait]
+pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
+    /// Creates an execution in lifecycle `created` and appends its
+    /// `execution.created` event (sequence 0) in the same transaction.
+    ///
+    /// With a caller-chosen id, creating the same id again with the same spec
+    /// (canonical JSON) and `human_input` returns the stored record.
+    ///
+    /// # Errors
+    /// `invalid_argument` for an empty id; `managed_input_conflict` if the id
+    /// exists with a different spec or `human_input`; `storage_error`.
+    async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord>;
+
+    /// Reads one execution; `None` if it does not exist.
+    ///
+    /// # Errors
+    /// `storage_error` (including a corrupt row).
+    async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRecord>>;
+
+    /// Lists executions, oldest first, filtered by `query`.
+    ///
+    /// # Errors
+    /// `storage_error`.
+    async fn list_executions(&self, query: ListExecutions) -> Result<Vec<ExecutionRecord>>;
+
+    /// Acquires the worker lease on an unfinished execution for
+    /// `request.ttl`. Succeeds when no lease exists (never claimed, or
+    /// released). Acquiring again with the same owner and token while that
+    /// lease is live returns it unchanged (idempotent). An expired lease is
+    /// never taken over: a lost worker's execution is recovered, not resumed.
+    ///
+    /// # Errors
+    /// `invalid_argument` for an empty owner or token or a zero ttl;
+    /// `managed_input_conflict` if the execution does not exist, another lease
+    /// is live, or a lease expired (recovery required);
+    /// `managed_input_state` if the execution is finished; `storage_error`.
+    async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease>;
+
+    /// Extends a live lease to `now + ttl` (heartbeat).
+    ///
+    /// # Errors
+    /// `invalid_argument` for a zero ttl; `managed_input_conflict` if the lease
+    /// is not held (wrong owner/token, released, execution missing) or has
+    /// expired — the worker has lost the execution and must stop;
+    /// `managed_input_state` if the execution finished; `storage_error`.
+    async fn renew_lease(&self, lease: &ExecutionLeaseRef, ttl: Duration) -> Result<ExecutionLease>;
+
+    /// Releases a live lease, leaving the execution unleased. Releasing after
+    /// [`finish`](Self::finish) (which ends the lease) succeeds.
+    ///
+    /// # Errors
+    /// `managed_input_conflict` if the lease is not held or has expired
+    /// (an expired lease is left for recovery); `storage_error`.
+    async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()>;
+
+    /// Moves the lifecycle to `to` (checked with
+    /// [`ExecutionStatus::can_transition_to`]) and appends
+    /// `execution.state_changed {lifecycle}`, fenced by `lease` (see the
+    /// module docs). `finished` is reached only through
+    /// [`finish`](Self::finish) or
+    /// [`terminalize_expired`](Self::terminalize_expired).
+    ///
+    /// # Errors
+    /// `invalid_argument` with detail `code = "invalid_transition"` (built by
+    /// `Error::from_code(ErrorCode::InvalidTransition, ..)`) if the table
+    /// forbids the move or `to` is `finished`; `managed_input_conflict`
+    /// if the execution does not exist or the fence fails; `storage_error`.
+    async fn transition(
+        &self,
+        execution_id: &str,
+        to: ExecutionStatus,
+        lease: Option<&ExecutionLeaseRef>,
+    ) -> Result<ExecutionRecord>;
+
+    /// Finishes the execution exactly once: lifecycle `finished`, outcome,
+    /// error, result, `finished_at`; ends the worker lease; appends
+    /// `execution.finished {outcome, error}`. Fenced by `request.lease`.
+    ///
+    /// Idempotent: finishing an already finished execution with the same
+    /// outcome, error and result (canonical JSON) returns the stored record,
+    /// whatever the fence.
+    ///
+    /// # Errors
+    /// `managed_input_state` if already finished with different data;
+    /// `managed_input_conflict` if the execution does not exist or the fence
+    /// fails; `storage_error`.
+    async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord>;
+
+    /// Records a cancellation request (from any process; no lease needed).
+    /// The first request's time and reason are kept; repeating is a no-op, and
+    /// so is cancelling a finished execution. The worker polls
+    /// [`is_cancel_requested`](Self::is_cancel_requested).
+    ///
+    /// # Errors
+    /// `managed_input_conflict` if the execution does not exist;
+    /// `storage_error`.
+    async fn request_cancel(&self, execution_id: &str, reason: Option<&str>)
+    -> Result<ExecutionRecord>;
+
+    /// True once a cancellation was requested.
+    ///
+    /// # Errors
+    /// `managed_input_conflict` if the execution does not exist;
+    /// `storage_error`.
+    async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool>;
+
+    /// Appends an event with the next sequence number (strictly increasing
+    /// from 0, no gaps, atomic under concurrent appenders in any process),
+    /// fenced by `lease`. Returns the stored event.
+    ///
+    /// # Errors
+    /// `invalid_argument` for an empty kind; `managed_input_conflict` if the
+    /// execution does not exist or the fence fails; `managed_input_state` if
+    /// the execution is finished (its log ends with `execution.finished`);
+    /// `storage_error`.
+    async fn append_event(
+        &self,
+        execution_id: &str,
+        kind: &str,
+        payload: Value,
+        lease: Option<&ExecutionLeaseRef>,
+    ) -> Result<ExecutionEvent>;
+
+    /// Events of one execution in sequence order, only those with
+    /// `sequence > after_sequence` when given.
+    ///
+    /// # Errors
+    /// `storage_error`.
+    async fn list_events(
+        &self,
+        execution_id: &str,
+        after_sequence: Option<u64>,
+    ) -> Result<Vec<ExecutionEvent>>;
+
+    /// Unfinished executions whose worker lease expired at or before `now`,
+    /// ordered by expiry: the input of recovery.
+    ///
+    /// # Errors
+    /// `storage_error`.
+    async fn list_expired_leases(&self, now: OffsetDateTime) -> Result<Vec<ExecutionRecord>>;
+
+    /// Recovery: finishes an execution whose worker lease expired, fenced on
+    /// that expired lease (owner and token still the stored ones, expiry at or
+    /// before the store clock's `now`, not finished). In the same transaction
+    /// it ends the lease, appends `execution.finished {outcome, error, reason,
+    /// completeness: "partial", limitations: ["capture_incomplete"]}`, and —
+    /// if the managed-input tables exist — marks every unresolved round of the
+    /// execution `failed` with `failure_code = "recovery_unavailable"` and
+    /// `failure_message = reason` (directly, without the round lease: the
+    /// execution lease is authoritative). It never creates the managed tables.
+    ///
+    /// # Errors
+    /// `managed_input_conflict` if the execution does not exist, the lease is
+    /// not the stored one, or it is still live; `managed_input_state` if the
+    /// execution is already finished; `storage_error`.
+    async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized>;
+
+    /// The managed-input store of this execution store, resolved lazily: the
+    /// first call builds it on the same database file, pool and clock; its
+    /// first operation creates the managed-input tables (never the execution
+    /// store's open, never `create_execution`). Later calls return the same
+    /// object.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` if the clock does not return UTC timestamps.
+    async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>>;
+}

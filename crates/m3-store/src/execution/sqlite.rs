@@ -1,0 +1,388 @@
+//! [`SqliteExecutionStore`]: opening, reads, leases, and the trait impl.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use m3_types::{Clock, Error, ExecutionStatus, Result, new_id, timestamp};
+use serde_json::Value;
+use sqlx::SqlitePool;
+use time::OffsetDateTime;
+use tokio::sync::OnceCell;
+use tracing::instrument;
+
+use super::record::{
+    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionRecord, FinishExecution, ExecutionLeaseRef,
+    ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
+};
+use super::rows::{event_from_row, execution_from_row, select_execution};
+use super::writes::{begin, commit, diagnose, fetch, fetch_existing};
+use super::{ExecutionStore, error, managed, schema};
+use crate::sqlite::SqliteStoreOptions;
+use crate::sqlite_pool::{open_pool, sqlx_error};
+use crate::ManagedInputStore;
+
+/// SQLite backend of [`ExecutionStore`].
+///
+/// One long-lived connection pool per object; cloning is cheap and clones
+/// share the pool and the lazily resolved managed-input store. Several
+/// objects (in one or several processes) may open the same file: every write
+/// is a `BEGIN IMMEDIATE` transaction, so they serialize on SQLite's write
+/// lock (waiting up to the busy timeout).
+///
+/// ```no_run
+/// # async fn demo() -> m3_types::Result<()> {
+/// use m3_store::{ExecutionStore, NewExecution, SqliteExecutionStore};
+///
+/// let store = SqliteExecutionStore::open("/tmp/m3/m3.sqlite").await?;
+/// let record = store
+///     .create_execution(NewExecution::new(serde_json::json!({"prompt": "hi"})))
+///     .await?;
+/// assert_eq!(record.sequence, 0);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteExecutionStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(super) struct Inner {
+    pub(super) path: PathBuf,
+    pub(super) pool: SqlitePool,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) managed: OnceCell<Arc<dyn ManagedInputStore>>,
+}
+
+impl SqliteExecutionStore {
+    /// Opens (creating if needed) the execution store at `path` with default
+    /// [`SqliteStoreOptions`].
+    ///
+    /// Creates missing parent directories and the file (mode `0600`) and the
+    /// execution tables; never the managed-input tables (see
+    /// [`ExecutionStore::managed_input_store`]).
+    ///
+    /// # Errors
+    /// `managed_input_invalid` if the path is a symlink or not a regular file;
+    /// `storage_error` if it cannot be created or opened.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, SqliteStoreOptions::new()).await
+    }
+
+    /// Opens the execution store at `path` with `options` (busy timeout,
+    /// `synchronous`, pool size, clock).
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub async fn open_with(path: impl AsRef<Path>, options: SqliteStoreOptions) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let pool = open_pool(&path, &options).await?;
+        schema::initialize(&pool).await?;
+        tracing::debug!(path = %path.display(), "opened execution store");
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path,
+                pool,
+                clock: Arc::clone(options.get_clock()),
+                managed: OnceCell::new(),
+            }),
+        })
+    }
+
+    /// The database file this store uses.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The store's connection pool (shared with the lazily resolved
+    /// managed-input store).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.inner.pool
+    }
+
+    pub(super) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
+    /// "Now" from the clock, in UTC, truncated to the stored microsecond
+    /// precision (so returned values equal what a later read yields).
+    pub(super) fn now(&self) -> OffsetDateTime {
+        let now = self.inner.clock.now().to_offset(time::UtcOffset::UTC);
+        now.replace_nanosecond(now.nanosecond() / 1_000 * 1_000)
+            .unwrap_or(now)
+    }
+}
+
+/// `now + ttl`, refusing a zero or unrepresentable ttl.
+fn expiry(now: OffsetDateTime, ttl: Duration) -> Result<OffsetDateTime> {
+    if ttl.is_zero() {
+        return Err(Error::model_validation("lease ttl must be positive"));
+    }
+    time::Duration::try_from(ttl)
+        .ok()
+        .and_then(|d| now.checked_add(d))
+        .ok_or_else(|| Error::model_validation("lease ttl is too large"))
+}
+
+fn require_non_empty(value: &str, what: &'static str) -> Result<()> {
+    if value.trim().is_empty() {
+        return Err(Error::model_validation(format!("{what} must not be empty")));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl ExecutionStore for SqliteExecutionStore {
+    #[instrument(skip_all, fields(execution.id), err)]
+    async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
+        let execution_id = new.execution_id.clone().unwrap_or_else(new_id);
+        tracing::Span::current().record("execution.id", execution_id.as_str());
+        self.create(execution_id, new).await
+    }
+
+    #[instrument(skip(self), err)]
+    async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRecord>> {
+        let mut conn = self.acquire().await?;
+        fetch(&mut conn, execution_id).await
+    }
+
+    #[instrument(skip(self), err)]
+    async fn list_executions(&self, query: ListExecutions) -> Result<Vec<ExecutionRecord>> {
+        let limit = query.limit.map_or(-1_i64, i64::from);
+        let rows = sqlx::query(select_execution!(
+            "WHERE (?1 IS NULL OR e.lifecycle = ?1) AND (?2 IS NULL OR e.human_input = ?2)
+             ORDER BY e.created_at, e.id LIMIT ?3"
+        ))
+        .bind(query.lifecycle.map(|l| l.as_str()))
+        .bind(query.human_input.map(|h| h.as_str()))
+        .bind(limit)
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|e| sqlx_error("could not list executions", e))?;
+        rows.iter().map(execution_from_row).collect()
+    }
+
+    #[instrument(skip_all, fields(execution.id = %request.execution_id, owner.id = %request.owner_id), err)]
+    async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
+        require_non_empty(&request.owner_id, "owner_id")?;
+        let token = match request.lease_token {
+            Some(token) => {
+                require_non_empty(&token, "lease_token")?;
+                token
+            }
+            None => format!("lease-{}", new_id()),
+        };
+        let id = request.execution_id.as_str();
+        let now = self.now();
+        let expires_at = expiry(now, request.ttl)?;
+        let mut tx = begin(&self.inner.pool).await?;
+        let record = fetch_existing(&mut tx, id).await?;
+        if record.is_finished() {
+            return Err(error::finished(id));
+        }
+        if let Some(stored) = record.lease {
+            return if stored.is_expired_at(now) {
+                Err(error::recovery_required(id))
+            } else if stored.owner_id == request.owner_id && stored.lease_token == token {
+                Ok(stored)
+            } else {
+                Err(error::lease_held_by_other(id))
+            };
+        }
+        let done = sqlx::query(
+            "UPDATE m3rs_executions
+             SET lease_owner_id = ?, lease_token = ?, lease_expires_at = ?, updated_at = ?
+             WHERE id = ? AND lease_token IS NULL AND finished_at IS NULL",
+        )
+        .bind(&request.owner_id)
+        .bind(&token)
+        .bind(timestamp::format(expires_at))
+        .bind(timestamp::format(now))
+        .bind(id)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| match e.as_database_error().map(|d| d.kind()) {
+            Some(sqlx::error::ErrorKind::UniqueViolation) => {
+                Error::managed_input_conflict("lease token is already in use")
+                    .with_detail("execution_id", id)
+                    .with_detail("reason", "lease_token_in_use")
+            }
+            _ => sqlx_error("could not acquire the lease", e),
+        })?;
+        if done.rows_affected() != 1 {
+            let fresh = fetch(&mut tx, id).await?;
+            return Err(diagnose(fresh.as_ref(), id, None, now));
+        }
+        commit(tx).await?;
+        Ok(ExecutionLease {
+            execution_id: id.to_owned(),
+            owner_id: request.owner_id,
+            lease_token: token,
+            expires_at,
+        })
+    }
+
+    #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
+    async fn renew_lease(&self, lease: &ExecutionLeaseRef, ttl: Duration) -> Result<ExecutionLease> {
+        let id = lease.execution_id.as_str();
+        let now = self.now();
+        let expires_at = expiry(now, ttl)?;
+        let mut tx = begin(&self.inner.pool).await?;
+        let done = sqlx::query(
+            "UPDATE m3rs_executions SET lease_expires_at = ?, updated_at = ?
+             WHERE id = ? AND lease_owner_id = ? AND lease_token = ? AND lease_expires_at > ?
+               AND finished_at IS NULL",
+        )
+        .bind(timestamp::format(expires_at))
+        .bind(timestamp::format(now))
+        .bind(id)
+        .bind(&lease.owner_id)
+        .bind(&lease.lease_token)
+        .bind(timestamp::format(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| sqlx_error("could not renew the lease", e))?;
+        if done.rows_affected() != 1 {
+            let fresh = fetch(&mut tx, id).await?;
+            return Err(diagnose(fresh.as_ref(), id, Some(lease), now));
+        }
+        commit(tx).await?;
+        Ok(ExecutionLease {
+            execution_id: id.to_owned(),
+            owner_id: lease.owner_id.clone(),
+            lease_token: lease.lease_token.clone(),
+            expires_at,
+        })
+    }
+
+    #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
+    async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
+        let id = lease.execution_id.as_str();
+        let now = self.now();
+        let mut tx = begin(&self.inner.pool).await?;
+        let done = sqlx::query(
+            "UPDATE m3rs_executions
+             SET lease_owner_id = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
+             WHERE id = ? AND lease_owner_id = ? AND lease_token = ? AND lease_expires_at > ?",
+        )
+        .bind(timestamp::format(now))
+        .bind(id)
+        .bind(&lease.owner_id)
+        .bind(&lease.lease_token)
+        .bind(timestamp::format(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| sqlx_error("could not release the lease", e))?;
+        if done.rows_affected() == 1 {
+            return commit(tx).await;
+        }
+        match fetch(&mut tx, id).await? {
+            Some(record) if record.is_finished() && record.lease.is_none() => Ok(()),
+            fresh => Err(diagnose(fresh.as_ref(), id, Some(lease), now)),
+        }
+    }
+
+    #[instrument(skip(self, lease), err)]
+    async fn transition(
+        &self,
+        execution_id: &str,
+        to: ExecutionStatus,
+        lease: Option<&ExecutionLeaseRef>,
+    ) -> Result<ExecutionRecord> {
+        self.do_transition(execution_id, to, lease).await
+    }
+
+    #[instrument(skip_all, fields(execution.id = %request.execution_id), err)]
+    async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
+        self.do_finish(request).await
+    }
+
+    #[instrument(skip(self), err)]
+    async fn request_cancel(
+        &self,
+        execution_id: &str,
+        reason: Option<&str>,
+    ) -> Result<ExecutionRecord> {
+        self.do_request_cancel(execution_id, reason).await
+    }
+
+    #[instrument(skip(self), err)]
+    async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {
+        let requested: Option<bool> = sqlx::query_scalar(
+            "SELECT cancel_requested_at IS NOT NULL FROM m3rs_executions WHERE id = ?",
+        )
+        .bind(execution_id)
+        .fetch_optional(&self.inner.pool)
+        .await
+        .map_err(|e| sqlx_error("could not read the cancel flag", e))?;
+        requested.ok_or_else(|| error::not_found(execution_id))
+    }
+
+    #[instrument(skip(self, payload, lease), err)]
+    async fn append_event(
+        &self,
+        execution_id: &str,
+        kind: &str,
+        payload: Value,
+        lease: Option<&ExecutionLeaseRef>,
+    ) -> Result<ExecutionEvent> {
+        self.do_append_event(execution_id, kind, payload, lease).await
+    }
+
+    #[instrument(skip(self), err)]
+    async fn list_events(
+        &self,
+        execution_id: &str,
+        after_sequence: Option<u64>,
+    ) -> Result<Vec<ExecutionEvent>> {
+        let after = match after_sequence {
+            None => -1,
+            Some(after) => i64::try_from(after).unwrap_or(i64::MAX),
+        };
+        let rows = sqlx::query(
+            "SELECT execution_id, sequence, kind, payload_json, created_at
+             FROM m3rs_execution_events WHERE execution_id = ? AND sequence > ?
+             ORDER BY sequence",
+        )
+        .bind(execution_id)
+        .bind(after)
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|e| sqlx_error("could not list events", e))?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    #[instrument(skip(self), err)]
+    async fn list_expired_leases(&self, now: OffsetDateTime) -> Result<Vec<ExecutionRecord>> {
+        let rows = sqlx::query(select_execution!(
+            "WHERE e.finished_at IS NULL AND e.lease_token IS NOT NULL AND e.lease_expires_at <= ?
+             ORDER BY e.lease_expires_at, e.id"
+        ))
+        .bind(timestamp::format(now))
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|e| sqlx_error("could not list expired leases", e))?;
+        rows.iter().map(execution_from_row).collect()
+    }
+
+    #[instrument(skip_all, fields(execution.id = %request.lease.execution_id), err)]
+    async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized> {
+        self.do_terminalize_expired(request).await
+    }
+
+    #[instrument(skip(self), err)]
+    async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
+        managed::resolve(self.inner()).await
+    }
+}
+
+impl SqliteExecutionStore {
+    async fn acquire(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Sqlite>> {
+        self.inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| sqlx_error("could not acquire a connection", e))
+    }
+}

@@ -1,0 +1,195 @@
+//! The [`ManagedInputStore`] contract.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use m3_types::{ManagedInputRecord, Result};
+use serde_json::{Map, Value};
+
+use super::request::{ClaimRound, CreateRound, LeaseRef, ResponseSubmission, RoundFailure, RoundRef};
+
+/// Durable storage and worker coordination for managed elicitation rounds.
+///
+/// One row per round, a six-state status machine
+/// (`pending → response_validated → delivery_started → delivered → resolved`, and `failed`
+/// from any unresolved state), and a compare-and-set lease (owner id + lease token + expiry)
+/// that stops a stale worker from overwriting a replacement's state.
+///
+/// This trait is a contract, not a convenience: every implementation must give exactly the
+/// guarantees documented on each method, and
+/// [`conformance::run_all`](crate::conformance::run_all) (feature `conformance`) checks them.
+/// Read `docs/custom-backend.md` before writing one.
+///
+/// Common rules for every method:
+/// - Identifiers and strings are validated first: an empty one fails with
+///   `managed_input_invalid` ("`<label>` must be a non-empty string"); a zero lease duration
+///   with "lease_seconds must be positive".
+/// - "Now" is the store's clock. A lease is *live* while `expires_at > now`.
+/// - *Authorize* means: the stored owner id and lease token equal the presented [`LeaseRef`]
+///   (else `managed_input_conflict`, "owned by another lease") and the lease is live (else
+///   `managed_input_conflict`, "lease has expired").
+/// - A missing round is `managed_input_conflict` ("managed-input round does not exist").
+/// - Each mutation is atomic: its checks and its write happen in one serializable step, and a
+///   concurrent change between them surfaces as `managed_input_conflict` ("... raced ...").
+/// - A stored row that cannot be decoded is `managed_input_invalid`
+///   ("stored managed-input record is invalid").
+/// - Backend failures (I/O, locks that outlast the busy timeout) are `storage_error`.
+///
+/// The trait is object safe and used as `Arc<dyn ManagedInputStore>`.
+#[async_trait]
+pub trait ManagedInputStore: Debug + Send + Sync + 'static {
+    /// Persists a new `pending` round with a fresh lease.
+    ///
+    /// Effect: status `pending`, no responses, `delivery_attempts` 0,
+    /// `created_at = updated_at = now`, lease `expires_at = now + lease_duration`, token as
+    /// given or generated.
+    ///
+    /// Idempotency: if the round `(execution_id, round_id)` already exists and *all* of the
+    /// pending round, `round_index`, `round_limit`, owner, lease token, harness session id,
+    /// native resume token, delivery idempotency key, session id, turn id and operation
+    /// parameters are equal, the stored record is returned unchanged, whatever its status is
+    /// now. A replay must therefore pass the same explicit lease token.
+    ///
+    /// # Errors
+    /// - `managed_input_invalid`: `round_index >= round_limit` ("round_index exceeds round
+    ///   limit"), `round_limit == 0`, empty owner or optional string, zero lease, payloads that
+    ///   are not finite JSON. Nothing is stored.
+    /// - `managed_input_conflict`: the round exists with different data ("already exists with
+    ///   different data"), or another round of the execution has the same `round_index`
+    ///   ("conflicts with an existing round").
+    async fn create_round(&self, request: CreateRound) -> Result<ManagedInputRecord>;
+
+    /// Reads one round, or `None` when it does not exist. A plain read.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` for empty ids or an undecodable stored row; `storage_error`.
+    async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>>;
+
+    /// Reads every round of an execution, ordered by `round_index`. A plain read.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` for an empty id or an undecodable stored row; `storage_error`.
+    async fn list_rounds(&self, execution_id: &str) -> Result<Vec<ManagedInputRecord>>;
+
+    /// Hands an expired lease over to a replacement owner, given delivery-state evidence.
+    ///
+    /// Checks, in order: missing round → conflict; `failed` with code `recovery_unavailable`
+    /// → `managed_input_recovery_unavailable` (its failure message), other failure →
+    /// `managed_input_state`; `resolved` → `managed_input_state`; no evidence →
+    /// `managed_input_recovery_unavailable`; evidence must match the status
+    /// (`pending`↔`not_started`, `response_validated`↔`not_delivered`,
+    /// `delivered`↔`delivered`; `delivery_started` accepts `not_delivered` only with
+    /// idempotent-delivery proof, and `delivered`), else
+    /// `managed_input_recovery_unavailable`; `response_validated` needs idempotent-delivery
+    /// proof; a live lease → `managed_input_conflict` ("lease is still held"); the expected
+    /// token must equal the stored one → else `managed_input_conflict`.
+    ///
+    /// Effect: a new random token and `expires_at = now + lease_duration` for the new owner;
+    /// `delivery_started` becomes `response_validated` (`not_delivered`) or `delivered` with
+    /// `delivered_at = now` (`delivered`); other statuses and `delivery_attempts` unchanged.
+    ///
+    /// # Errors
+    /// As listed above, plus `managed_input_invalid` for empty ids or a zero lease.
+    async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord>;
+
+    /// Extends a live lease to `now + lease_duration`, keeping its token.
+    ///
+    /// Precondition: authorized (live lease), status `pending`, `response_validated` or
+    /// `delivery_started`.
+    ///
+    /// # Errors
+    /// `managed_input_conflict` (missing, foreign or expired lease, race);
+    /// `managed_input_state` for `delivered`, `resolved` or `failed` ("terminal managed-input
+    /// round cannot renew").
+    async fn renew(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        lease_duration: Duration,
+    ) -> Result<ManagedInputRecord>;
+
+    /// Validates and stores the responses of a round, idempotently.
+    ///
+    /// Order: missing → `managed_input_conflict`; `failed` → `managed_input_state` ("failed
+    /// managed-input round cannot accept responses"); owner and token must match
+    /// (`managed_input_conflict`), and the lease must be live **only while the round is
+    /// pending**; the responses are validated against the stored requests
+    /// (`managed_input_invalid`, the round is unchanged). Then on a `pending` round the
+    /// responses, the idempotency key and a redacted diagnostic projection are stored and the
+    /// status becomes `response_validated`, in one atomic step. On any later status the call
+    /// is a replay: the same key with the canonically identical payload returns the stored
+    /// record without writing; any other key or payload is `managed_input_conflict`
+    /// ("response idempotency key conflicts with an accepted response").
+    ///
+    /// # Errors
+    /// As listed above, plus `managed_input_invalid` for an empty idempotency key.
+    async fn submit_responses(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        submission: ResponseSubmission,
+    ) -> Result<ManagedInputRecord>;
+
+    /// `response_validated → delivery_started`, stamping `delivery_started_at` and adding one
+    /// to `delivery_attempts`. Already `delivery_started`: returns the record unchanged.
+    ///
+    /// # Errors
+    /// `managed_input_conflict` (missing, unauthorized, race); `managed_input_state` from any
+    /// other status ("managed-input transition requires response_validated, got ...").
+    async fn start_delivery(&self, round: &RoundRef, lease: &LeaseRef)
+    -> Result<ManagedInputRecord>;
+
+    /// `delivery_started → delivered`, stamping `delivered_at`. Already `delivered`: returns
+    /// the record unchanged.
+    ///
+    /// # Errors
+    /// As [`start_delivery`](Self::start_delivery), requiring `delivery_started`.
+    async fn mark_delivered(&self, round: &RoundRef, lease: &LeaseRef)
+    -> Result<ManagedInputRecord>;
+
+    /// `delivered → resolved`, stamping `resolved_at`. Already `resolved`: returns the record
+    /// unchanged. `resolved` is terminal.
+    ///
+    /// # Errors
+    /// As [`start_delivery`](Self::start_delivery), requiring `delivered`.
+    async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord>;
+
+    /// Fails an unresolved round with a code and message; stored responses are kept as
+    /// diagnostics. Already failed with the same code and message: returns the record
+    /// unchanged.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` (empty code or message); `managed_input_conflict` (missing,
+    /// unauthorized, another failure already recorded, race); `managed_input_state` for a
+    /// `resolved` round.
+    async fn fail(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        failure: RoundFailure,
+    ) -> Result<ManagedInputRecord>;
+
+    /// Terminal recovery decision: fails an unresolved round with code
+    /// `recovery_unavailable` once its lease has **expired**. Anyone holding the last known
+    /// token may call it (no owner check). Already failed with `recovery_unavailable`:
+    /// returns the record unchanged.
+    ///
+    /// # Errors
+    /// `managed_input_conflict` (missing round, token mismatch, lease still held, race);
+    /// `managed_input_state` for a round with another failure or a `resolved` round.
+    async fn fail_recovery(
+        &self,
+        round: &RoundRef,
+        expected_lease_token: &str,
+        message: &str,
+    ) -> Result<ManagedInputRecord>;
+
+    /// The redacted diagnostic projection of the accepted responses, or `None` before any
+    /// response was accepted. Secrets are replaced with `"[REDACTED]"`.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` for empty ids or a stored projection that is not a JSON
+    /// object; `storage_error`.
+    async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>>;
+}

@@ -1,0 +1,213 @@
+//! Encoding records into the Python original's columns and decoding rows back.
+//!
+//! Decoding is strict, like the original: every JSON column must hold an object, the status
+//! must be one of the six strings, timestamps must parse, and the assembled record must pass
+//! the record invariants. Anything else is `managed_input_invalid`
+//! ("stored managed-input record is invalid").
+
+use m3_types::{Error, ManagedInputRecord, Result, canonical_json};
+use serde_json::{Map, Value};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+use time::OffsetDateTime;
+
+/// The columns every read selects (a macro so SQL text can be built with `concat!`, since
+/// sqlx only accepts `&'static str` statements).
+macro_rules! record_columns {
+    () => {
+        "execution_id,round_id,round_index,round_limit,pending_json,status,responses_json,response_idempotency_key,owner_id,lease_token,lease_expires_at,harness_session_id,native_resume_token,delivery_idempotency_key,session_id,turn_id,operation_parameters_json,delivery_attempts,created_at,updated_at,response_validated_at,delivery_started_at,delivered_at,resolved_at,failed_at,failure_code,failure_message"
+    };
+}
+pub(crate) use record_columns;
+
+/// The error for a stored row that does not decode.
+pub(crate) fn stored_invalid(reason: impl Into<String>) -> Error {
+    Error::managed_input_validation("stored managed-input record is invalid")
+        .with_detail("reason", reason.into())
+}
+
+/// Stored timestamp text: fixed-width UTC with microseconds (`2026-11-29T17:40:10.123456+00:00`),
+/// so SQL string comparison equals time order (also against the Python original's shorter
+/// form without microseconds).
+pub(crate) fn timestamp_text(value: OffsetDateTime) -> String {
+    m3_types::timestamp::format(value)
+}
+
+/// Canonical JSON text of a value (sorted keys, compact), as the original stores it.
+pub(crate) fn json_text(value: &Value) -> Result<String> {
+    canonical_json(value).map_err(|source| {
+        Error::managed_input_validation("managed input contains invalid JSON").with_source(source)
+    })
+}
+
+/// Serializes a serde value to JSON (`managed_input_invalid` if it cannot be).
+pub(crate) fn to_json_value<T: serde::Serialize>(value: &T) -> Result<Value> {
+    serde_json::to_value(value).map_err(|source| {
+        Error::managed_input_validation("managed input contains invalid JSON").with_source(source)
+    })
+}
+
+fn text(row: &SqliteRow, column: &str) -> Result<String> {
+    row.try_get::<String, _>(column)
+        .map_err(|e| stored_invalid(format!("column {column}: {e}")))
+}
+
+fn optional_text(row: &SqliteRow, column: &str) -> Result<Value> {
+    let value = row
+        .try_get::<Option<String>, _>(column)
+        .map_err(|e| stored_invalid(format!("column {column}: {e}")))?;
+    Ok(value.map_or(Value::Null, Value::String))
+}
+
+/// Optional timestamps: NULL and the empty string both mean "not set", as in the original.
+fn optional_timestamp(row: &SqliteRow, column: &str) -> Result<Value> {
+    let value = row
+        .try_get::<Option<String>, _>(column)
+        .map_err(|e| stored_invalid(format!("column {column}: {e}")))?;
+    Ok(match value {
+        Some(text) if !text.is_empty() => Value::String(text),
+        _ => Value::Null,
+    })
+}
+
+fn integer(row: &SqliteRow, column: &str) -> Result<Value> {
+    let value = row
+        .try_get::<i64, _>(column)
+        .map_err(|e| stored_invalid(format!("column {column}: {e}")))?;
+    Ok(Value::from(value))
+}
+
+fn json_object(row: &SqliteRow, column: &str) -> Result<Map<String, Value>> {
+    let raw = text(row, column)?;
+    match serde_json::from_str::<Value>(&raw) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(stored_invalid(format!("column {column} must hold a JSON object"))),
+        Err(e) => Err(stored_invalid(format!("column {column}: {e}"))),
+    }
+}
+
+fn optional_json_object(row: &SqliteRow, column: &str) -> Result<Value> {
+    let raw = row
+        .try_get::<Option<String>, _>(column)
+        .map_err(|e| stored_invalid(format!("column {column}: {e}")))?;
+    match raw {
+        None => Ok(Value::Null),
+        Some(raw) => match serde_json::from_str::<Value>(&raw) {
+            Ok(Value::Object(map)) => Ok(Value::Object(map)),
+            Ok(_) => Err(stored_invalid(format!("column {column} must hold a JSON object"))),
+            Err(e) => Err(stored_invalid(format!("column {column}: {e}"))),
+        },
+    }
+}
+
+/// Decodes one row selected with `record_columns!()` into a validated record.
+pub(crate) fn decode_record(row: &SqliteRow) -> Result<ManagedInputRecord> {
+    let mut lease = Map::new();
+    lease.insert("owner_id".into(), Value::String(text(row, "owner_id")?));
+    lease.insert("lease_token".into(), Value::String(text(row, "lease_token")?));
+    lease.insert(
+        "expires_at".into(),
+        Value::String(text(row, "lease_expires_at")?),
+    );
+
+    let mut record = Map::new();
+    record.insert("pending".into(), Value::Object(json_object(row, "pending_json")?));
+    record.insert("round_index".into(), integer(row, "round_index")?);
+    record.insert("round_limit".into(), integer(row, "round_limit")?);
+    record.insert("status".into(), Value::String(text(row, "status")?));
+    record.insert("lease".into(), Value::Object(lease));
+    record.insert("responses".into(), optional_json_object(row, "responses_json")?);
+    for column in [
+        "response_idempotency_key",
+        "harness_session_id",
+        "native_resume_token",
+        "delivery_idempotency_key",
+        "session_id",
+        "turn_id",
+        "failure_code",
+        "failure_message",
+    ] {
+        record.insert(column.into(), optional_text(row, column)?);
+    }
+    record.insert(
+        "operation_parameters".into(),
+        Value::Object(json_object(row, "operation_parameters_json")?),
+    );
+    record.insert("delivery_attempts".into(), integer(row, "delivery_attempts")?);
+    record.insert("created_at".into(), Value::String(text(row, "created_at")?));
+    record.insert("updated_at".into(), Value::String(text(row, "updated_at")?));
+    for column in [
+        "response_validated_at",
+        "delivery_started_at",
+        "delivered_at",
+        "resolved_at",
+        "failed_at",
+    ] {
+        record.insert(column.into(), optional_timestamp(row, column)?);
+    }
+
+    let record: ManagedInputRecord = serde_json::from_value(Value::Object(record))
+        .map_err(|e| stored_invalid(e.to_string()))?;
+    record
+        .validate()
+        .map_err(|e| stored_invalid(e.to_string()))?;
+    // The row's key columns must agree with the pending round they hold.
+    let execution_id = text(row, "execution_id")?;
+    let round_id = text(row, "round_id")?;
+    if record.pending.execution_id != execution_id || record.pending.round_id != round_id {
+        return Err(stored_invalid("pending round identity differs from its row key"));
+    }
+    Ok(record)
+}
+
+/// Random lease token in the original's format: `lease-` + 24 random bytes, base64url
+/// without padding (32 characters).
+pub(crate) fn new_lease_token() -> Result<String> {
+    let mut bytes = [0_u8; 24];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        Error::storage("cannot generate a lease token").with_detail("reason", e.to_string())
+    })?;
+    Ok(format!("lease-{}", base64url(&bytes)))
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk.first().copied().unwrap_or(0),
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let sextets = chunk.len() + 1;
+        for i in 0..sextets {
+            let index = ((n >> (18 - 6 * i)) & 0x3f) as usize;
+            out.push(char::from(ALPHABET[index]));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64url_matches_python_token_urlsafe_encoding() {
+        // base64.urlsafe_b64encode(bytes(range(24))).rstrip(b"=")
+        let bytes: Vec<u8> = (0..24).collect();
+        assert_eq!(base64url(&bytes), "AAECAwQFBgcICQoLDA0ODxAREhMUFRYX");
+        assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
+    }
+
+    #[test]
+    fn lease_tokens_are_prefixed_random_and_distinct() {
+        let a = new_lease_token().unwrap();
+        let b = new_lease_token().unwrap();
+        assert!(a.starts_with("lease-"));
+        assert_eq!(a.len(), "lease-".len() + 32);
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,116 @@
+//! The SQLite backend: [`SqliteManagedInputStore`] and its [`SqliteStoreOptions`].
+//!
+//! The tables, columns, constraints, status strings, JSON shapes and timestamp text are the
+//! Python original's (sf-m3 0.3.1), so either implementation reads and answers rounds the
+//! other wrote.
+
+mod checks;
+mod codec;
+mod error;
+mod file;
+mod leases;
+mod options;
+mod responses;
+mod rounds;
+mod schema;
+mod store;
+mod transitions;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use m3_types::{ManagedInputRecord, Result};
+use serde_json::{Map, Value};
+
+pub use options::{
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SqliteStoreOptions, SqliteSynchronous,
+};
+pub use store::SqliteManagedInputStore;
+
+use crate::{
+    ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
+    RoundRef,
+};
+use transitions::Transition;
+
+#[async_trait]
+impl ManagedInputStore for SqliteManagedInputStore {
+    async fn create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
+        self.create_round_impl(request).await
+    }
+
+    async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>> {
+        self.get_round_impl(round).await
+    }
+
+    async fn list_rounds(&self, execution_id: &str) -> Result<Vec<ManagedInputRecord>> {
+        self.list_rounds_impl(execution_id).await
+    }
+
+    async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
+        self.claim_round_impl(round, claim).await
+    }
+
+    async fn renew(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        lease_duration: Duration,
+    ) -> Result<ManagedInputRecord> {
+        self.renew_impl(round, lease, lease_duration).await
+    }
+
+    async fn submit_responses(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        submission: ResponseSubmission,
+    ) -> Result<ManagedInputRecord> {
+        self.submit_responses_impl(round, lease, submission).await
+    }
+
+    async fn start_delivery(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord> {
+        self.transition_impl(round, lease, Transition::StartDelivery)
+            .await
+    }
+
+    async fn mark_delivered(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord> {
+        self.transition_impl(round, lease, Transition::MarkDelivered)
+            .await
+    }
+
+    async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
+        self.transition_impl(round, lease, Transition::Resolve).await
+    }
+
+    async fn fail(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        failure: RoundFailure,
+    ) -> Result<ManagedInputRecord> {
+        self.fail_impl(round, lease, &failure).await
+    }
+
+    async fn fail_recovery(
+        &self,
+        round: &RoundRef,
+        expected_lease_token: &str,
+        message: &str,
+    ) -> Result<ManagedInputRecord> {
+        self.fail_recovery_impl(round, expected_lease_token, message)
+            .await
+    }
+
+    async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>> {
+        self.redacted_responses_impl(round).await
+    }
+}

@@ -1,0 +1,233 @@
+//! [`SqliteManagedInputStore`]: construction, the shared pool, lazy schema creation and the
+//! write-transaction discipline every mutation follows.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use m3_types::{Clock, Error, Result};
+use sqlx::pool::PoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
+use sqlx::{Sqlite, Transaction};
+use time::{OffsetDateTime, UtcOffset};
+use tokio::sync::{OnceCell, OwnedMutexGuard};
+
+use super::error::storage;
+use super::file::{WriteGate, prepare_database_file, restrict_permissions, write_gate};
+use super::options::SqliteStoreOptions;
+use super::schema;
+
+/// The SQLite [`ManagedInputStore`](crate::ManagedInputStore), on-disk compatible with the
+/// Python original (sf-m3 0.3.1).
+///
+/// One long-lived connection pool per store object (cloning the store shares it; dropping the
+/// last clone closes it, so no `close()` is needed). The database runs in WAL mode. Every
+/// mutation is one `BEGIN IMMEDIATE` transaction: read the row, check the preconditions,
+/// issue one `UPDATE ... WHERE` that repeats the compare-and-set conditions (owner, token,
+/// status, lease expiry), and require exactly one affected row. No transaction is held across
+/// anything but database calls.
+///
+/// Reopening the same path (a new store object) reads the same rounds; several store objects
+/// on one file, in one process or in several, are safe together.
+///
+/// ```no_run
+/// # async fn demo() -> m3_types::Result<()> {
+/// use m3_store::{ManagedInputStore, SqliteManagedInputStore};
+///
+/// let store = SqliteManagedInputStore::open("executions.sqlite").await?;
+/// for record in store.list_rounds("exec-1").await? {
+///     println!("{} {}", record.pending.round_id, record.status.as_str());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteManagedInputStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) pool: SqlitePool,
+    clock: Arc<dyn Clock>,
+    gate: Arc<WriteGate>,
+    schema: OnceCell<()>,
+    path: PathBuf,
+}
+
+/// A write transaction plus the in-process writer queue slot it holds.
+pub(crate) struct WriteTx {
+    pub(crate) tx: Transaction<'static, Sqlite>,
+    _slot: OwnedMutexGuard<()>,
+}
+
+impl SqliteManagedInputStore {
+    /// Opens (creating if needed) the database at `path` with default options.
+    ///
+    /// # Errors
+    /// As [`open_with`](Self::open_with).
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, SqliteStoreOptions::new()).await
+    }
+
+    /// Opens (creating if needed) the database at `path`.
+    ///
+    /// Creates missing parent directories and the file (mode 0600; an existing file and its
+    /// `-wal`/`-shm` companions are restricted to 0600 too), switches the database to WAL,
+    /// and creates the managed-input tables idempotently, adding any column a pre-existing
+    /// partial table lacks.
+    ///
+    /// # Errors
+    /// - `managed_input_invalid`: the path is a symlink or not a regular file; the clock does
+    ///   not return UTC timestamps ("clock must return timezone-aware UTC datetimes").
+    /// - `storage_error`: the file cannot be created or opened, or the schema cannot be
+    ///   created (SQLite's extended result code in the details).
+    pub async fn open_with(path: impl AsRef<Path>, options: SqliteStoreOptions) -> Result<Self> {
+        check_clock(options.get_clock().as_ref())?;
+        let path = prepare_database_file(path.as_ref())?;
+        let connect = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(options.get_synchronous())
+            .busy_timeout(options.get_busy_timeout())
+            .foreign_keys(true);
+        let pool = PoolOptions::<Sqlite>::new()
+            .max_connections(options.get_max_connections())
+            .min_connections(0)
+            .test_before_acquire(false)
+            .acquire_timeout(options.get_busy_timeout().max(std::time::Duration::from_secs(30)))
+            .connect_with(connect)
+            .await
+            .map_err(|e| {
+                storage("cannot open the managed-input database", e)
+                    .with_detail("path", path.display().to_string())
+            })?;
+        let store = Self::from_parts(pool, Arc::clone(options.get_clock()), path.clone());
+        store.ensure_schema().await?;
+        restrict_permissions(&path)?;
+        tracing::debug!(path = %path.display(), "opened managed-input store");
+        Ok(store)
+    }
+
+    /// A store on an existing pool (for example the execution store's), sharing its
+    /// connections and file. The managed-input tables are created lazily, on the first
+    /// operation, and that first operation also switches the file to WAL.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` if the clock does not return UTC timestamps.
+    pub fn from_pool(pool: SqlitePool, clock: Arc<dyn Clock>) -> Result<Self> {
+        check_clock(clock.as_ref())?;
+        let configured = pool.connect_options().get_filename().to_path_buf();
+        let path = std::fs::canonicalize(&configured).unwrap_or(configured);
+        Ok(Self::from_parts(pool, clock, path))
+    }
+
+    fn from_parts(pool: SqlitePool, clock: Arc<dyn Clock>, path: PathBuf) -> Self {
+        let gate = write_gate(&path);
+        Self {
+            inner: Arc::new(Inner {
+                pool,
+                clock,
+                gate,
+                schema: OnceCell::new(),
+                path,
+            }),
+        }
+    }
+
+    /// The database file this store writes.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The connection pool (shareable with other stores on the same file).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.inner.pool
+    }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
+    /// Creates the managed-input tables once per store object.
+    pub(crate) async fn ensure_schema(&self) -> Result<()> {
+        self.inner
+            .schema
+            .get_or_try_init(|| self.inner.initialize())
+            .await
+            .map(|_| ())
+    }
+}
+
+impl Inner {
+    async fn initialize(&self) -> Result<()> {
+        // journal_mode cannot change inside a transaction; it persists in the file.
+        sqlx::query("PRAGMA journal_mode=WAL")
+            .execute(&self.pool)
+            .await
+            .map_err(|e| storage("cannot switch the database to WAL", e))?;
+        let mut write = self.begin_write().await?;
+        let result = schema::initialize(&mut write.tx).await;
+        write.finish(result).await
+    }
+
+    /// "Now" from the store's clock, truncated to the stored microsecond precision.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` when the clock returns a non-UTC timestamp.
+    pub(crate) fn now(&self) -> Result<OffsetDateTime> {
+        let now = self.clock.now();
+        if now.offset() != UtcOffset::UTC {
+            return Err(non_utc_clock(now));
+        }
+        let micros = now.nanosecond() / 1_000 * 1_000;
+        now.replace_nanosecond(micros)
+            .map_err(|e| Error::managed_input_validation("clock returned an invalid time").with_source(e))
+    }
+
+    /// Queues behind this process's other writers on the file, then opens `BEGIN IMMEDIATE`.
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx> {
+        let slot = Arc::clone(&self.gate).lock_owned().await;
+        let tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| storage("cannot begin a managed-input write transaction", e))?;
+        Ok(WriteTx { tx, _slot: slot })
+    }
+}
+
+impl WriteTx {
+    /// Commits on success, rolls back on failure, and returns `result`.
+    pub(crate) async fn finish<T>(self, result: Result<T>) -> Result<T> {
+        match result {
+            Ok(value) => {
+                self.tx
+                    .commit()
+                    .await
+                    .map_err(|e| storage("cannot commit a managed-input write", e))?;
+                Ok(value)
+            }
+            Err(error) => {
+                if let Err(rollback) = self.tx.rollback().await {
+                    tracing::warn!(error = %rollback, "managed-input rollback failed");
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
+fn non_utc_clock(now: OffsetDateTime) -> Error {
+    Error::managed_input_validation("clock must return timezone-aware UTC datetimes")
+        .with_detail("offset", now.offset().to_string())
+}
+
+/// Refuses a clock whose current time is not UTC (the analogue of the original's
+/// "clock must return timezone-aware datetimes" check at construction).
+fn check_clock(clock: &dyn Clock) -> Result<()> {
+    let now = clock.now();
+    if now.offset() != UtcOffset::UTC {
+        return Err(non_utc_clock(now));
+    }
+    Ok(())
+}
