@@ -40,9 +40,7 @@ pub(crate) fn selection_json(source: &AgentSource) -> Result<Value> {
                 Some(text) => match parse_json("--arguments", text)? {
                     Value::Object(map) => map,
                     _ => {
-                        return Err(Error::model_validation(
-                            "--arguments must be a JSON object",
-                        ));
+                        return Err(Error::model_validation("--arguments must be a JSON object"));
                     }
                 },
             };
@@ -118,7 +116,11 @@ mod tests {
     fn script_file_and_agent_json_are_read() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("script.json");
-        std::fs::write(&path, r#"{"steps": [{"say": "hi"}, {"read": "shipping:x"}]}"#).unwrap();
+        std::fs::write(
+            &path,
+            r#"{"steps": [{"say": "hi"}, {"read": "shipping:x"}]}"#,
+        )
+        .unwrap();
         let value = selection_json(&AgentSource::Script(path)).unwrap();
         assert_eq!(value["script"]["steps"][0]["say"], "hi");
         let value = selection_json(&AgentSource::Agent(

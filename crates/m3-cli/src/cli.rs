@@ -92,7 +92,7 @@ pub(crate) enum HumanInputArg {
 }
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("agent").required(true).args(["call", "script", "agent"])))]
+#[command(group(ArgGroup::new("agent_source").required(true).args(["call", "script", "agent"])))]
 pub(crate) struct RunArgs {
     /// A stdio MCP server: NAME=COMMAND (COMMAND split like a shell splits words). Repeatable.
     #[arg(long = "server", value_name = "NAME=COMMAND")]
@@ -190,8 +190,17 @@ mod tests {
     #[test]
     fn run_needs_exactly_one_agent_and_respond_needs_responses() {
         let ok = Cli::try_parse_from([
-            "m3", "--json", "run", "--server", "shipping=m3 example-server shipping", "--call",
-            "shipping:book_shipment", "--arguments", "{}", "--human-input", "managed",
+            "m3",
+            "--json",
+            "run",
+            "--server",
+            "shipping=m3 example-server shipping",
+            "--call",
+            "shipping:book_shipment",
+            "--arguments",
+            "{}",
+            "--human-input",
+            "managed",
         ]);
         assert!(ok.is_ok());
         for bad in [
@@ -206,8 +215,18 @@ mod tests {
             assert!(Cli::try_parse_from(&bad).is_err(), "{bad:?}");
         }
         let cli = Cli::try_parse_from([
-            "m3", "respond", "e", "r", "--idempotency-key", "k", "--decline", "a", "--accept",
-            "b={}", "--db", "x.sqlite",
+            "m3",
+            "respond",
+            "e",
+            "r",
+            "--idempotency-key",
+            "k",
+            "--decline",
+            "a",
+            "--accept",
+            "b={}",
+            "--db",
+            "x.sqlite",
         ])
         .unwrap();
         assert_eq!(cli.db, PathBuf::from("x.sqlite"));

@@ -69,7 +69,10 @@ pub fn main() -> ExitCode {
         Err(error) => {
             return finish(
                 out,
-                Err(Failure::other("io_error", format!("cannot start the runtime: {error}"))),
+                Err(Failure::other(
+                    "io_error",
+                    format!("cannot start the runtime: {error}"),
+                )),
             );
         }
     };
@@ -117,11 +120,13 @@ fn usage_error(error: &clap::Error) -> ExitCode {
             | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
     ) {
         let _ = error.print();
-        return ExitCode::from(if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-            exit::USAGE
-        } else {
-            exit::SUCCESS
-        });
+        return ExitCode::from(
+            if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            },
+        );
     }
     let json = std::env::args().any(|arg| arg == "--json");
     let rendered = error.to_string();

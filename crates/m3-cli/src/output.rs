@@ -110,7 +110,10 @@ mod tests {
     fn tables_align_columns() {
         let text = table(
             &["ID", "STATUS"],
-            &[vec!["a".into(), "pending".into()], vec!["long-id".into(), "failed".into()]],
+            &[
+                vec!["a".into(), "pending".into()],
+                vec!["long-id".into(), "failed".into()],
+            ],
         );
         assert_eq!(text, "ID       STATUS\na        pending\nlong-id  failed");
     }

@@ -55,11 +55,19 @@ pub(crate) fn round(round: &PendingElicitationRound) -> String {
                         FieldKind::Boolean => "boolean".to_owned(),
                         FieldKind::Select { choices } => format!(
                             "one of {}",
-                            choices.iter().map(|c| c.value.as_str()).collect::<Vec<_>>().join("|")
+                            choices
+                                .iter()
+                                .map(|c| c.value.as_str())
+                                .collect::<Vec<_>>()
+                                .join("|")
                         ),
                         FieldKind::MultiSelect { choices, .. } => format!(
                             "any of {}",
-                            choices.iter().map(|c| c.value.as_str()).collect::<Vec<_>>().join("|")
+                            choices
+                                .iter()
+                                .map(|c| c.value.as_str())
+                                .collect::<Vec<_>>()
+                                .join("|")
                         ),
                         _ => "JSON".to_owned(),
                     };
@@ -120,7 +128,14 @@ pub(crate) fn result(result: &ExecutionResult) -> String {
 /// `m3 executions`: one row per execution.
 pub(crate) fn executions(rows: Vec<Vec<String>>) -> String {
     table(
-        &["EXECUTION", "LIFECYCLE", "OUTCOME", "HUMAN_INPUT", "CREATED_AT", "PENDING"],
+        &[
+            "EXECUTION",
+            "LIFECYCLE",
+            "OUTCOME",
+            "HUMAN_INPUT",
+            "CREATED_AT",
+            "PENDING",
+        ],
         &rows,
     )
 }
@@ -146,7 +161,14 @@ pub(crate) fn rounds(rounds: &[Value]) -> String {
         })
         .collect();
     table(
-        &["ROUND", "INDEX", "STATUS", "CREATED_AT", "FAILURE", "RESPONSES (redacted)"],
+        &[
+            "ROUND",
+            "INDEX",
+            "STATUS",
+            "CREATED_AT",
+            "FAILURE",
+            "RESPONSES (redacted)",
+        ],
         &rows,
     )
 }

@@ -61,7 +61,10 @@ pub(crate) fn parse_responses(args: &ResponseArgs) -> Result<ResponseMap> {
         let (key, content) = item.split_once('=').ok_or_else(|| {
             Error::model_validation(format!("--accept expects KEY=JSON, got '{item}'"))
         })?;
-        put(key, ElicitationResponse::accept(parse_content(key, content)?))?;
+        put(
+            key,
+            ElicitationResponse::accept(parse_content(key, content)?),
+        )?;
     }
     for key in &args.accept_url {
         put(key, ElicitationResponse::accept_url())?;

@@ -24,7 +24,9 @@ pub(crate) fn parse_servers(
         })?;
         let name = name.trim();
         if name.is_empty() {
-            return Err(Failure::usage(format!("--server '{item}': empty server name")));
+            return Err(Failure::usage(format!(
+                "--server '{item}': empty server name"
+            )));
         }
         if bound.iter().any(|server| server.name == name) {
             return Err(Failure::usage(format!(
@@ -32,7 +34,9 @@ pub(crate) fn parse_servers(
             )));
         }
         let words = shell_words::split(command).map_err(|error| {
-            Failure::usage(format!("--server {name}: cannot split the command: {error}"))
+            Failure::usage(format!(
+                "--server {name}: cannot split the command: {error}"
+            ))
         })?;
         let Some((program, args)) = words.split_first() else {
             return Err(Failure::usage(format!("--server {name}: empty command")));
@@ -118,8 +122,8 @@ mod tests {
             (&["a=x"], &[], &["b=/tmp"]),
         ];
         for (servers, envs, cwds) in cases {
-            let failure = parse_servers(&strings(servers), &strings(envs), &strings(cwds))
-                .unwrap_err();
+            let failure =
+                parse_servers(&strings(servers), &strings(envs), &strings(cwds)).unwrap_err();
             assert_eq!(failure.exit, 2, "{servers:?} {envs:?} {cwds:?}: {failure}");
         }
     }

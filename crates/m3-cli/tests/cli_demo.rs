@@ -19,7 +19,11 @@ fn the_demo_books_the_shipment_and_tells_each_step() {
         "finished: completed",
         "shipment booked.",
     ] {
-        assert!(done.stdout.contains(step), "missing {step:?} in:\n{}", done.stdout);
+        assert!(
+            done.stdout.contains(step),
+            "missing {step:?} in:\n{}",
+            done.stdout
+        );
     }
     // The store keeps the execution for later inspection.
     let executions = store.m3(&["--json", "executions"]).expect_code(0).json();

@@ -14,8 +14,20 @@ fn interactive_run(store: &Store) -> PtySession {
     command
         .arg("--db")
         .arg(store.db())
-        .args(["run", "--server", &shipping_server(""), "--call", "shipping:book_shipment"])
-        .args(["--arguments", r#"{"weight_kg": 2}"#, "--human-input", "managed", "--interactive"])
+        .args([
+            "run",
+            "--server",
+            &shipping_server(""),
+            "--call",
+            "shipping:book_shipment",
+        ])
+        .args([
+            "--arguments",
+            r#"{"weight_kg": 2}"#,
+            "--human-input",
+            "managed",
+            "--interactive",
+        ])
         .env_remove("M3_DB");
     spawn_command(command, Some(30_000)).unwrap()
 }
@@ -31,7 +43,8 @@ fn exit_code(session: &PtySession) -> i32 {
 fn a_person_fills_in_the_form_after_invalid_input() {
     let store = Store::new();
     let mut p = interactive_run(&store);
-    p.exp_string("[shipping_address] Enter the delivery address.").unwrap();
+    p.exp_string("[shipping_address] Enter the delivery address.")
+        .unwrap();
     p.exp_string("[d]ecline / [c]ancel [a]: ").unwrap();
     p.send_line("maybe").unwrap();
     p.exp_string("'maybe': answer a, d or c").unwrap();
@@ -60,7 +73,10 @@ fn a_person_declines_the_form() {
     assert!(rest.contains("declined"), "{rest}");
     assert!(!rest.contains("\"booked\""), "{rest}");
     let code = exit_code(&p);
-    let rounds = store.m3(&["--json", "rounds", &execution_of(&store)]).expect_code(0).json();
+    let rounds = store
+        .m3(&["--json", "rounds", &execution_of(&store)])
+        .expect_code(0)
+        .json();
     assert_eq!(rounds[0]["status"], "resolved", "exit {code}");
 }
 
@@ -68,7 +84,11 @@ fn a_person_declines_the_form() {
 fn the_demo_asks_the_person_when_interactive() {
     let store = Store::new();
     let mut command = Command::new(m3_bin());
-    command.arg("--db").arg(store.db()).args(["demo", "--interactive"]).env_remove("M3_DB");
+    command
+        .arg("--db")
+        .arg(store.db())
+        .args(["demo", "--interactive"])
+        .env_remove("M3_DB");
     let mut p = spawn_command(command, Some(30_000)).unwrap();
     p.exp_string("[d]ecline / [c]ancel [a]: ").unwrap();
     p.send_line("").unwrap();

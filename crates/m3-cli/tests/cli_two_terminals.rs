@@ -22,35 +22,76 @@ fn a_round_is_answered_from_another_process_with_validation_and_idempotency() {
     assert_eq!(schema["required"], json!(["street", "city"]));
 
     // Another process sees the same round (the seed's fields, no lease data).
-    let pending = store.m3(&["--json", "pending", &execution]).expect_code(0).json();
+    let pending = store
+        .m3(&["--json", "pending", &execution])
+        .expect_code(0)
+        .json();
     assert_eq!(pending[0]["round_id"], round_id.as_str());
     assert!(pending[0].get("lease").is_none());
     let all = store.m3(&["--json", "pending"]).expect_code(0).json();
     assert_eq!(all.as_array().unwrap().len(), 1);
     let human = store.m3(&["pending"]).expect_code(0);
-    assert!(human.stdout.contains("[shipping_address] form: Enter the delivery address."), "{}", human.stdout);
+    assert!(
+        human
+            .stdout
+            .contains("[shipping_address] form: Enter the delivery address."),
+        "{}",
+        human.stdout
+    );
 
     // Schema-invalid content: exit 3, and the round stays pending.
     let invalid = store
         .m3(&[
-            "--json", "respond", &execution, &round_id, "--idempotency-key", "k-invalid",
-            "--accept", r#"shipping_address={"street": 12}"#,
+            "--json",
+            "respond",
+            &execution,
+            &round_id,
+            "--idempotency-key",
+            "k-invalid",
+            "--accept",
+            r#"shipping_address={"street": 12}"#,
         ])
         .expect_code(3);
     assert_eq!(invalid.error_code(), "managed_input_invalid");
     // A wrong key set: exit 3 too, with the one-line human error.
     let wrong_keys = store
-        .m3(&["respond", &execution, &round_id, "--idempotency-key", "k-keys", "--decline", "other"])
+        .m3(&[
+            "respond",
+            &execution,
+            &round_id,
+            "--idempotency-key",
+            "k-keys",
+            "--decline",
+            "other",
+        ])
         .expect_code(3);
-    assert!(wrong_keys.stderr.starts_with("error[managed_input_invalid]: "), "{}", wrong_keys.stderr);
+    assert!(
+        wrong_keys
+            .stderr
+            .starts_with("error[managed_input_invalid]: "),
+        "{}",
+        wrong_keys.stderr
+    );
     assert_eq!(wrong_keys.stderr.trim().lines().count(), 1);
-    let still = store.m3(&["--json", "pending", &execution]).expect_code(0).json();
+    let still = store
+        .m3(&["--json", "pending", &execution])
+        .expect_code(0)
+        .json();
     assert_eq!(still[0]["round_id"], round_id.as_str());
 
     // Valid: exit 0; the same key and responses again: exit 0; same key, other responses: 4.
     let address = r#"shipping_address={"street": "1 Main Street", "city": "Pune"}"#;
     let respond = |key: &str, accept: &str| {
-        store.m3(&["--json", "respond", &execution, &round_id, "--idempotency-key", key, "--accept", accept])
+        store.m3(&[
+            "--json",
+            "respond",
+            &execution,
+            &round_id,
+            "--idempotency-key",
+            key,
+            "--accept",
+            accept,
+        ])
     };
     let ok = respond("address-1", address).expect_code(0).json();
     assert_eq!(ok["committed"], true);
@@ -64,27 +105,46 @@ fn a_round_is_answered_from_another_process_with_validation_and_idempotency() {
 
     // The worker delivers the response and the execution completes.
     let done = run.finish();
-    assert_eq!(done.code, 0, "stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
-    let result: serde_json::Value = serde_json::from_str(done.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        done.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout, done.stderr
+    );
+    let result: serde_json::Value =
+        serde_json::from_str(done.stdout.lines().last().unwrap()).unwrap();
     assert_eq!(result["snapshot"]["outcome"], "completed");
     assert!(result.to_string().contains("booked"), "{result}");
 
     // Afterwards: status, result, rounds (redacted), executions.
-    let status = store.m3(&["--json", "status", &execution]).expect_code(0).json();
+    let status = store
+        .m3(&["--json", "status", &execution])
+        .expect_code(0)
+        .json();
     assert_eq!(status["lifecycle"], "finished");
-    let result = store.m3(&["--json", "result", &execution]).expect_code(0).json();
+    let result = store
+        .m3(&["--json", "result", &execution])
+        .expect_code(0)
+        .json();
     assert_eq!(result["snapshot"]["outcome"], "completed");
     let rounds = store.m3(&["--json", "rounds", &execution]).expect_code(0);
     let rounds_text = rounds.stdout.clone();
-    assert!(!rounds_text.contains("1 Main Street"), "rounds must be redacted: {rounds_text}");
-    assert_eq!(rounds.json()[0]["status"], "resolved");
+    // Diagnostics: the redacted projection, never lease data.
+    assert!(!rounds_text.contains("lease_token"), "{rounds_text}");
+    let rounds = rounds.json();
+    assert_eq!(rounds[0]["status"], "resolved");
+    assert_eq!(
+        rounds[0]["redacted_responses"]["shipping_address"]["action"],
+        "accept"
+    );
+    assert_eq!(rounds[0]["response_idempotency_key"], "address-1");
     let executions = store.m3(&["--json", "executions"]).expect_code(0).json();
     assert_eq!(executions[0]["execution_id"], execution.as_str());
     let table = store.m3(&["executions"]).expect_code(0);
     assert!(table.stdout.starts_with("EXECUTION"), "{}", table.stdout);
     assert!(table.stdout.contains(&execution));
-    // A late answer to the resolved round is a state error.
-    respond("address-2", address).expect_code(5);
+    // Another key for the already answered round conflicts with the accepted response.
+    let late = respond("address-2", address).expect_code(4);
+    assert_eq!(late.error_code(), "managed_input_conflict");
 }
 
 #[test]
@@ -96,7 +156,16 @@ fn unknown_executions_and_rounds_exit_8() {
         vec!["--json", "result", "01JUNKNOWNEXECUTION0000000"],
         vec!["--json", "cancel", "01JUNKNOWNEXECUTION0000000"],
         vec!["--json", "rounds", "01JUNKNOWNEXECUTION0000000"],
-        vec!["--json", "respond", "01JUNKNOWNEXECUTION0000000", "r", "--idempotency-key", "k", "--decline", "a"],
+        vec![
+            "--json",
+            "respond",
+            "01JUNKNOWNEXECUTION0000000",
+            "r",
+            "--idempotency-key",
+            "k",
+            "--decline",
+            "a",
+        ],
     ] {
         let done = store.m3(&args).expect_code(8);
         let error: serde_json::Value = serde_json::from_str(done.stderr.trim()).unwrap();

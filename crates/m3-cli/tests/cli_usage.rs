@@ -9,12 +9,25 @@ use common::Store;
 fn usage_errors_exit_2_as_one_line_or_one_json_object() {
     let store = Store::new();
     let human = store.m3(&["run", "--bogus"]).expect_code(2);
-    assert!(human.stderr.starts_with("error[usage]: "), "{}", human.stderr);
-    assert_eq!(human.stderr.trim_end().lines().count(), 1, "{}", human.stderr);
+    assert!(
+        human.stderr.starts_with("error[usage]: "),
+        "{}",
+        human.stderr
+    );
+    assert_eq!(
+        human.stderr.trim_end().lines().count(),
+        1,
+        "{}",
+        human.stderr
+    );
     let json = store.m3(&["--json", "respond", "e", "r"]).expect_code(2);
     assert_eq!(json.error_code(), "usage");
-    store.m3(&["run", "--server", "noequals", "--call", "s:t"]).expect_code(2);
-    store.m3(&["run", "--call", "s:t", "--human-input", "sometimes"]).expect_code(2);
+    store
+        .m3(&["run", "--server", "noequals", "--call", "s:t"])
+        .expect_code(2);
+    store
+        .m3(&["run", "--call", "s:t", "--human-input", "sometimes"])
+        .expect_code(2);
     store.m3(&["--help"]).expect_code(0);
     store.m3(&["run", "--help"]).expect_code(0);
 }
@@ -23,18 +36,34 @@ fn usage_errors_exit_2_as_one_line_or_one_json_object() {
 fn invalid_arguments_exit_3() {
     let store = Store::new();
     let bad_json = store
-        .m3(&["--json", "respond", "e", "r", "--idempotency-key", "k", "--responses", "{"])
+        .m3(&[
+            "--json",
+            "respond",
+            "e",
+            "r",
+            "--idempotency-key",
+            "k",
+            "--responses",
+            "{",
+        ])
         .expect_code(3);
     assert_eq!(bad_json.error_code(), "invalid_argument");
-    store.m3(&["run", "--call", "shipping", "--human-input", "managed"]).expect_code(3);
-    store.m3(&["run", "--call", "s:t", "--tools", "no-colon"]).expect_code(3);
+    store
+        .m3(&["run", "--call", "shipping", "--human-input", "managed"])
+        .expect_code(3);
+    store
+        .m3(&["run", "--call", "s:t", "--tools", "no-colon"])
+        .expect_code(3);
     store.m3(&["--json", "schema", "NoSuchType"]).expect_code(3);
 }
 
 #[test]
 fn schema_prints_the_value_types() {
     let store = Store::new();
-    let one = store.m3(&["--json", "schema", "PendingElicitationRound"]).expect_code(0).json();
+    let one = store
+        .m3(&["--json", "schema", "PendingElicitationRound"])
+        .expect_code(0)
+        .json();
     assert!(one["properties"]["round_id"].is_object(), "{one}");
     let all = store.m3(&["--json", "schema"]).expect_code(0).json();
     assert!(all["ElicitationResponse"].is_object());

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use m3_kit::SubmitOptions;
-use m3_types::{ElicitationResponse, HumanInput, PendingElicitationRound, ResponseMap, StdioServer};
+use m3_types::{
+    ElicitationResponse, HumanInput, PendingElicitationRound, ResponseMap, StdioServer,
+};
 use serde_json::{Value, json};
 
 use crate::commands::inspect::open_kit;
@@ -31,7 +33,10 @@ fn sample_address(round: &PendingElicitationRound) -> ResponseMap {
 
 pub(crate) async fn run(out: Output, db: &Path, interactive: bool) -> Result<(), Failure> {
     let exe = std::env::current_exe().map_err(|error| {
-        Failure::other("io_error", format!("cannot find the m3 executable: {error}"))
+        Failure::other(
+            "io_error",
+            format!("cannot find the m3 executable: {error}"),
+        )
     })?;
     let server = StdioServer::new("shipping", exe.to_string_lossy())
         .with_args(["example-server", "shipping"]);

@@ -62,7 +62,11 @@ pub(crate) async fn status(out: Output, db: &Path, execution: &str) -> Result<()
     Ok(())
 }
 
-pub(crate) async fn pending(out: Output, db: &Path, execution: Option<&str>) -> Result<(), Failure> {
+pub(crate) async fn pending(
+    out: Output,
+    db: &Path,
+    execution: Option<&str>,
+) -> Result<(), Failure> {
     let kit = open_kit(db, true).await?;
     let mut rounds: Vec<PendingElicitationRound> = Vec::new();
     match execution {

@@ -41,7 +41,9 @@ pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Fai
     } else if let Some(agent) = args.agent {
         AgentSource::Agent(agent)
     } else {
-        return Err(Failure::usage("one of --call, --script or --agent is required"));
+        return Err(Failure::usage(
+            "one of --call, --script or --agent is required",
+        ));
     };
     let selection = parse_selection(&selection_json(&source)?)?;
     let tools = args
@@ -49,7 +51,12 @@ pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Fai
         .as_deref()
         .map(str::parse::<ToolSelection>)
         .transpose()?
-        .map(|selection| selection.iter().map(ToString::to_string).collect::<Vec<_>>());
+        .map(|selection| {
+            selection
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        });
     let human_input = match args.human_input {
         HumanInputArg::Fail => HumanInput::Fail,
         HumanInputArg::Managed => HumanInput::Managed,
@@ -140,7 +147,9 @@ pub(crate) async fn follow(
                     {
                         Ok(()) => {
                             if out.is_json() {
-                                out.json_line(&json!({"round_id": round.round_id, "committed": true}))?;
+                                out.json_line(
+                                    &json!({"round_id": round.round_id, "committed": true}),
+                                )?;
                             } else {
                                 out.say(format!("responses committed to round {}", round.round_id));
                             }
@@ -177,7 +186,11 @@ pub(crate) async fn follow(
     Ok(handle.result(None).await?)
 }
 
-fn show_round(out: Output, round: &PendingElicitationRound, answer: &Answer) -> Result<(), Failure> {
+fn show_round(
+    out: Output,
+    round: &PendingElicitationRound,
+    answer: &Answer,
+) -> Result<(), Failure> {
     if out.is_json() {
         return out.json_line(round);
     }

@@ -185,7 +185,10 @@ mod tests {
 
     #[test]
     fn text_lengths_and_formats_are_checked() {
-        let name = field(json!({"type": "string", "minLength": 2, "maxLength": 3}), true);
+        let name = field(
+            json!({"type": "string", "minLength": 2, "maxLength": 3}),
+            true,
+        );
         assert!(parse(&name, "a").is_err());
         assert!(parse(&name, "abcd").is_err());
         assert_eq!(parse(&name, "abc"), Ok(Parsed::Value(json!("abc"))));
@@ -204,7 +207,10 @@ mod tests {
 
     #[test]
     fn numbers_respect_type_and_bounds() {
-        let guests = field(json!({"type": "integer", "minimum": 1, "maximum": 12}), true);
+        let guests = field(
+            json!({"type": "integer", "minimum": 1, "maximum": 12}),
+            true,
+        );
         assert_eq!(parse(&guests, " 4 "), Ok(Parsed::Value(json!(4))));
         for bad in ["0", "13", "2.5", "four"] {
             assert!(parse(&guests, bad).is_err(), "{bad}");
@@ -232,14 +238,20 @@ mod tests {
         assert_eq!(parse(&hero, "wonder woman"), Ok(Parsed::Value(json!("h2"))));
         assert!(parse(&hero, "3").is_err());
 
-        let pet = field(json!({"type": "string", "enum": ["p1", "p2"], "enumNames": ["Cats", "Dogs"]}), true);
+        let pet = field(
+            json!({"type": "string", "enum": ["p1", "p2"], "enumNames": ["Cats", "Dogs"]}),
+            true,
+        );
         assert_eq!(parse(&pet, "Dogs"), Ok(Parsed::Value(json!("p2"))));
 
         let tools = field(
             json!({"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string", "enum": ["Guitar", "Piano", "Drums"]}}),
             true,
         );
-        assert_eq!(parse(&tools, "1, piano"), Ok(Parsed::Value(json!(["Guitar", "Piano"]))));
+        assert_eq!(
+            parse(&tools, "1, piano"),
+            Ok(Parsed::Value(json!(["Guitar", "Piano"])))
+        );
         assert_eq!(parse(&tools, "1,1"), Ok(Parsed::Value(json!(["Guitar"]))));
         assert!(parse(&tools, "1,2,3").is_err());
         assert!(parse(&tools, "Flute").is_err());
@@ -249,7 +261,10 @@ mod tests {
     #[test]
     fn fields_outside_the_subset_take_json() {
         let nested = field(json!({"type": "object"}), true);
-        assert_eq!(parse(&nested, r#"{"a": 1}"#), Ok(Parsed::Value(json!({"a": 1}))));
+        assert_eq!(
+            parse(&nested, r#"{"a": 1}"#),
+            Ok(Parsed::Value(json!({"a": 1})))
+        );
         assert!(parse(&nested, "{").is_err());
     }
 }

@@ -139,8 +139,7 @@ fn classify(property: &Map<String, Value>) -> FieldKind {
         Some("string") => {
             if let Some(choices) = titled(property.get("oneOf")) {
                 FieldKind::Select { choices }
-            } else if let Some(choices) =
-                untitled(property.get("enum"), property.get("enumNames"))
+            } else if let Some(choices) = untitled(property.get("enum"), property.get("enumNames"))
             {
                 FieldKind::Select { choices }
             } else {
@@ -233,7 +232,9 @@ mod tests {
                 max_length: Some(80)
             }
         );
-        assert!(matches!(by_name("email").kind, FieldKind::Text { format: Some(ref f), .. } if f == "email"));
+        assert!(
+            matches!(by_name("email").kind, FieldKind::Text { format: Some(ref f), .. } if f == "email")
+        );
         assert_eq!(
             by_name("age").kind,
             FieldKind::Number {
@@ -264,7 +265,9 @@ mod tests {
                 max_items: Some(2)
             }
         );
-        assert!(matches!(by_name("fish").kind, FieldKind::MultiSelect { ref choices, .. } if choices[0] == choice("f1", "Tuna")));
+        assert!(
+            matches!(by_name("fish").kind, FieldKind::MultiSelect { ref choices, .. } if choices[0] == choice("f1", "Tuna"))
+        );
         assert_eq!(
             by_name("pet").kind,
             FieldKind::Select {

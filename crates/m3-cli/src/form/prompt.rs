@@ -212,12 +212,16 @@ fn response_for(action: ElicitationAction) -> ElicitationResponse {
 /// `  Label (required, integer 1..12) [default: 4]: `
 fn prompt_line(field: &Field) -> String {
     let mut hints: Vec<String> = Vec::new();
-    hints.push(if field.required { "required" } else { "optional" }.to_owned());
+    hints.push(
+        if field.required {
+            "required"
+        } else {
+            "optional"
+        }
+        .to_owned(),
+    );
     hints.push(match &field.kind {
-        FieldKind::Text { format, .. } => format
-            .as_deref()
-            .map_or("text", format_hint)
-            .to_owned(),
+        FieldKind::Text { format, .. } => format.as_deref().map_or("text", format_hint).to_owned(),
         FieldKind::Number {
             integer,
             minimum,
@@ -233,7 +237,9 @@ fn prompt_line(field: &Field) -> String {
         }
         FieldKind::Boolean => "y/n".to_owned(),
         FieldKind::Select { .. } => "choose one: number or value".to_owned(),
-        FieldKind::MultiSelect { .. } => "choose any: numbers or values, comma-separated".to_owned(),
+        FieldKind::MultiSelect { .. } => {
+            "choose any: numbers or values, comma-separated".to_owned()
+        }
         FieldKind::Json => "JSON".to_owned(),
     });
     let mut line = format!("  {} ({})", field.label(), hints.join(", "));

@@ -51,13 +51,22 @@ fn required_fields_are_asked_again_until_given() {
 
 #[test]
 fn decline_and_cancel_are_always_offered() {
-    assert_eq!(run("d\n", &address().into()).0.action, ElicitationAction::Decline);
-    assert_eq!(run("cancel\n", &address().into()).0.action, ElicitationAction::Cancel);
+    assert_eq!(
+        run("d\n", &address().into()).0.action,
+        ElicitationAction::Decline
+    );
+    assert_eq!(
+        run("cancel\n", &address().into()).0.action,
+        ElicitationAction::Cancel
+    );
     assert_eq!(
         run("a\nPune\n:decline\n", &address().into()).0.action,
         ElicitationAction::Decline
     );
-    assert_eq!(run("a\n:cancel\n", &address().into()).0.action, ElicitationAction::Cancel);
+    assert_eq!(
+        run("a\n:cancel\n", &address().into()).0.action,
+        ElicitationAction::Cancel
+    );
     let (response, output) = run("x\nd\n", &address().into());
     assert_eq!(response.action, ElicitationAction::Decline);
     assert!(output.contains("'x': answer a, d or c"));
@@ -66,8 +75,14 @@ fn decline_and_cancel_are_always_offered() {
 
 #[test]
 fn end_of_input_cancels() {
-    assert_eq!(run("", &address().into()).0.action, ElicitationAction::Cancel);
-    assert_eq!(run("a\nPune\n", &address().into()).0.action, ElicitationAction::Cancel);
+    assert_eq!(
+        run("", &address().into()).0.action,
+        ElicitationAction::Cancel
+    );
+    assert_eq!(
+        run("a\nPune\n", &address().into()).0.action,
+        ElicitationAction::Cancel
+    );
 }
 
 #[test]
@@ -78,29 +93,45 @@ fn defaults_enums_and_bounds_are_offered_and_enforced() {
         "note": {"type": "string"},
         "vip": {"type": "boolean", "default": false}
     }});
-    let request = FormElicitationRequest::new("booking", "Book.", schema.as_object().cloned().unwrap());
+    let request =
+        FormElicitationRequest::new("booking", "Book.", schema.as_object().cloned().unwrap());
     // guests: 40 (too many) then default; hero: 3 (no such option) then 2; note: skipped; vip: y
     let (response, output) = run("a\n40\n\n3\n2\n\ny\n", &request.into());
     assert_eq!(
         Value::Object(response.content.unwrap()),
         json!({"guests": 2, "hero": "h2", "vip": true})
     );
-    assert!(output.contains("guests (required, integer 1..12) [default: 2]: "), "{output}");
+    assert!(
+        output.contains("guests (required, integer 1..12) [default: 2]: "),
+        "{output}"
+    );
     assert!(output.contains("2) Wonder Woman [h2]"), "{output}");
-    assert!(output.contains("! enter a number of at most 12"), "{output}");
-    assert!(output.contains("! '3' is not one of the options"), "{output}");
-    assert!(output.contains("vip (optional, y/n) [default: false]"), "{output}");
+    assert!(
+        output.contains("! enter a number of at most 12"),
+        "{output}"
+    );
+    assert!(
+        output.contains("! '3' is not one of the options"),
+        "{output}"
+    );
+    assert!(
+        output.contains("vip (optional, y/n) [default: false]"),
+        "{output}"
+    );
 }
 
 #[test]
 fn a_refused_form_is_asked_again() {
     let mut output = Vec::new();
     let mut refusals = 1;
-    let response = Prompter::new("a\nPune\nx\na\nPune\n1 Main Street\n".as_bytes(), &mut output)
+    let response = Prompter::new("a\nPune\nx\nPune\n1 Main Street\n".as_bytes(), &mut output)
         .ask_form(&address(), |content| {
             if refusals > 0 {
                 refusals -= 1;
-                Err(format!("street '{}' is too short", content["street"].as_str().unwrap()))
+                Err(format!(
+                    "street '{}' is too short",
+                    content["street"].as_str().unwrap()
+                ))
             } else {
                 Ok(())
             }
@@ -122,7 +153,10 @@ fn a_url_request_shows_the_url_and_asks_for_consent() {
     assert_eq!(response, ElicitationResponse::accept_url());
     assert!(output.contains("URL: https://verify.example/start?session=abc&step=2"));
     assert!(output.contains("does not open this URL"));
-    assert_eq!(run("d\n", &request.into()).0.action, ElicitationAction::Decline);
+    assert_eq!(
+        run("d\n", &request.into()).0.action,
+        ElicitationAction::Decline
+    );
 }
 
 #[test]
@@ -130,7 +164,8 @@ fn a_round_is_answered_request_by_request_with_its_schema_checked() {
     let schema = json!({"type": "object", "required": ["email"], "properties": {
         "email": {"type": "string", "format": "email", "maxLength": 40}
     }});
-    let contact = FormElicitationRequest::new("contact", "Contact?", schema.as_object().cloned().unwrap());
+    let contact =
+        FormElicitationRequest::new("contact", "Contact?", schema.as_object().cloned().unwrap());
     let verify = UrlElicitationRequest::new("verify", "Verify.", "https://verify.example/x");
     let requests = PendingElicitationRound::request_map([contact.into(), verify.into()]).unwrap();
     let round = PendingElicitationRound::new(
@@ -145,9 +180,15 @@ fn a_round_is_answered_request_by_request_with_its_schema_checked() {
     )
     .unwrap();
     let mut output = Vec::new();
-    let mut prompter = Prompter::new("a\nnot-an-email\nada@example.com\nc\n".as_bytes(), &mut output);
+    let mut prompter = Prompter::new(
+        "a\nnot-an-email\nada@example.com\nc\n".as_bytes(),
+        &mut output,
+    );
     let responses = answer_round(&mut prompter, &round).unwrap();
-    assert_eq!(responses["contact"].content.as_ref().unwrap()["email"], "ada@example.com");
+    assert_eq!(
+        responses["contact"].content.as_ref().unwrap()["email"],
+        "ada@example.com"
+    );
     assert_eq!(responses["verify"], ElicitationResponse::cancel());
     validate_responses(&round, &responses).unwrap();
 }

@@ -1,5 +1,11 @@
 //! Driving the built `m3` binary as a subprocess.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -96,7 +102,11 @@ impl From<Output> for Done {
 impl Done {
     /// Asserts the exit code, printing both streams when it differs.
     pub fn expect_code(self, code: i32) -> Self {
-        assert_eq!(self.code, code, "exit code\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, code,
+            "exit code\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
         self
     }
 
@@ -180,7 +190,10 @@ impl Drop for Running {
 
 /// `--server shipping=<m3> example-server shipping [EXTRA...]`.
 pub fn shipping_server(extra: &str) -> String {
-    format!("shipping={} example-server shipping {extra}", shell_quote(m3_bin()))
+    format!(
+        "shipping={} example-server shipping {extra}",
+        shell_quote(m3_bin())
+    )
 }
 
 fn shell_quote(path: &str) -> String {
