@@ -1,0 +1,234 @@
+//! The command line of `m3` (CLI.md), as clap definitions.
+
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use m3_fixtures::{Era, Fault};
+
+/// m3: run agent executions with managed elicitation input, see what they wait for, answer
+/// them from another terminal, read the results.
+#[derive(Debug, Parser)]
+#[command(name = "m3", version, color = clap::ColorChoice::Never)]
+pub(crate) struct Cli {
+    /// The SQLite execution store (opening it runs recovery).
+    #[arg(long, global = true, env = "M3_DB", default_value = "./m3.sqlite")]
+    pub(crate) db: PathBuf,
+    /// Machine output: one JSON document on stdout; failures as one JSON object on stderr.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// The seed's scenario end to end: book a shipment through a managed input round.
+    Demo {
+        /// Answer the round in this terminal (a form rendered from the requested schema).
+        #[arg(long)]
+        interactive: bool,
+    },
+    /// Run one agent execution in the foreground (this process is its worker).
+    Run(RunArgs),
+    /// List executions.
+    Executions,
+    /// Show the snapshot of one execution.
+    Status {
+        /// Execution id.
+        execution: String,
+    },
+    /// Show pending rounds of one execution, or of all executions.
+    Pending {
+        /// Execution id (omitted: every execution).
+        execution: Option<String>,
+    },
+    /// Commit responses to a pending round.
+    Respond(RespondArgs),
+    /// Wait for the terminal result of an execution.
+    Result {
+        /// Execution id.
+        execution: String,
+        /// Wait at most this many seconds (exit 7 on timeout; the execution keeps running).
+        #[arg(long, value_parser = parse_seconds)]
+        timeout: Option<f64>,
+    },
+    /// Request cancellation of an execution.
+    Cancel {
+        /// Execution id.
+        execution: String,
+    },
+    /// Run recovery and show what it terminalized.
+    Recover,
+    /// Show every round of an execution (diagnostics, redacted responses).
+    Rounds {
+        /// Execution id.
+        execution: String,
+    },
+    /// Run a bundled example MCP server on stdin/stdout.
+    ExampleServer {
+        /// The server: `shipping`.
+        name: String,
+        /// The protocol era to serve: auto, 2026-07-28 or legacy.
+        #[arg(long, default_value = "auto")]
+        era: Era,
+        /// Misbehave on tools/call: crash-mid-call, garbage, oversized, endless-rounds, hang.
+        #[arg(long)]
+        fault: Option<Fault>,
+    },
+    /// Print the JSON Schema of a public value type (without NAME: all of them).
+    Schema {
+        /// Type name, e.g. PendingElicitationRound.
+        name: Option<String>,
+    },
+}
+
+/// `--human-input`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum HumanInputArg {
+    /// Elicitation requests fail the operation.
+    Fail,
+    /// Rounds are stored and answered through `m3 respond` (or `--interactive`).
+    Managed,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("agent_source").required(true).args(["call", "script", "agent"])))]
+pub(crate) struct RunArgs {
+    /// A stdio MCP server: NAME=COMMAND (COMMAND split like a shell splits words). Repeatable.
+    #[arg(long = "server", value_name = "NAME=COMMAND")]
+    pub(crate) servers: Vec<String>,
+    /// An environment variable for a server: NAME:KEY=VALUE. Repeatable.
+    #[arg(long = "server-env", value_name = "NAME:KEY=VALUE")]
+    pub(crate) server_env: Vec<String>,
+    /// The working directory of a server: NAME=DIR. Repeatable.
+    #[arg(long = "server-cwd", value_name = "NAME=DIR")]
+    pub(crate) server_cwd: Vec<String>,
+    /// A one-step scripted agent calling SERVER:TOOL.
+    #[arg(long, value_name = "SERVER:TOOL")]
+    pub(crate) call: Option<String>,
+    /// The arguments of --call (a JSON object).
+    #[arg(long, value_name = "JSON", requires = "call")]
+    pub(crate) arguments: Option<String>,
+    /// A scripted agent from a JSON file: {"steps": [...]}.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) script: Option<PathBuf>,
+    /// A full agent selection (JSON), e.g. {"harness": "codex", "models": ["..."]}.
+    #[arg(long, value_name = "JSON")]
+    pub(crate) agent: Option<String>,
+    /// The prompt given to the agent.
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) prompt: Option<String>,
+    /// The tools the agent may call: SERVER:TOOL[,...] (omitted: all; empty: none).
+    #[arg(long, value_name = "SERVER:TOOL,...")]
+    pub(crate) tools: Option<String>,
+    /// How elicitation requests are handled.
+    #[arg(long, value_enum, default_value = "fail")]
+    pub(crate) human_input: HumanInputArg,
+    /// At most this many input rounds per operation.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) round_limit: u32,
+    /// The execution deadline in seconds.
+    #[arg(long, default_value = "180", value_parser = parse_seconds)]
+    pub(crate) timeout: f64,
+    /// The worker lease in seconds: after a crash, recovery may terminalize the execution
+    /// once it expires.
+    #[arg(long, default_value = "30", value_parser = parse_seconds)]
+    pub(crate) lease: f64,
+    /// Answer rounds in this terminal.
+    #[arg(long)]
+    pub(crate) interactive: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("given").required(true).multiple(true)
+    .args(["responses", "accept", "accept_url", "decline", "cancel"])))]
+pub(crate) struct RespondArgs {
+    /// Execution id.
+    pub(crate) execution: String,
+    /// Round id.
+    pub(crate) round: String,
+    /// The idempotency key: the same key with the same responses succeeds again.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) idempotency_key: String,
+    /// All responses: {"KEY": {"action": ..., "content": ..., "meta": ...}, ...}.
+    #[arg(long, value_name = "JSON")]
+    pub(crate) responses: Option<String>,
+    /// Accept a form request with content: KEY=JSON. Repeatable.
+    #[arg(long, value_name = "KEY=JSON")]
+    pub(crate) accept: Vec<String>,
+    /// Accept (consent to) a URL request. Repeatable.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) accept_url: Vec<String>,
+    /// Decline a request. Repeatable.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) decline: Vec<String>,
+    /// Cancel a request. Repeatable.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) cancel: Vec<String>,
+}
+
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds >= 0.0 && seconds <= 31_536_000.0 => {
+            Ok(seconds)
+        }
+        _ => Err(format!("'{text}' is not a number of seconds")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_needs_exactly_one_agent_and_respond_needs_responses() {
+        let ok = Cli::try_parse_from([
+            "m3",
+            "--json",
+            "run",
+            "--server",
+            "shipping=m3 example-server shipping",
+            "--call",
+            "shipping:book_shipment",
+            "--arguments",
+            "{}",
+            "--human-input",
+            "managed",
+        ]);
+        assert!(ok.is_ok());
+        for bad in [
+            vec!["m3", "run", "--server", "s=x"],
+            vec!["m3", "run", "--call", "s:t", "--agent", "{}"],
+            vec!["m3", "run", "--call", "s:t", "--human-input", "maybe"],
+            vec!["m3", "run", "--call", "s:t", "--timeout", "soon"],
+            vec!["m3", "respond", "e", "r", "--idempotency-key", "k"],
+            vec!["m3", "respond", "e", "r", "--decline", "a"],
+            vec!["m3", "status"],
+        ] {
+            assert!(Cli::try_parse_from(&bad).is_err(), "{bad:?}");
+        }
+        let cli = Cli::try_parse_from([
+            "m3",
+            "respond",
+            "e",
+            "r",
+            "--idempotency-key",
+            "k",
+            "--decline",
+            "a",
+            "--accept",
+            "b={}",
+            "--db",
+            "x.sqlite",
+        ])
+        .unwrap();
+        assert_eq!(cli.db, PathBuf::from("x.sqlite"));
+    }
+}

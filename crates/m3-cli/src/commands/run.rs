@@ -1,0 +1,233 @@
+//! `m3 run`: one agent execution in the foreground. This process is its worker: it prints the
+//! execution id, each pending round as it appears (answering it in the terminal with
+//! `--interactive`), then the result.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use m3_kit::{AgentSelection, AsyncExecutionHandle, SubmitOptions};
+use m3_types::{
+    ExecutionOutcome, ExecutionResult, HumanInput, PendingElicitationRound, ResponseMap,
+    ToolSelection,
+};
+use serde_json::json;
+
+use crate::agent::{AgentSource, selection_json};
+use crate::cli::{HumanInputArg, RunArgs};
+use crate::commands::inspect::open_kit;
+use crate::failure::Failure;
+use crate::form::{Prompter, answer_round};
+use crate::output::Output;
+use crate::progress::Ticker;
+use crate::render;
+use crate::servers::parse_servers;
+
+/// How often the foreground loop looks for a new round or the end of the execution.
+const POLL: Duration = Duration::from_millis(20);
+
+/// The prompt given to a scripted agent when `--prompt` is omitted.
+const DEFAULT_PROMPT: &str = "Run the script.";
+
+pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Failure> {
+    let servers = parse_servers(&args.servers, &args.server_env, &args.server_cwd)?;
+    let source = if let Some(target) = args.call {
+        AgentSource::Call {
+            target,
+            arguments: args.arguments,
+        }
+    } else if let Some(path) = args.script {
+        AgentSource::Script(path)
+    } else if let Some(agent) = args.agent {
+        AgentSource::Agent(agent)
+    } else {
+        return Err(Failure::usage(
+            "one of --call, --script or --agent is required",
+        ));
+    };
+    let selection = parse_selection(&selection_json(&source)?)?;
+    let tools = args
+        .tools
+        .as_deref()
+        .map(str::parse::<ToolSelection>)
+        .transpose()?
+        .map(|selection| {
+            selection
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        });
+    let human_input = match args.human_input {
+        HumanInputArg::Fail => HumanInput::Fail,
+        HumanInputArg::Managed => HumanInput::Managed,
+    };
+    let lease = Duration::from_secs_f64(args.lease.max(0.1));
+    let mut options = SubmitOptions::new()
+        .servers(servers)
+        .human_input(human_input)
+        .elicitation_round_limit(args.round_limit)
+        .timeout(Duration::from_secs_f64(args.timeout))
+        .lease(lease)
+        .renew_every(lease / 3);
+    if let Some(tools) = tools {
+        options = options.tools(tools);
+    }
+    let prompt = args.prompt.unwrap_or_else(|| DEFAULT_PROMPT.to_owned());
+
+    let kit = open_kit(db, true).await?;
+    let outcome = async {
+        let agent = kit
+            .agents([selection])?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Failure::other("internal", "the kit returned no agent"))?;
+        let handle = agent.submit(prompt, options).await?;
+        if out.is_json() {
+            out.json_line(&json!({"execution_id": handle.execution_id()}))?;
+        } else {
+            out.say(format!("execution {}", handle.execution_id()));
+        }
+        let answer = if args.interactive {
+            Answer::Terminal
+        } else {
+            Answer::AnyProcess
+        };
+        let result = follow(out, &handle, answer).await?;
+        print_result(out, &result)?;
+        Ok::<_, Failure>(result)
+    }
+    .await;
+    kit.close().await?;
+    finished(&outcome?)
+}
+
+pub(crate) fn parse_selection(value: &serde_json::Value) -> Result<AgentSelection, Failure> {
+    serde_json::from_value(value.clone())
+        .map_err(|error| Failure::invalid(format!("invalid agent selection: {error}")))
+}
+
+/// Who answers the rounds of a followed execution.
+#[derive(Debug, Clone)]
+pub(crate) enum Answer {
+    /// A person in this terminal (`--interactive`).
+    Terminal,
+    /// Any process, through `m3 respond`: this one only waits.
+    AnyProcess,
+    /// This process, with fixed responses built per round (the demo's sample address).
+    Fixed(fn(&PendingElicitationRound) -> ResponseMap),
+}
+
+/// Prints each new pending round, answers it as `answer` says, and returns the final result.
+/// Ctrl-C requests cancellation of the execution and keeps following it to its end.
+pub(crate) async fn follow(
+    out: Output,
+    handle: &AsyncExecutionHandle,
+    answer: Answer,
+) -> Result<ExecutionResult, Failure> {
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut ticker = Ticker::start(out.shows_progress(), "running");
+    let mut interrupted = false;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        if let Some(round) = handle.pending_elicitation().await? {
+            if seen.insert(round.round_id.clone()) {
+                ticker.stop();
+                show_round(out, &round, &answer)?;
+                let answered = match &answer {
+                    Answer::AnyProcess => None,
+                    Answer::Terminal => Some(ask_terminal(&round).await?),
+                    Answer::Fixed(build) => Some(build(&round)),
+                };
+                if let Some(responses) = answered {
+                    let key = format!("m3-run-{}", round.round_id);
+                    match handle
+                        .respond_elicitation(&round.round_id, responses, &key)
+                        .await
+                    {
+                        Ok(()) => {
+                            if out.is_json() {
+                                out.json_line(
+                                    &json!({"round_id": round.round_id, "committed": true}),
+                                )?;
+                            } else {
+                                out.say(format!("responses committed to round {}", round.round_id));
+                            }
+                        }
+                        Err(error) => {
+                            let failure = Failure::from(error);
+                            out.fail(&failure);
+                            if failure.exit == crate::failure::exit::INVALID {
+                                // Still pending: ask again.
+                                seen.remove(&round.round_id);
+                            }
+                        }
+                    }
+                    ticker = Ticker::start(out.shows_progress(), "running");
+                } else {
+                    ticker = Ticker::start(out.shows_progress(), "waiting for a response");
+                }
+            }
+        }
+        if handle.snapshot().await?.lifecycle.is_terminal() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = &mut ctrl_c, if !interrupted => {
+                interrupted = true;
+                ticker.stop();
+                out.say("interrupted: cancelling the execution");
+                handle.cancel().await?;
+            }
+        }
+    }
+    ticker.stop();
+    Ok(handle.result(None).await?)
+}
+
+fn show_round(
+    out: Output,
+    round: &PendingElicitationRound,
+    answer: &Answer,
+) -> Result<(), Failure> {
+    if out.is_json() {
+        return out.json_line(round);
+    }
+    out.say(render::round(round));
+    if matches!(answer, Answer::AnyProcess) {
+        out.say(format!("  {}", render::respond_hint(round)));
+    }
+    Ok(())
+}
+
+/// Asks the person at this terminal (prompts on stderr, answers from stdin).
+async fn ask_terminal(round: &PendingElicitationRound) -> Result<ResponseMap, Failure> {
+    let round = round.clone();
+    tokio::task::spawn_blocking(move || {
+        let stdin = std::io::stdin();
+        let mut prompter = Prompter::new(stdin.lock(), std::io::stderr());
+        answer_round(&mut prompter, &round)
+    })
+    .await
+    .map_err(|error| Failure::other("internal", format!("the prompt failed: {error}")))?
+    .map_err(|error| Failure::other("io_error", format!("cannot read the answer: {error}")))
+}
+
+pub(crate) fn print_result(out: Output, result: &ExecutionResult) -> Result<(), Failure> {
+    if out.is_json() {
+        out.json_line(result)
+    } else {
+        out.say(render::result(result));
+        Ok(())
+    }
+}
+
+/// Exit 0 for `completed`, else the "finished but not completed" failure (exit 9).
+pub(crate) fn finished(result: &ExecutionResult) -> Result<(), Failure> {
+    if result.snapshot.outcome == Some(ExecutionOutcome::Completed) {
+        Ok(())
+    } else {
+        Err(Failure::not_completed(result))
+    }
+}

@@ -1,0 +1,203 @@
+//! What went wrong, its stable code, and the exit code of CLI.md's table.
+
+use std::fmt;
+
+use m3_types::{Error, ExecutionResult};
+use serde_json::{Map, Value, json};
+
+/// Exit codes of CLI.md ("Exit codes").
+pub(crate) mod exit {
+    /// Success.
+    pub(crate) const SUCCESS: u8 = 0;
+    /// Anything not listed below.
+    pub(crate) const OTHER: u8 = 1;
+    /// Command-line usage.
+    pub(crate) const USAGE: u8 = 2;
+    /// `invalid_argument` or `managed_input_invalid`.
+    pub(crate) const INVALID: u8 = 3;
+    /// `managed_input_conflict`.
+    pub(crate) const CONFLICT: u8 = 4;
+    /// `managed_input_state`.
+    pub(crate) const STATE: u8 = 5;
+    /// `managed_input_recovery_unavailable`.
+    pub(crate) const RECOVERY_UNAVAILABLE: u8 = 6;
+    /// `timeout`.
+    pub(crate) const TIMEOUT: u8 = 7;
+    /// Unknown execution or round.
+    pub(crate) const NOT_FOUND: u8 = 8;
+    /// The execution finished but not `completed`.
+    pub(crate) const NOT_COMPLETED: u8 = 9;
+}
+
+/// The stable code of a command-line usage error.
+pub(crate) const USAGE_CODE: &str = "usage";
+/// The stable code of "the execution finished but not `completed`".
+pub(crate) const NOT_COMPLETED_CODE: &str = "execution_not_completed";
+
+/// A failure of one `m3` command: stable code, one-line message, details, exit code.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Failure {
+    pub(crate) code: String,
+    pub(crate) message: String,
+    pub(crate) details: Map<String, Value>,
+    pub(crate) exit: u8,
+}
+
+impl Failure {
+    /// A usage error (exit 2).
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Self {
+            code: USAGE_CODE.to_owned(),
+            message: message.into(),
+            details: Map::new(),
+            exit: exit::USAGE,
+        }
+    }
+
+    /// An `invalid_argument` error (exit 3) found by the command line itself.
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::from(Error::model_validation(message))
+    }
+
+    /// Anything else (exit 1), with its own code.
+    pub(crate) fn other(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+            details: Map::new(),
+            exit: exit::OTHER,
+        }
+    }
+
+    /// The execution finished with an outcome other than `completed` (exit 9).
+    pub(crate) fn not_completed(result: &ExecutionResult) -> Self {
+        let snapshot = &result.snapshot;
+        let outcome = snapshot
+            .outcome
+            .map_or("unknown", |outcome| outcome.as_str());
+        let mut message = format!(
+            "execution {} finished with outcome {outcome}",
+            snapshot.execution_id
+        );
+        let mut details = Map::new();
+        details.insert("execution_id".into(), json!(snapshot.execution_id));
+        details.insert("outcome".into(), json!(outcome));
+        if let Some(error) = &result.error {
+            message.push_str(&format!(": {}: {}", error.code, error.message));
+            if let Some(Value::String(reason)) = error.details.get("reason") {
+                message.push_str(&format!(" (reason: {reason})"));
+            }
+            details.insert(
+                "error".into(),
+                serde_json::to_value(error).unwrap_or(Value::Null),
+            );
+        }
+        Self {
+            code: NOT_COMPLETED_CODE.to_owned(),
+            message,
+            details,
+            exit: exit::NOT_COMPLETED,
+        }
+    }
+
+    /// The one-line rendering for people: `error[CODE]: message`.
+    pub(crate) fn human_line(&self) -> String {
+        let message = self.message.replace('\n', " ");
+        format!("error[{}]: {message}", self.code)
+    }
+
+    /// The JSON rendering: `{"error": {"code", "message", "details"}}`.
+    pub(crate) fn json(&self) -> Value {
+        json!({"error": {"code": self.code, "message": self.message, "details": self.details}})
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.human_line())
+    }
+}
+
+/// Whether a kit error means "unknown execution or round" (detail `not_found: true`).
+pub(crate) fn is_not_found(error: &Error) -> bool {
+    error.details().get("not_found") == Some(&Value::Bool(true))
+}
+
+/// The exit code of CLI.md's table for a kit error.
+pub(crate) fn exit_code(error: &Error) -> u8 {
+    if is_not_found(error) {
+        return exit::NOT_FOUND;
+    }
+    match error.code() {
+        "invalid_argument" | "managed_input_invalid" => exit::INVALID,
+        "managed_input_conflict" => exit::CONFLICT,
+        "managed_input_state" => exit::STATE,
+        "managed_input_recovery_unavailable" => exit::RECOVERY_UNAVAILABLE,
+        "timeout" => exit::TIMEOUT,
+        _ => exit::OTHER,
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        let mut message = error.message().to_owned();
+        if let Some(cause) = error.cause() {
+            let cause = cause.to_string();
+            if !cause.is_empty() && !message.contains(&cause) {
+                message.push_str(": ");
+                message.push_str(&cause);
+            }
+        }
+        Self {
+            code: error.code().to_owned(),
+            message,
+            details: error.details().clone(),
+            exit: exit_code(&error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_code_maps_to_the_table() {
+        let cases = [
+            (Error::model_validation("x"), 3),
+            (Error::managed_input_validation("x"), 3),
+            (Error::managed_input_conflict("x"), 4),
+            (Error::managed_input_state("x"), 5),
+            (Error::managed_input_recovery("x"), 6),
+            (Error::timeout("x"), 7),
+            (
+                Error::managed_input_validation("execution 'x' does not exist")
+                    .with_detail("not_found", true),
+                8,
+            ),
+            (Error::storage("x"), 1),
+            (Error::protocol("x"), 1),
+            (Error::cancelled("x"), 1),
+        ];
+        for (error, code) in cases {
+            assert_eq!(exit_code(&error), code, "{}", error.code());
+            assert_eq!(Failure::from(error).exit, code);
+        }
+    }
+
+    #[test]
+    fn renders_one_line_and_one_json_object() {
+        let failure = Failure::from(
+            Error::managed_input_conflict("idempotency key reused\nwith other responses")
+                .with_detail("round_id", "r1"),
+        );
+        assert_eq!(
+            failure.human_line(),
+            "error[managed_input_conflict]: idempotency key reused with other responses"
+        );
+        let json = failure.json();
+        assert_eq!(json["error"]["code"], "managed_input_conflict");
+        assert_eq!(json["error"]["details"]["round_id"], "r1");
+        assert_eq!(Failure::usage("x").exit, 2);
+    }
+}

@@ -1,0 +1,254 @@
+//! The line-based prompter: asks one request at a time on any `BufRead` + `Write` pair.
+
+use std::io::{self, BufRead, Write};
+
+use m3_types::{
+    ElicitationAction, ElicitationRequest, ElicitationResponse, FormElicitationRequest,
+    UrlElicitationRequest,
+};
+use serde_json::{Map, Value};
+
+use super::answer::{Parsed, format_hint, parse};
+use super::field::{Field, FieldKind, fields};
+
+/// Typed at any field prompt: decline the request.
+pub const DECLINE_WORD: &str = ":decline";
+/// Typed at any field prompt: cancel the request.
+pub const CANCEL_WORD: &str = ":cancel";
+
+/// Asks a person for elicitation responses with plain line prompts.
+///
+/// Every prompt is one line written to `output`; every answer is one line read from `input`.
+/// Decline and cancel are always offered. The end of input cancels the request (the person
+/// dismissed it). The prompter never opens or fetches a URL.
+///
+/// ```
+/// use m3_cli::form::Prompter;
+/// use m3_types::{ElicitationAction, FormElicitationRequest};
+/// use serde_json::json;
+///
+/// let schema = json!({"type": "object", "required": ["city"],
+///                     "properties": {"city": {"type": "string"}}});
+/// let request = FormElicitationRequest::new(
+///     "address", "Where to?", schema.as_object().cloned().unwrap_or_default());
+/// let mut output = Vec::new();
+/// let mut prompter = Prompter::new("a\n\nPune\n".as_bytes(), &mut output);
+/// let response = prompter.ask_form(&request, |_| Ok(()))?;
+/// assert_eq!(response.action, ElicitationAction::Accept);
+/// assert_eq!(response.content.unwrap()["city"], "Pune");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Prompter<R, W> {
+    input: R,
+    output: W,
+}
+
+/// What a field prompt produced.
+enum Step {
+    Answer(Parsed),
+    Action(ElicitationAction),
+}
+
+impl<R: BufRead, W: Write> Prompter<R, W> {
+    /// A prompter reading answers from `input` and writing prompts to `output`.
+    pub fn new(input: R, output: W) -> Self {
+        Self { input, output }
+    }
+
+    /// Asks `request` (form or URL) and returns the person's response.
+    ///
+    /// `check` sees a complete form content before it is returned; an `Err(message)` is shown
+    /// and the form is asked again (the CLI passes the round's own schema validation).
+    ///
+    /// # Errors
+    /// Only I/O errors of `input` or `output`.
+    pub fn ask(
+        &mut self,
+        request: &ElicitationRequest,
+        check: impl FnMut(&Map<String, Value>) -> Result<(), String>,
+    ) -> io::Result<ElicitationResponse> {
+        match request {
+            ElicitationRequest::Form(form) => self.ask_form(form, check),
+            ElicitationRequest::Url(url) => self.ask_url(url),
+        }
+    }
+
+    /// Asks a form request: first the action, then (on accept) each field.
+    ///
+    /// # Errors
+    /// Only I/O errors.
+    pub fn ask_form(
+        &mut self,
+        request: &FormElicitationRequest,
+        mut check: impl FnMut(&Map<String, Value>) -> Result<(), String>,
+    ) -> io::Result<ElicitationResponse> {
+        let fields = fields(&request.requested_schema);
+        writeln!(self.output, "[{}] {}", request.request_key, request.message)?;
+        match self.choose_action("Answer this form?", "fill in the form")? {
+            ElicitationAction::Accept => {}
+            other => return Ok(response_for(other)),
+        }
+        writeln!(
+            self.output,
+            "  (empty line: default or skip; {DECLINE_WORD} or {CANCEL_WORD} at any prompt)"
+        )?;
+        loop {
+            let mut content = Map::new();
+            for field in &fields {
+                match self.ask_field(field)? {
+                    Step::Answer(Parsed::Value(value)) => {
+                        content.insert(field.name.clone(), value);
+                    }
+                    Step::Answer(Parsed::Omit) => {}
+                    Step::Action(action) => return Ok(response_for(action)),
+                }
+            }
+            match check(&content) {
+                Ok(()) => return Ok(ElicitationResponse::accept(content)),
+                Err(message) => {
+                    writeln!(self.output, "  ! {message}")?;
+                    writeln!(self.output, "  Please fill in the form again.")?;
+                }
+            }
+        }
+    }
+
+    /// Asks a URL request: shows the full URL and asks for consent. Never opens the URL.
+    ///
+    /// # Errors
+    /// Only I/O errors.
+    pub fn ask_url(&mut self, request: &UrlElicitationRequest) -> io::Result<ElicitationResponse> {
+        writeln!(self.output, "[{}] {}", request.request_key, request.message)?;
+        writeln!(self.output, "  URL: {}", request.url)?;
+        writeln!(
+            self.output,
+            "  m3 does not open this URL; open it yourself only if you trust it."
+        )?;
+        let action = self.choose_action("Consent to this URL?", "consent")?;
+        Ok(response_for(action))
+    }
+
+    fn choose_action(&mut self, question: &str, accept: &str) -> io::Result<ElicitationAction> {
+        loop {
+            write!(
+                self.output,
+                "{question} [a]ccept ({accept}) / [d]ecline / [c]ancel [a]: "
+            )?;
+            self.output.flush()?;
+            let Some(line) = self.read_line()? else {
+                return Ok(ElicitationAction::Cancel);
+            };
+            match line.trim().to_ascii_lowercase().as_str() {
+                "" | "a" | "accept" => return Ok(ElicitationAction::Accept),
+                "d" | "decline" => return Ok(ElicitationAction::Decline),
+                "c" | "cancel" => return Ok(ElicitationAction::Cancel),
+                other => writeln!(self.output, "  ! '{other}': answer a, d or c")?,
+            }
+        }
+    }
+
+    fn ask_field(&mut self, field: &Field) -> io::Result<Step> {
+        if let Some(description) = &field.description {
+            writeln!(self.output, "  {description}")?;
+        }
+        if let FieldKind::Select { choices } | FieldKind::MultiSelect { choices, .. } = &field.kind
+        {
+            for (index, choice) in choices.iter().enumerate() {
+                if choice.title == choice.value {
+                    writeln!(self.output, "    {}) {}", index + 1, choice.title)?;
+                } else {
+                    writeln!(
+                        self.output,
+                        "    {}) {} [{}]",
+                        index + 1,
+                        choice.title,
+                        choice.value
+                    )?;
+                }
+            }
+        }
+        let prompt = prompt_line(field);
+        loop {
+            write!(self.output, "{prompt}")?;
+            self.output.flush()?;
+            let Some(line) = self.read_line()? else {
+                return Ok(Step::Action(ElicitationAction::Cancel));
+            };
+            match line.trim() {
+                DECLINE_WORD => return Ok(Step::Action(ElicitationAction::Decline)),
+                CANCEL_WORD => return Ok(Step::Action(ElicitationAction::Cancel)),
+                _ => {}
+            }
+            match parse(field, &line) {
+                Ok(parsed) => return Ok(Step::Answer(parsed)),
+                Err(message) => writeln!(self.output, "  ! {message}")?,
+            }
+        }
+    }
+
+    /// One line without its line ending; `None` at the end of input.
+    fn read_line(&mut self) -> io::Result<Option<String>> {
+        let mut line = String::new();
+        if self.input.read_line(&mut line)? == 0 {
+            writeln!(self.output)?;
+            return Ok(None);
+        }
+        while line.ends_with(['\n', '\r']) {
+            line.pop();
+        }
+        Ok(Some(line))
+    }
+}
+
+fn response_for(action: ElicitationAction) -> ElicitationResponse {
+    match action {
+        ElicitationAction::Decline => ElicitationResponse::decline(),
+        ElicitationAction::Cancel => ElicitationResponse::cancel(),
+        _ => ElicitationResponse::accept_url(),
+    }
+}
+
+/// `  Label (required, integer 1..12) [default: 4]: `
+fn prompt_line(field: &Field) -> String {
+    let mut hints: Vec<String> = Vec::new();
+    hints.push(
+        if field.required {
+            "required"
+        } else {
+            "optional"
+        }
+        .to_owned(),
+    );
+    hints.push(match &field.kind {
+        FieldKind::Text { format, .. } => format.as_deref().map_or("text", format_hint).to_owned(),
+        FieldKind::Number {
+            integer,
+            minimum,
+            maximum,
+        } => {
+            let kind = if *integer { "integer" } else { "number" };
+            match (minimum, maximum) {
+                (Some(min), Some(max)) => format!("{kind} {min}..{max}"),
+                (Some(min), None) => format!("{kind} >= {min}"),
+                (None, Some(max)) => format!("{kind} <= {max}"),
+                (None, None) => kind.to_owned(),
+            }
+        }
+        FieldKind::Boolean => "y/n".to_owned(),
+        FieldKind::Select { .. } => "choose one: number or value".to_owned(),
+        FieldKind::MultiSelect { .. } => {
+            "choose any: numbers or values, comma-separated".to_owned()
+        }
+        FieldKind::Json => "JSON".to_owned(),
+    });
+    let mut line = format!("  {} ({})", field.label(), hints.join(", "));
+    if let Some(default) = &field.default {
+        match default {
+            Value::String(text) => line.push_str(&format!(" [default: {text}]")),
+            other => line.push_str(&format!(" [default: {other}]")),
+        }
+    }
+    line.push_str(": ");
+    line
+}

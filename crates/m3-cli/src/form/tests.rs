@@ -1,0 +1,194 @@
+//! Driving the prompter with byte buffers.
+
+use m3_types::{
+    ElicitationAction, ElicitationRequest, FormElicitationRequest, OperationKind,
+    PendingElicitationRound, UrlElicitationRequest,
+};
+use serde_json::{Value, json};
+
+use super::*;
+
+fn address() -> FormElicitationRequest {
+    let schema = json!({"type": "object", "required": ["street", "city"], "properties": {
+        "street": {"type": "string", "title": "Street"},
+        "city": {"type": "string", "title": "City"}
+    }});
+    FormElicitationRequest::new(
+        "shipping_address",
+        "Enter the delivery address.",
+        schema.as_object().cloned().unwrap(),
+    )
+}
+
+fn run(input: &str, request: &ElicitationRequest) -> (ElicitationResponse, String) {
+    let mut output = Vec::new();
+    let response = Prompter::new(input.as_bytes(), &mut output)
+        .ask(request, |_| Ok(()))
+        .unwrap();
+    (response, String::from_utf8(output).unwrap())
+}
+
+#[test]
+fn accept_fills_every_field() {
+    // Properties come in key order: city, then street.
+    let (response, output) = run("\nPune\n1 Main Street\n", &address().into());
+    assert_eq!(response.action, ElicitationAction::Accept);
+    assert_eq!(
+        Value::Object(response.content.unwrap()),
+        json!({"street": "1 Main Street", "city": "Pune"})
+    );
+    assert!(output.contains("[shipping_address] Enter the delivery address."));
+    assert!(output.contains("[d]ecline / [c]ancel"), "{output}");
+    assert!(output.contains("City (required, text): "), "{output}");
+}
+
+#[test]
+fn required_fields_are_asked_again_until_given() {
+    let (response, output) = run("a\n\nPune\n1 Main Street\n", &address().into());
+    assert_eq!(response.content.unwrap()["city"], "Pune");
+    assert!(output.contains("! City is required"), "{output}");
+}
+
+#[test]
+fn decline_and_cancel_are_always_offered() {
+    assert_eq!(
+        run("d\n", &address().into()).0.action,
+        ElicitationAction::Decline
+    );
+    assert_eq!(
+        run("cancel\n", &address().into()).0.action,
+        ElicitationAction::Cancel
+    );
+    assert_eq!(
+        run("a\nPune\n:decline\n", &address().into()).0.action,
+        ElicitationAction::Decline
+    );
+    assert_eq!(
+        run("a\n:cancel\n", &address().into()).0.action,
+        ElicitationAction::Cancel
+    );
+    let (response, output) = run("x\nd\n", &address().into());
+    assert_eq!(response.action, ElicitationAction::Decline);
+    assert!(output.contains("'x': answer a, d or c"));
+    assert_eq!(response.content, None);
+}
+
+#[test]
+fn end_of_input_cancels() {
+    assert_eq!(
+        run("", &address().into()).0.action,
+        ElicitationAction::Cancel
+    );
+    assert_eq!(
+        run("a\nPune\n", &address().into()).0.action,
+        ElicitationAction::Cancel
+    );
+}
+
+#[test]
+fn defaults_enums_and_bounds_are_offered_and_enforced() {
+    let schema = json!({"type": "object", "required": ["guests", "hero"], "properties": {
+        "guests": {"type": "integer", "minimum": 1, "maximum": 12, "default": 2},
+        "hero": {"type": "string", "oneOf": [{"const": "h1", "title": "Superman"}, {"const": "h2", "title": "Wonder Woman"}]},
+        "note": {"type": "string"},
+        "vip": {"type": "boolean", "default": false}
+    }});
+    let request =
+        FormElicitationRequest::new("booking", "Book.", schema.as_object().cloned().unwrap());
+    // guests: 40 (too many) then default; hero: 3 (no such option) then 2; note: skipped; vip: y
+    let (response, output) = run("a\n40\n\n3\n2\n\ny\n", &request.into());
+    assert_eq!(
+        Value::Object(response.content.unwrap()),
+        json!({"guests": 2, "hero": "h2", "vip": true})
+    );
+    assert!(
+        output.contains("guests (required, integer 1..12) [default: 2]: "),
+        "{output}"
+    );
+    assert!(output.contains("2) Wonder Woman [h2]"), "{output}");
+    assert!(
+        output.contains("! enter a number of at most 12"),
+        "{output}"
+    );
+    assert!(
+        output.contains("! '3' is not one of the options"),
+        "{output}"
+    );
+    assert!(
+        output.contains("vip (optional, y/n) [default: false]"),
+        "{output}"
+    );
+}
+
+#[test]
+fn a_refused_form_is_asked_again() {
+    let mut output = Vec::new();
+    let mut refusals = 1;
+    let response = Prompter::new("a\nPune\nx\nPune\n1 Main Street\n".as_bytes(), &mut output)
+        .ask_form(&address(), |content| {
+            if refusals > 0 {
+                refusals -= 1;
+                Err(format!(
+                    "street '{}' is too short",
+                    content["street"].as_str().unwrap()
+                ))
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap();
+    let output = String::from_utf8(output).unwrap();
+    assert!(output.contains("! street 'x' is too short"), "{output}");
+    assert_eq!(response.content.unwrap()["street"], "1 Main Street");
+}
+
+#[test]
+fn a_url_request_shows_the_url_and_asks_for_consent() {
+    let request = UrlElicitationRequest::new(
+        "verify",
+        "Verify the recipient.",
+        "https://verify.example/start?session=abc&step=2",
+    );
+    let (response, output) = run("\n", &request.clone().into());
+    assert_eq!(response, ElicitationResponse::accept_url());
+    assert!(output.contains("URL: https://verify.example/start?session=abc&step=2"));
+    assert!(output.contains("does not open this URL"));
+    assert_eq!(
+        run("d\n", &request.into()).0.action,
+        ElicitationAction::Decline
+    );
+}
+
+#[test]
+fn a_round_is_answered_request_by_request_with_its_schema_checked() {
+    let schema = json!({"type": "object", "required": ["email"], "properties": {
+        "email": {"type": "string", "format": "email", "maxLength": 40}
+    }});
+    let contact =
+        FormElicitationRequest::new("contact", "Contact?", schema.as_object().cloned().unwrap());
+    let verify = UrlElicitationRequest::new("verify", "Verify.", "https://verify.example/x");
+    let requests = PendingElicitationRound::request_map([contact.into(), verify.into()]).unwrap();
+    let round = PendingElicitationRound::new(
+        "round-1",
+        "exec-1",
+        "op-1",
+        "shipping",
+        OperationKind::Tool,
+        "book_verified_shipment",
+        requests,
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    let mut output = Vec::new();
+    let mut prompter = Prompter::new(
+        "a\nnot-an-email\nada@example.com\nc\n".as_bytes(),
+        &mut output,
+    );
+    let responses = answer_round(&mut prompter, &round).unwrap();
+    assert_eq!(
+        responses["contact"].content.as_ref().unwrap()["email"],
+        "ada@example.com"
+    );
+    assert_eq!(responses["verify"], ElicitationResponse::cancel());
+    validate_responses(&round, &responses).unwrap();
+}

@@ -1,0 +1,142 @@
+//! The `m3` command line: run an agent execution with managed elicitation input, see what it
+//! waits for, answer it from another terminal, read the result.
+//!
+//! Everything the binary does goes through the public API of `m3-kit`; this crate adds no
+//! behaviour of its own beyond parsing arguments, rendering output, mapping error codes to exit
+//! codes, and asking a person in a terminal. The contract (commands, flags, JSON shapes, exit
+//! codes) is `docs/cli.md`.
+//!
+//! # Concepts
+//!
+//! - [`form`]: the terminal form renderer used by `m3 run --interactive` and
+//!   `m3 demo --interactive`: plain line prompts on any `BufRead` + `Write`, rendered from a
+//!   request's schema, with decline and cancel always offered and URL requests shown, never
+//!   opened.
+//! - [`main`]: the whole command line (the `m3` binary only calls it).
+//!
+//! # Feature flags
+//!
+//! None.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![deny(unused_must_use)]
+
+mod agent;
+mod cli;
+mod commands;
+mod failure;
+pub mod form;
+mod output;
+mod progress;
+mod render;
+mod responses;
+mod servers;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::failure::{Failure, exit};
+use crate::output::Output;
+
+/// Runs the `m3` command line with the process arguments and returns its exit code.
+///
+/// Exit codes are CLI.md's table: 0 success, 2 usage, 3 `invalid_argument` /
+/// `managed_input_invalid`, 4 conflict, 5 state, 6 recovery unavailable, 7 timeout,
+/// 8 not found, 9 execution finished but not `completed`, 1 anything else.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(&error),
+    };
+    let out = Output::new(cli.json);
+    let db = cli.db;
+    let command = match cli.command {
+        Command::ExampleServer { name, era, fault } => {
+            return commands::example_server::run(&name, era, fault);
+        }
+        Command::Schema { name } => {
+            return finish(out, commands::schema::run(out, name.as_deref()));
+        }
+        command => command,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            return finish(
+                out,
+                Err(Failure::other(
+                    "io_error",
+                    format!("cannot start the runtime: {error}"),
+                )),
+            );
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match command {
+            Command::Demo { interactive } => commands::demo::run(out, &db, interactive).await,
+            Command::Run(args) => commands::run::run(out, &db, args).await,
+            Command::Executions => commands::inspect::executions(out, &db).await,
+            Command::Status { execution } => commands::inspect::status(out, &db, &execution).await,
+            Command::Pending { execution } => {
+                commands::inspect::pending(out, &db, execution.as_deref()).await
+            }
+            Command::Respond(args) => commands::respond::run(out, &db, args).await,
+            Command::Result { execution, timeout } => {
+                commands::inspect::result(out, &db, &execution, timeout).await
+            }
+            Command::Cancel { execution } => commands::inspect::cancel(out, &db, &execution).await,
+            Command::Recover => commands::inspect::recover(out, &db).await,
+            Command::Rounds { execution } => commands::inspect::rounds(out, &db, &execution).await,
+            Command::ExampleServer { .. } | Command::Schema { .. } => Ok(()),
+        }
+    });
+    // Do not wait for blocking reads (an unanswered terminal prompt) at exit.
+    runtime.shutdown_background();
+    finish(out, outcome)
+}
+
+fn finish(out: Output, outcome: Result<(), Failure>) -> ExitCode {
+    match outcome {
+        Ok(()) => ExitCode::from(exit::SUCCESS),
+        Err(failure) => {
+            out.fail(&failure);
+            ExitCode::from(failure.exit)
+        }
+    }
+}
+
+/// Help and version go to stdout with exit 0; anything else is a usage error (exit 2).
+fn usage_error(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = error.print();
+        return ExitCode::from(
+            if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            },
+        );
+    }
+    let json = std::env::args().any(|arg| arg == "--json");
+    let rendered = error.to_string();
+    let message = rendered
+        .lines()
+        .next()
+        .unwrap_or("invalid command line")
+        .trim_start_matches("error: ")
+        .to_owned();
+    let failure = Failure::usage(message);
+    Output::new(json).fail(&failure);
+    ExitCode::from(exit::USAGE)
+}

@@ -1,0 +1,203 @@
+//! Text for people: executions, snapshots, rounds, results.
+
+use m3_types::{
+    ElicitationRequest, ExecutionResult, ExecutionState, PendingElicitationRound, timestamp,
+};
+use serde_json::Value;
+
+use crate::form::{FieldKind, fields};
+use crate::output::{compact, table};
+
+/// `m3 status`: one snapshot.
+pub(crate) fn snapshot(state: &ExecutionState) -> String {
+    let mut lines = vec![
+        format!("execution    {}", state.execution_id),
+        format!("lifecycle    {}", state.lifecycle),
+        format!(
+            "outcome      {}",
+            state.outcome.map_or("-", |outcome| outcome.as_str())
+        ),
+        format!("created_at   {}", timestamp::format(state.created_at)),
+    ];
+    if let Some(finished) = state.finished_at {
+        lines.push(format!("finished_at  {}", timestamp::format(finished)));
+    }
+    lines.push(format!("tool_calls   {}", state.tool_call_count));
+    lines.join("\n")
+}
+
+/// One pending round: where it comes from and what each request asks.
+pub(crate) fn round(round: &PendingElicitationRound) -> String {
+    let mut lines = vec![format!(
+        "round {} of execution {}: {} {} {} asks ({} request{})",
+        round.round_id,
+        round.execution_id,
+        round.server,
+        round.operation_kind,
+        round.operation_name,
+        round.requests.len(),
+        if round.requests.len() == 1 { "" } else { "s" }
+    )];
+    if let Some(deadline) = round.deadline {
+        lines.push(format!("  deadline {}", timestamp::format(deadline)));
+    }
+    for (key, request) in &round.requests {
+        match request {
+            ElicitationRequest::Form(form) => {
+                lines.push(format!("  [{key}] form: {}", form.message));
+                for field in fields(&form.requested_schema) {
+                    let kind = match &field.kind {
+                        FieldKind::Text { format, .. } => {
+                            format.clone().unwrap_or_else(|| "string".to_owned())
+                        }
+                        FieldKind::Number { integer: true, .. } => "integer".to_owned(),
+                        FieldKind::Number { .. } => "number".to_owned(),
+                        FieldKind::Boolean => "boolean".to_owned(),
+                        FieldKind::Select { choices } => format!(
+                            "one of {}",
+                            choices
+                                .iter()
+                                .map(|c| c.value.as_str())
+                                .collect::<Vec<_>>()
+                                .join("|")
+                        ),
+                        FieldKind::MultiSelect { choices, .. } => format!(
+                            "any of {}",
+                            choices
+                                .iter()
+                                .map(|c| c.value.as_str())
+                                .collect::<Vec<_>>()
+                                .join("|")
+                        ),
+                        _ => "JSON".to_owned(),
+                    };
+                    let required = if field.required { ", required" } else { "" };
+                    lines.push(format!("      {}: {kind}{required}", field.name));
+                }
+            }
+            ElicitationRequest::Url(url) => {
+                lines.push(format!("  [{key}] url: {}", url.message));
+                lines.push(format!("      {}", url.url));
+            }
+        }
+    }
+    lines.join("\n")
+}
+
+/// The `m3 respond` command line that answers `round` (a hint for people).
+pub(crate) fn respond_hint(round: &PendingElicitationRound) -> String {
+    let mut hint = format!(
+        "answer from any terminal: m3 respond {} {} --idempotency-key KEY",
+        round.execution_id, round.round_id
+    );
+    for (key, request) in &round.requests {
+        match request {
+            ElicitationRequest::Form(_) => hint.push_str(&format!(" --accept '{key}={{...}}'")),
+            ElicitationRequest::Url(_) => hint.push_str(&format!(" --accept-url {key}")),
+        }
+    }
+    hint
+}
+
+/// A terminal result.
+pub(crate) fn result(result: &ExecutionResult) -> String {
+    let state = &result.snapshot;
+    let mut lines = vec![format!(
+        "execution {} finished: {}",
+        state.execution_id,
+        state.outcome.map_or("-", |outcome| outcome.as_str())
+    )];
+    if let Some(direct) = &result.direct_result {
+        lines.push(format!("  result: {}", summary(direct)));
+    }
+    for turn in &result.turns {
+        lines.push(format!("  turn: {}", summary(turn)));
+    }
+    if let Some(error) = &result.error {
+        lines.push(format!("  error: {}: {}", error.code, error.message));
+        if !error.details.is_empty() {
+            lines.push(format!(
+                "  details: {}",
+                compact(&Value::Object(error.details.clone()))
+            ));
+        }
+    }
+    lines.join("\n")
+}
+
+/// `m3 executions`: one row per execution.
+pub(crate) fn executions(rows: Vec<Vec<String>>) -> String {
+    table(
+        &[
+            "EXECUTION",
+            "LIFECYCLE",
+            "OUTCOME",
+            "HUMAN_INPUT",
+            "CREATED_AT",
+            "PENDING",
+        ],
+        &rows,
+    )
+}
+
+/// `m3 rounds`: one row per round, from the diagnostics' JSON.
+pub(crate) fn rounds(rounds: &[Value]) -> String {
+    let cell = |round: &Value, key: &str| match round.get(key) {
+        None | Some(Value::Null) => "-".to_owned(),
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => compact(other),
+    };
+    let rows: Vec<Vec<String>> = rounds
+        .iter()
+        .map(|round| {
+            vec![
+                cell(round, "round_id"),
+                cell(round, "round_index"),
+                cell(round, "status"),
+                cell(round, "created_at"),
+                cell(round, "failure_code"),
+                cell(round, "responses"),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "ROUND",
+            "INDEX",
+            "STATUS",
+            "CREATED_AT",
+            "FAILURE",
+            "RESPONSES (redacted)",
+        ],
+        &rows,
+    )
+}
+
+/// A value shortened to one line.
+fn summary(value: &Value) -> String {
+    let text = compact(value);
+    if text.chars().count() > 300 {
+        let cut: String = text.chars().take(300).collect();
+        format!("{cut}...")
+    } else {
+        text
+    }
+}
+
+/// Whether a value contains an object with `"status": "booked"` (the shipping server's
+/// structured result).
+pub(crate) fn contains_booking(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => {
+            map.get("status") == Some(&Value::String("booked".to_owned()))
+                || map.values().any(contains_booking)
+        }
+        Value::Array(items) => items.iter().any(contains_booking),
+        Value::String(text) => {
+            // Structured content may travel as JSON text inside a tool result.
+            text.contains("\"booked\"")
+                && serde_json::from_str::<Value>(text).is_ok_and(|v| contains_booking(&v))
+        }
+        _ => false,
+    }
+}

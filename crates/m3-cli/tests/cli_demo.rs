@@ -1,0 +1,31 @@
+//! `m3 demo` on a fresh store.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::Store;
+
+#[test]
+fn the_demo_books_the_shipment_and_tells_each_step() {
+    let store = Store::new();
+    let done = store.m3(&["demo"]).expect_code(0);
+    for step in [
+        "1. submitted execution",
+        "2. waiting for the server to ask for input",
+        "[shipping_address] form: Enter the delivery address.",
+        "responses committed to round",
+        "3. round",
+        "is resolved",
+        "finished: completed",
+        "shipment booked.",
+    ] {
+        assert!(
+            done.stdout.contains(step),
+            "missing {step:?} in:\n{}",
+            done.stdout
+        );
+    }
+    // The store keeps the execution for later inspection.
+    let executions = store.m3(&["--json", "executions"]).expect_code(0).json();
+    assert_eq!(executions[0]["outcome"], "completed");
+}

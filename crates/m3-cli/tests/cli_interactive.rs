@@ -1,0 +1,107 @@
+//! `m3 run --interactive` and `m3 demo --interactive` driven through a pseudo-terminal.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::process::Command;
+
+use common::{Store, m3_bin, shipping_server};
+use nix::sys::wait::WaitStatus;
+use rexpect::session::{PtySession, spawn_command};
+
+fn interactive_run(store: &Store) -> PtySession {
+    let mut command = Command::new(m3_bin());
+    command
+        .arg("--db")
+        .arg(store.db())
+        .args([
+            "run",
+            "--server",
+            &shipping_server(""),
+            "--call",
+            "shipping:book_shipment",
+        ])
+        .args([
+            "--arguments",
+            r#"{"weight_kg": 2}"#,
+            "--human-input",
+            "managed",
+            "--interactive",
+        ])
+        .env_remove("M3_DB");
+    spawn_command(command, Some(30_000)).unwrap()
+}
+
+fn exit_code(session: &PtySession) -> i32 {
+    match session.process().wait().unwrap() {
+        WaitStatus::Exited(_, code) => code,
+        other => panic!("m3 did not exit normally: {other:?}"),
+    }
+}
+
+#[test]
+fn a_person_fills_in_the_form_after_invalid_input() {
+    let store = Store::new();
+    let mut p = interactive_run(&store);
+    p.exp_string("[shipping_address] Enter the delivery address.")
+        .unwrap();
+    p.exp_string("[d]ecline / [c]ancel [a]: ").unwrap();
+    p.send_line("maybe").unwrap();
+    p.exp_string("'maybe': answer a, d or c").unwrap();
+    p.send_line("a").unwrap();
+    p.exp_string("city (required, text): ").unwrap();
+    p.send_line("").unwrap();
+    p.exp_string("! city is required").unwrap();
+    p.exp_string("city (required, text): ").unwrap();
+    p.send_line("Pune").unwrap();
+    p.exp_string("street (required, text): ").unwrap();
+    p.send_line("1 Main Street").unwrap();
+    p.exp_string("responses committed").unwrap();
+    p.exp_string("finished: completed").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(exit_code(&p), 0);
+}
+
+#[test]
+fn a_person_declines_the_form() {
+    let store = Store::new();
+    let mut p = interactive_run(&store);
+    p.exp_string("[d]ecline / [c]ancel [a]: ").unwrap();
+    p.send_line("d").unwrap();
+    p.exp_string("responses committed").unwrap();
+    let rest = p.exp_eof().unwrap();
+    assert!(rest.contains("declined"), "{rest}");
+    assert!(!rest.contains("\"booked\""), "{rest}");
+    let code = exit_code(&p);
+    let rounds = store
+        .m3(&["--json", "rounds", &execution_of(&store)])
+        .expect_code(0)
+        .json();
+    assert_eq!(rounds[0]["status"], "resolved", "exit {code}");
+}
+
+#[test]
+fn the_demo_asks_the_person_when_interactive() {
+    let store = Store::new();
+    let mut command = Command::new(m3_bin());
+    command
+        .arg("--db")
+        .arg(store.db())
+        .args(["demo", "--interactive"])
+        .env_remove("M3_DB");
+    let mut p = spawn_command(command, Some(30_000)).unwrap();
+    p.exp_string("[d]ecline / [c]ancel [a]: ").unwrap();
+    p.send_line("").unwrap();
+    p.exp_string("city (required, text): ").unwrap();
+    p.send_line("Pune").unwrap();
+    p.exp_string("street (required, text): ").unwrap();
+    p.send_line("1 Main Street").unwrap();
+    p.exp_string("shipment booked.").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(exit_code(&p), 0);
+}
+
+fn execution_of(store: &Store) -> String {
+    let executions = store.m3(&["--json", "executions"]).expect_code(0).json();
+    executions[0]["execution_id"].as_str().unwrap().to_owned()
+}

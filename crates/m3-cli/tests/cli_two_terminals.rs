@@ -1,0 +1,176 @@
+//! The two-terminal flow: `m3 run --human-input managed` in one process, `m3 pending` and
+//! `m3 respond` from others.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{Store, managed_run, refs, shipping_server};
+use serde_json::json;
+
+#[test]
+fn a_round_is_answered_from_another_process_with_validation_and_idempotency() {
+    let store = Store::new();
+    let mut run = store.spawn(&refs(&managed_run(&shipping_server(""), "book_shipment")));
+    let first = run.next_json();
+    let execution = first["execution_id"].as_str().unwrap().to_owned();
+    let round = run.next_json();
+    assert_eq!(round["execution_id"], execution.as_str());
+    assert_eq!(round["server"], "shipping");
+    assert_eq!(round["operation_name"], "book_shipment");
+    let round_id = round["round_id"].as_str().unwrap().to_owned();
+    let schema = &round["requests"]["shipping_address"]["requested_schema"];
+    assert_eq!(schema["required"], json!(["street", "city"]));
+
+    // Another process sees the same round (the seed's fields, no lease data).
+    let pending = store
+        .m3(&["--json", "pending", &execution])
+        .expect_code(0)
+        .json();
+    assert_eq!(pending[0]["round_id"], round_id.as_str());
+    assert!(pending[0].get("lease").is_none());
+    let all = store.m3(&["--json", "pending"]).expect_code(0).json();
+    assert_eq!(all.as_array().unwrap().len(), 1);
+    let human = store.m3(&["pending"]).expect_code(0);
+    assert!(
+        human
+            .stdout
+            .contains("[shipping_address] form: Enter the delivery address."),
+        "{}",
+        human.stdout
+    );
+
+    // Schema-invalid content: exit 3, and the round stays pending.
+    let invalid = store
+        .m3(&[
+            "--json",
+            "respond",
+            &execution,
+            &round_id,
+            "--idempotency-key",
+            "k-invalid",
+            "--accept",
+            r#"shipping_address={"street": 12}"#,
+        ])
+        .expect_code(3);
+    assert_eq!(invalid.error_code(), "managed_input_invalid");
+    // A wrong key set: exit 3 too, with the one-line human error.
+    let wrong_keys = store
+        .m3(&[
+            "respond",
+            &execution,
+            &round_id,
+            "--idempotency-key",
+            "k-keys",
+            "--decline",
+            "other",
+        ])
+        .expect_code(3);
+    assert!(
+        wrong_keys
+            .stderr
+            .starts_with("error[managed_input_invalid]: "),
+        "{}",
+        wrong_keys.stderr
+    );
+    assert_eq!(wrong_keys.stderr.trim().lines().count(), 1);
+    let still = store
+        .m3(&["--json", "pending", &execution])
+        .expect_code(0)
+        .json();
+    assert_eq!(still[0]["round_id"], round_id.as_str());
+
+    // Valid: exit 0; the same key and responses again: exit 0; same key, other responses: 4.
+    let address = r#"shipping_address={"street": "1 Main Street", "city": "Pune"}"#;
+    let respond = |key: &str, accept: &str| {
+        store.m3(&[
+            "--json",
+            "respond",
+            &execution,
+            &round_id,
+            "--idempotency-key",
+            key,
+            "--accept",
+            accept,
+        ])
+    };
+    let ok = respond("address-1", address).expect_code(0).json();
+    assert_eq!(ok["committed"], true);
+    respond("address-1", address).expect_code(0);
+    let conflict = respond(
+        "address-1",
+        r#"shipping_address={"street": "2 Side Road", "city": "Pune"}"#,
+    )
+    .expect_code(4);
+    assert_eq!(conflict.error_code(), "managed_input_conflict");
+
+    // The worker delivers the response and the execution completes.
+    let done = run.finish();
+    assert_eq!(
+        done.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout, done.stderr
+    );
+    let result: serde_json::Value =
+        serde_json::from_str(done.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["snapshot"]["outcome"], "completed");
+    assert!(result.to_string().contains("booked"), "{result}");
+
+    // Afterwards: status, result, rounds (redacted), executions.
+    let status = store
+        .m3(&["--json", "status", &execution])
+        .expect_code(0)
+        .json();
+    assert_eq!(status["lifecycle"], "finished");
+    let result = store
+        .m3(&["--json", "result", &execution])
+        .expect_code(0)
+        .json();
+    assert_eq!(result["snapshot"]["outcome"], "completed");
+    let rounds = store.m3(&["--json", "rounds", &execution]).expect_code(0);
+    let rounds_text = rounds.stdout.clone();
+    // Diagnostics: the redacted projection, never lease data.
+    assert!(!rounds_text.contains("lease_token"), "{rounds_text}");
+    let rounds = rounds.json();
+    assert_eq!(rounds[0]["status"], "resolved");
+    assert_eq!(
+        rounds[0]["redacted_responses"]["shipping_address"]["action"],
+        "accept"
+    );
+    assert_eq!(rounds[0]["response_idempotency_key"], "address-1");
+    let executions = store.m3(&["--json", "executions"]).expect_code(0).json();
+    assert_eq!(executions[0]["execution_id"], execution.as_str());
+    let table = store.m3(&["executions"]).expect_code(0);
+    assert!(table.stdout.starts_with("EXECUTION"), "{}", table.stdout);
+    assert!(table.stdout.contains(&execution));
+    // Another key for the already answered round conflicts with the accepted response.
+    let late = respond("address-2", address).expect_code(4);
+    assert_eq!(late.error_code(), "managed_input_conflict");
+}
+
+#[test]
+fn unknown_executions_and_rounds_exit_8() {
+    let store = Store::new();
+    for args in [
+        vec!["--json", "status", "01JUNKNOWNEXECUTION0000000"],
+        vec!["--json", "pending", "01JUNKNOWNEXECUTION0000000"],
+        vec!["--json", "result", "01JUNKNOWNEXECUTION0000000"],
+        vec!["--json", "cancel", "01JUNKNOWNEXECUTION0000000"],
+        vec!["--json", "rounds", "01JUNKNOWNEXECUTION0000000"],
+        vec![
+            "--json",
+            "respond",
+            "01JUNKNOWNEXECUTION0000000",
+            "r",
+            "--idempotency-key",
+            "k",
+            "--decline",
+            "a",
+        ],
+    ] {
+        let done = store.m3(&args).expect_code(8);
+        let error: serde_json::Value = serde_json::from_str(done.stderr.trim()).unwrap();
+        assert_eq!(error["error"]["details"]["not_found"], true, "{args:?}");
+    }
+    let human = store.m3(&["status", "nope"]).expect_code(8);
+    assert!(human.stderr.starts_with("error["), "{}", human.stderr);
+}

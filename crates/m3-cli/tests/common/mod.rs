@@ -1,0 +1,225 @@
+//! Driving the built `m3` binary as a subprocess.
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::Duration;
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// How long any single step may take before the test fails (a hang guard, not a timing target).
+pub const STEP: Duration = Duration::from_secs(30);
+
+/// The built binary.
+pub fn m3_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_m3")
+}
+
+/// A fresh store in its own temp dir.
+pub struct Store {
+    pub dir: TempDir,
+}
+
+impl Store {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.dir.path().join("m3.sqlite")
+    }
+
+    /// `m3 --db <db> ARGS...` (M3_DB is removed from the environment).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(m3_bin());
+        command
+            .arg("--db")
+            .arg(self.db())
+            .args(args)
+            .env_remove("M3_DB")
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Runs `m3 ARGS...` to its end.
+    pub fn m3(&self, args: &[&str]) -> Done {
+        let output = self.command(args).output().unwrap();
+        Done::from(output)
+    }
+
+    /// Starts `m3 --json run ARGS...` with stdout read line by line.
+    pub fn spawn(&self, args: &[&str]) -> Running {
+        let mut child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Running { child, lines: rx }
+    }
+}
+
+/// A finished `m3` invocation.
+#[derive(Debug)]
+pub struct Done {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Done {
+    fn from(output: Output) -> Self {
+        Self {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+impl Done {
+    /// Asserts the exit code, printing both streams when it differs.
+    pub fn expect_code(self, code: i32) -> Self {
+        assert_eq!(
+            self.code, code,
+            "exit code\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// stdout as one JSON document.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+
+    /// stderr as the JSON error object; returns its code.
+    pub fn error_code(&self) -> String {
+        let value: Value = serde_json::from_str(self.stderr.trim())
+            .unwrap_or_else(|e| panic!("stderr is not one JSON object ({e}):\n{}", self.stderr));
+        value["error"]["code"].as_str().unwrap().to_owned()
+    }
+}
+
+/// A running `m3` (usually `m3 --json run ...`).
+pub struct Running {
+    pub child: Child,
+    lines: Receiver<String>,
+}
+
+impl Running {
+    /// The next stdout line, parsed as JSON.
+    pub fn next_json(&mut self) -> Value {
+        let line = self.next_line();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    pub fn next_line(&mut self) -> String {
+        match self.lines.recv_timeout(STEP) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => panic!("no output from m3 within {STEP:?}"),
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = self.child.wait().unwrap();
+                let mut stderr = String::new();
+                if let Some(mut err) = self.child.stderr.take() {
+                    std::io::Read::read_to_string(&mut err, &mut stderr).unwrap();
+                }
+                panic!("m3 ended ({status}) before printing a line; stderr:\n{stderr}")
+            }
+        }
+    }
+
+    /// Waits for the end; returns the exit code, the remaining stdout lines and stderr.
+    pub fn finish(mut self) -> Done {
+        let deadline = std::time::Instant::now() + STEP;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut stdout = String::new();
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+                    stdout.push_str(&line);
+                    stdout.push('\n');
+                }
+                let mut stderr = String::new();
+                if let Some(mut err) = self.child.stderr.take() {
+                    std::io::Read::read_to_string(&mut err, &mut stderr).unwrap();
+                }
+                return Done {
+                    code: status.code().unwrap_or(-1),
+                    stdout,
+                    stderr,
+                };
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("m3 did not finish within {STEP:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `--server shipping=<m3> example-server shipping [EXTRA...]`.
+pub fn shipping_server(extra: &str) -> String {
+    format!(
+        "shipping={} example-server shipping {extra}",
+        shell_quote(m3_bin())
+    )
+}
+
+fn shell_quote(path: &str) -> String {
+    format!("'{}'", path.replace('\'', r"'\''"))
+}
+
+/// The args of `m3 --json run` calling `shipping:TOOL` with managed input.
+pub fn managed_run(server: &str, tool: &str) -> Vec<String> {
+    vec![
+        "--json".into(),
+        "run".into(),
+        "--server".into(),
+        server.into(),
+        "--call".into(),
+        format!("shipping:{tool}"),
+        "--arguments".into(),
+        r#"{"weight_kg": 2}"#.into(),
+        "--human-input".into(),
+        "managed".into(),
+    ]
+}
+
+pub fn refs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+pub fn exists(path: &Path) -> bool {
+    path.exists()
+}
