@@ -4,8 +4,9 @@ Serves stdio in whichever era the client picks with its first request:
 2026-07-28 (``server/discover`` + per-request ``_meta``) or the legacy
 ``initialize`` handshake (2025-11-25 / 2025-06-18).
 
-Every interactive operation takes a *plan*: rounds separated by ``,`` and the
-requests of one round joined by ``+``. Request names:
+Every interactive operation takes a *plan*: rounds separated by ``_`` and the
+requests of one round joined by ``-`` (characters that survive a resource URI
+template), e.g. ``name_confirm-login``. Request names:
 
 - ``name``    form, required string ``name``
 - ``age``     form, required integer ``age``
@@ -61,7 +62,7 @@ LOGIN_URL = "https://example.com/login"
 
 
 def parse_plan(plan: str) -> list[list[str]]:
-    rounds = [[key for key in part.split("+") if key] for part in plan.split(",") if part]
+    rounds = [[key for key in part.split("-") if key] for part in plan.split("_") if part]
     for keys in rounds:
         for key in keys:
             if key not in SCHEMAS and key not in ("login", "state"):

@@ -1,9 +1,11 @@
 """A deliberately misbehaving stdio MCP server, written by hand (no SDK).
 
-Usage: fault_server.py --fault MODE [--era modern|legacy]
+Usage: fault_server.py --fault MODE [--era modern|legacy|silent-legacy]
 
 It answers the handshake correctly (``server/discover`` for 2026-07-28, or
-``initialize`` when ``--era legacy``: then discover gets -32601) and lists one
+``initialize`` when ``--era legacy``: then discover gets -32601; with
+``--era silent-legacy`` discover is never answered, like a server that ignores
+unknown methods) and lists one
 tool, ``ship``. Calling ``ship`` triggers the fault:
 
 - ``crash-mid-call``              exit(3) without answering
@@ -14,6 +16,8 @@ tool, ``ship``. Calling ``ship`` triggers the fault:
 - ``hang``                        never answer
 - ``malformed-input-required``    answer ``{"resultType": "input_required"}`` (neither field)
 - ``bad-request-method``          input_required whose request is ``sampling/createMessage``
+- ``withdraw``                    legacy: send elicitation/create, withdraw it 0.3 s later with
+                                  notifications/cancelled, then answer the call with text "withdrawn"
 """
 
 import argparse
@@ -65,6 +69,14 @@ def fault(msg_id):
         return
     if mode == "hang":
         return
+    if mode == "withdraw":
+        server_request_id += 1
+        send({"jsonrpc": "2.0", "id": server_request_id, "method": "elicitation/create", "params": FORM["params"]})
+        time.sleep(0.3)
+        send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+              "params": {"requestId": server_request_id, "reason": "server gave up"}})
+        result(msg_id, {"content": [{"type": "text", "text": "withdrawn"}]})
+        return
     if mode == "malformed-input-required":
         result(msg_id, {"resultType": "input_required"})
         return
@@ -98,6 +110,8 @@ for line in sys.stdin:
     if msg_id is None:
         continue
     if method == "server/discover":
+        if args.era == "silent-legacy":
+            continue
         if args.era == "legacy":
             send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32601, "message": "Method not found"}})
         else:

@@ -4,3 +4,4 @@
 #![deny(unused_must_use)]
 
 pub mod store_support;
+pub mod runtime_support;

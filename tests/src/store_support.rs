@@ -24,8 +24,16 @@ pub fn address_schema() -> Map<String, Value> {
 }
 
 /// A one-request (`shipping_address`) pending round created at `created_at`.
-pub fn address_round(execution_id: &str, round_id: &str, created_at: OffsetDateTime) -> PendingElicitationRound {
-    let request = FormElicitationRequest::new("shipping_address", "Enter the delivery address.", address_schema());
+pub fn address_round(
+    execution_id: &str,
+    round_id: &str,
+    created_at: OffsetDateTime,
+) -> PendingElicitationRound {
+    let request = FormElicitationRequest::new(
+        "shipping_address",
+        "Enter the delivery address.",
+        address_schema(),
+    );
     PendingElicitationRound {
         round_id: round_id.to_owned(),
         execution_id: execution_id.to_owned(),
@@ -34,7 +42,10 @@ pub fn address_round(execution_id: &str, round_id: &str, created_at: OffsetDateT
         operation_kind: OperationKind::Tool,
         operation_name: "book_shipment".to_owned(),
         request_state: Some("opaque".to_owned()),
-        requests: BTreeMap::from([("shipping_address".to_owned(), ElicitationRequest::Form(request))]),
+        requests: BTreeMap::from([(
+            "shipping_address".to_owned(),
+            ElicitationRequest::Form(request),
+        )]),
         created_at,
         deadline: None,
     }
@@ -46,7 +57,10 @@ pub fn address_response(street: &str) -> ResponseMap {
         Value::Object(map) => map,
         _ => Map::new(),
     };
-    BTreeMap::from([("shipping_address".to_owned(), ElicitationResponse::accept(content))])
+    BTreeMap::from([(
+        "shipping_address".to_owned(),
+        ElicitationResponse::accept(content),
+    )])
 }
 
 /// The Python with sf-m3 0.3.1: `$M3_TEST_PYTHON`, else the venv scripts/test.sh installs.
@@ -54,7 +68,9 @@ pub fn python() -> PathBuf {
     if let Some(path) = std::env::var_os("M3_TEST_PYTHON") {
         return PathBuf::from(path);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     home.join(".cache/m3-rs/tools/venv/bin/python")
 }
 
@@ -69,7 +85,12 @@ pub fn store_peer(args: &[&str]) -> Result<Value, String> {
         .arg(&script)
         .args(args)
         .output()
-        .map_err(|e| format!("cannot run {} (set M3_TEST_PYTHON or run scripts/test.sh): {e}", python.display()))?;
+        .map_err(|e| {
+            format!(
+                "cannot run {} (set M3_TEST_PYTHON or run scripts/test.sh): {e}",
+                python.display()
+            )
+        })?;
     if !output.status.success() {
         return Err(format!(
             "python peer {args:?} failed with {}: {}",
@@ -78,7 +99,10 @@ pub fn store_peer(args: &[&str]) -> Result<Value, String> {
         ));
     }
     serde_json::from_slice(&output.stdout).map_err(|e| {
-        format!("python peer printed no JSON ({e}): {}", String::from_utf8_lossy(&output.stdout))
+        format!(
+            "python peer printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
     })
 }
 
@@ -93,7 +117,11 @@ pub fn normalize_timestamps(value: Value) -> Value {
             _ => Value::String(text),
         },
         Value::Array(items) => Value::Array(items.into_iter().map(normalize_timestamps).collect()),
-        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, normalize_timestamps(v))).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, normalize_timestamps(v)))
+                .collect(),
+        ),
         other => other,
     }
 }

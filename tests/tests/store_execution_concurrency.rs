@@ -26,19 +26,25 @@ async fn second_store_object_sees_cancel_events_and_lease() -> TestResult {
     assert!(first.is_cancel_requested(&id).await?);
 
     let held = lease(&first, &id, "worker-a").await?;
-    let err = assert_code(lease(&second, &id, "worker-b").await, "managed_input_conflict");
+    let err = assert_code(
+        lease(&second, &id, "worker-b").await,
+        "managed_input_conflict",
+    );
     assert_eq!(err.details()["reason"], "lease_held");
     first
-        .append_event(&id, "diagnostic", json!({"from": "first"}), Some(&held.to_ref()))
+        .append_event(
+            &id,
+            "diagnostic",
+            json!({"from": "first"}),
+            Some(&held.to_ref()),
+        )
         .await?;
     let seen = second.list_events(&id, Some(0)).await?;
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].payload, json!({"from": "first"}));
 
     second
-        .finish(
-            FinishExecution::new(&id, ExecutionOutcome::Cancelled).with_lease(held.to_ref()),
-        )
+        .finish(FinishExecution::new(&id, ExecutionOutcome::Cancelled).with_lease(held.to_ref()))
         .await?;
     let record = first.get_execution(&id).await?.ok_or("missing")?;
     assert_eq!(record.outcome, Some(ExecutionOutcome::Cancelled));
@@ -178,7 +184,11 @@ async fn another_process_sets_the_cancel_flag_and_reads_events() -> TestResult {
     assert_eq!(summary["sequences"], json!([0, 1, 2]));
     assert_eq!(
         summary["kinds"],
-        json!(["execution.created", "execution.state_changed", "execution.finished"])
+        json!([
+            "execution.created",
+            "execution.state_changed",
+            "execution.finished"
+        ])
     );
     Ok(())
 }
@@ -192,10 +202,7 @@ async fn appenders_in_several_processes_share_one_sequence() -> TestResult {
     let db = fx.path.to_str().ok_or("path is not UTF-8")?.to_owned();
     let count = PER_PROCESS.to_string();
 
-    let children = [
-        probe(&["append", &db, &id, &count]),
-        probe(&["append", &db, &id, &count]),
-    ];
+    let args = ["append", db.as_str(), id.as_str(), count.as_str()];
     let local = async {
         let mut mine = Vec::new();
         for n in 0..PER_PROCESS {
@@ -208,8 +215,7 @@ async fn appenders_in_several_processes_share_one_sequence() -> TestResult {
         }
         Ok::<_, m3_types::Error>(mine)
     };
-    let [a, b] = children;
-    let (a, b, mine) = tokio::join!(a, b, local);
+    let (a, b, mine) = tokio::join!(probe(&args), probe(&args), local);
     let mut all: Vec<u64> = mine?;
     for output in [a?, b?] {
         let text = String::from_utf8(output.stdout)?;

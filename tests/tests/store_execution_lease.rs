@@ -6,7 +6,7 @@ mod store_execution_support;
 use std::time::Duration;
 
 use m3_store::{
-    AcquireLease, EVENT_EXECUTION_FINISHED, ExecutionStore, FinishExecution, ExecutionLeaseRef,
+    AcquireLease, EVENT_EXECUTION_FINISHED, ExecutionLeaseRef, ExecutionStore, FinishExecution,
     TerminalizeExpired,
 };
 use m3_types::{ErrorCode, ErrorInfo, ExecutionOutcome, ExecutionStatus};
@@ -22,7 +22,11 @@ async fn acquire_sets_owner_token_and_expiry() -> TestResult {
     let lease = lease(&store, id, "worker-a").await?;
     assert_eq!(lease.execution_id, id);
     assert_eq!(lease.owner_id, "worker-a");
-    assert!(lease.lease_token.starts_with("lease-"), "{}", lease.lease_token);
+    assert!(
+        lease.lease_token.starts_with("lease-"),
+        "{}",
+        lease.lease_token
+    );
     assert_eq!(lease.expires_at, START + TTL);
     let stored = store.get_execution(id).await?.ok_or("missing")?;
     assert_eq!(stored.lease, Some(lease));
@@ -39,10 +43,16 @@ async fn acquire_is_idempotent_for_same_owner_and_token_and_exclusive_otherwise(
     fx.clock.advance_std(Duration::from_secs(1));
     assert_eq!(store.acquire_lease(request).await?, first);
 
-    let err = assert_code(lease(&store, &id, "worker-b").await, "managed_input_conflict");
+    let err = assert_code(
+        lease(&store, &id, "worker-b").await,
+        "managed_input_conflict",
+    );
     assert_eq!(err.details()["reason"], "lease_held");
     // Same owner, other token: also someone else's lease.
-    assert_code(lease(&store, &id, "worker-a").await, "managed_input_conflict");
+    assert_code(
+        lease(&store, &id, "worker-a").await,
+        "managed_input_conflict",
+    );
     Ok(())
 }
 
@@ -64,7 +74,10 @@ async fn acquire_validates_its_arguments_and_the_execution() -> TestResult {
             .await,
         "invalid_argument",
     );
-    assert_code(lease(&store, "missing", "w").await, "managed_input_conflict");
+    assert_code(
+        lease(&store, "missing", "w").await,
+        "managed_input_conflict",
+    );
 
     let taken = lease(&store, &id, "w").await?;
     let other = create(&store).await?.execution_id;
@@ -93,7 +106,10 @@ async fn lease_expires_by_the_clock_and_is_never_taken_over() -> TestResult {
 
     fx.clock.advance_std(TTL - Duration::from_secs(1));
     let renewed = store.renew_lease(&held.to_ref(), TTL).await?;
-    assert_eq!(renewed.expires_at, START + TTL - Duration::from_secs(1) + TTL);
+    assert_eq!(
+        renewed.expires_at,
+        START + TTL - Duration::from_secs(1) + TTL
+    );
 
     fx.clock.advance_std(TTL);
     // Exactly at expiry the lease is expired.
@@ -102,9 +118,15 @@ async fn lease_expires_by_the_clock_and_is_never_taken_over() -> TestResult {
         "managed_input_conflict",
     );
     assert_eq!(err.details()["reason"], "lease_expired");
-    let err = assert_code(lease(&store, &id, "worker-b").await, "managed_input_conflict");
+    let err = assert_code(
+        lease(&store, &id, "worker-b").await,
+        "managed_input_conflict",
+    );
     assert_eq!(err.details()["reason"], "recovery_required");
-    let err = assert_code(store.release_lease(&held.to_ref()).await, "managed_input_conflict");
+    let err = assert_code(
+        store.release_lease(&held.to_ref()).await,
+        "managed_input_conflict",
+    );
     assert_eq!(err.details()["reason"], "lease_expired");
     Ok(())
 }
@@ -147,10 +169,16 @@ async fn released_lease_can_be_acquired_again_and_old_token_is_dead() -> TestRes
     let id = create(&store).await?.execution_id;
     let first = lease(&store, &id, "worker-a").await?;
     store.release_lease(&first.to_ref()).await?;
-    assert_eq!(store.get_execution(&id).await?.ok_or("missing")?.lease, None);
+    assert_eq!(
+        store.get_execution(&id).await?.ok_or("missing")?.lease,
+        None
+    );
     let second = lease(&store, &id, "worker-b").await?;
     assert_ne!(second.lease_token, first.lease_token);
-    let err = assert_code(store.renew_lease(&first.to_ref(), TTL).await, "managed_input_conflict");
+    let err = assert_code(
+        store.renew_lease(&first.to_ref(), TTL).await,
+        "managed_input_conflict",
+    );
     assert_eq!(err.details()["reason"], "lease_not_held");
     Ok(())
 }
@@ -198,7 +226,12 @@ async fn leased_writes_need_the_live_lease_and_unleased_writes_need_none() -> Te
         .transition(&id, ExecutionStatus::RunningTurn, Some(&fence))
         .await?;
     let event = store
-        .append_event(&id, "elicitation.request", json!({"round_id": "r1"}), Some(&fence))
+        .append_event(
+            &id,
+            "elicitation.request",
+            json!({"round_id": "r1"}),
+            Some(&fence),
+        )
         .await?;
     assert_eq!(event.sequence, 4);
 
@@ -219,7 +252,9 @@ async fn leased_writes_need_the_live_lease_and_unleased_writes_need_none() -> Te
     );
     let err = assert_code(
         store
-            .finish(FinishExecution::new(&id, ExecutionOutcome::Completed).with_lease(fence.clone()))
+            .finish(
+                FinishExecution::new(&id, ExecutionOutcome::Completed).with_lease(fence.clone()),
+            )
             .await,
         "managed_input_conflict",
     );
@@ -250,7 +285,12 @@ async fn finish_with_the_lease_ends_it_and_release_afterwards_succeeds() -> Test
         store.renew_lease(&held.to_ref(), TTL).await,
         "managed_input_state",
     );
-    assert!(store.list_expired_leases(START + TTL * 10).await?.is_empty());
+    assert!(
+        store
+            .list_expired_leases(START + TTL * 10)
+            .await?
+            .is_empty()
+    );
     Ok(())
 }
 
@@ -268,7 +308,9 @@ async fn expired_leases_are_listed_in_expiry_order() -> TestResult {
     let lb = lease(&store, &b, "w").await?;
     let lf = lease(&store, &finished, "w").await?;
     store
-        .finish(FinishExecution::new(&finished, ExecutionOutcome::Completed).with_lease(lf.to_ref()))
+        .finish(
+            FinishExecution::new(&finished, ExecutionOutcome::Completed).with_lease(lf.to_ref()),
+        )
         .await?;
 
     assert!(store.list_expired_leases(START).await?.is_empty());
@@ -277,7 +319,9 @@ async fn expired_leases_are_listed_in_expiry_order() -> TestResult {
     assert_eq!(at_30[0].execution_id, b);
     assert_eq!(at_30[0].lease, Some(lb));
 
-    let later = store.list_expired_leases(START + Duration::from_secs(61)).await?;
+    let later = store
+        .list_expired_leases(START + Duration::from_secs(61))
+        .await?;
     let ids: Vec<_> = later.iter().map(|r| r.execution_id.as_str()).collect();
     assert_eq!(ids, [b.as_str(), a.as_str()]);
     assert_eq!(later[1].lease, Some(la));
@@ -302,8 +346,12 @@ async fn terminalize_finishes_an_expired_execution_once() -> TestResult {
         .transition(&id, ExecutionStatus::Starting, Some(&held.to_ref()))
         .await?;
 
-    let request = TerminalizeExpired::new(held.to_ref(), ExecutionOutcome::Failed, "worker lease expired")
-        .with_error(recovery_error());
+    let request = TerminalizeExpired::new(
+        held.to_ref(),
+        ExecutionOutcome::Failed,
+        "worker lease expired",
+    )
+    .with_error(recovery_error());
     // Still live: refused.
     let err = assert_code(
         store.terminalize_expired(request.clone()).await,
@@ -317,7 +365,10 @@ async fn terminalize_finishes_an_expired_execution_once() -> TestResult {
         "x",
     );
     fx.clock.advance_std(TTL);
-    assert_code(store.terminalize_expired(wrong).await, "managed_input_conflict");
+    assert_code(
+        store.terminalize_expired(wrong).await,
+        "managed_input_conflict",
+    );
 
     let done = store.terminalize_expired(request.clone()).await?;
     assert_eq!(done.rounds_failed, 0);
@@ -333,11 +384,17 @@ async fn terminalize_finishes_an_expired_execution_once() -> TestResult {
     assert_eq!(last.kind, EVENT_EXECUTION_FINISHED);
     assert_eq!(last.payload["reason"], "worker lease expired");
     assert_eq!(last.payload["completeness"], "partial");
-    assert_eq!(last.payload["error"]["code"], "managed_input_recovery_unavailable");
+    assert_eq!(
+        last.payload["error"]["code"],
+        "managed_input_recovery_unavailable"
+    );
     assert!(store.list_expired_leases(START + TTL * 2).await?.is_empty());
 
     // Once finished: a state error, and the old worker cannot write anymore.
-    assert_code(store.terminalize_expired(request).await, "managed_input_state");
+    assert_code(
+        store.terminalize_expired(request).await,
+        "managed_input_state",
+    );
     assert_code(
         store
             .transition(&id, ExecutionStatus::RunningTurn, Some(&held.to_ref()))

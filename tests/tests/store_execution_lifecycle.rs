@@ -103,9 +103,7 @@ async fn create_with_chosen_id_is_idempotent_and_conflicts_on_other_data() -> Te
     );
     assert_code(
         store
-            .create_execution(
-                new.clone().with_human_input(HumanInput::Managed),
-            )
+            .create_execution(new.clone().with_human_input(HumanInput::Managed))
             .await,
         "managed_input_conflict",
     );
@@ -127,7 +125,9 @@ async fn list_executions_filters_and_orders_oldest_first() -> TestResult {
     let b = create_managed(&store).await?;
     fx.clock.advance_std(Duration::from_secs(1));
     let c = create(&store).await?;
-    store.transition(&c.execution_id, ExecutionStatus::Queued, None).await?;
+    store
+        .transition(&c.execution_id, ExecutionStatus::Queued, None)
+        .await?;
 
     let all = store.list_executions(ListExecutions::new()).await?;
     let ids: Vec<_> = all.iter().map(|r| r.execution_id.as_str()).collect();
@@ -145,7 +145,9 @@ async fn list_executions_filters_and_orders_oldest_first() -> TestResult {
     assert_eq!(queued.len(), 1);
     assert_eq!(queued[0].execution_id, c.execution_id);
 
-    let limited = store.list_executions(ListExecutions::new().with_limit(2)).await?;
+    let limited = store
+        .list_executions(ListExecutions::new().with_limit(2))
+        .await?;
     assert_eq!(limited.len(), 2);
     Ok(())
 }
@@ -180,7 +182,11 @@ async fn transition_table_is_enforced_for_every_pair() -> TestResult {
                 assert_eq!(record.sequence, last.sequence);
             } else {
                 let err = assert_code(result, "invalid_argument");
-                assert_eq!(err.details()["code"], "invalid_transition", "{from:?} -> {to:?}");
+                assert_eq!(
+                    err.details()["code"],
+                    "invalid_transition",
+                    "{from:?} -> {to:?}"
+                );
                 assert_eq!(err.details()["reason"], "invalid_transition");
                 let unchanged = store.get_execution(id).await?.ok_or("missing")?;
                 assert_eq!(unchanged.lifecycle, from);
@@ -196,7 +202,9 @@ async fn transition_of_a_missing_execution_is_a_conflict() -> TestResult {
     let fx = Fixture::new()?;
     let store = fx.open().await?;
     assert_code(
-        store.transition("nope", ExecutionStatus::Queued, None).await,
+        store
+            .transition("nope", ExecutionStatus::Queued, None)
+            .await,
         "managed_input_conflict",
     );
     Ok(())
@@ -212,11 +220,12 @@ async fn finish_happens_once_and_is_idempotent_for_identical_data() -> TestResul
     let store = fx.open().await?;
     let record = create(&store).await?;
     let id = record.execution_id.as_str();
-    store.transition(id, ExecutionStatus::Starting, None).await?;
+    store
+        .transition(id, ExecutionStatus::Starting, None)
+        .await?;
     fx.clock.advance_std(Duration::from_secs(5));
 
-    let request =
-        FinishExecution::new(id, ExecutionOutcome::TimedOut).with_error(sample_error());
+    let request = FinishExecution::new(id, ExecutionOutcome::TimedOut).with_error(sample_error());
     let finished = store.finish(request.clone()).await?;
     assert_eq!(finished.lifecycle, ExecutionStatus::Finished);
     assert_eq!(finished.outcome, Some(ExecutionOutcome::TimedOut));
@@ -231,11 +240,16 @@ async fn finish_happens_once_and_is_idempotent_for_identical_data() -> TestResul
 
     fx.clock.advance_std(Duration::from_secs(5));
     let again = store.finish(request).await?;
-    assert_eq!(again, finished, "identical finish returns the stored record");
+    assert_eq!(
+        again, finished,
+        "identical finish returns the stored record"
+    );
     assert_eq!(store.list_events(id, None).await?.len(), events.len());
 
     assert_code(
-        store.finish(FinishExecution::new(id, ExecutionOutcome::Completed)).await,
+        store
+            .finish(FinishExecution::new(id, ExecutionOutcome::Completed))
+            .await,
         "managed_input_state",
     );
     assert_code(
@@ -245,7 +259,9 @@ async fn finish_happens_once_and_is_idempotent_for_identical_data() -> TestResul
         "managed_input_state",
     );
     assert_code(
-        store.finish(FinishExecution::new("nope", ExecutionOutcome::Completed)).await,
+        store
+            .finish(FinishExecution::new("nope", ExecutionOutcome::Completed))
+            .await,
         "managed_input_conflict",
     );
     Ok(())
@@ -281,7 +297,10 @@ async fn append_event_refuses_bad_kinds_missing_and_finished_executions() -> Tes
     let store = fx.open().await?;
     let record = create(&store).await?;
     let id = record.execution_id.as_str();
-    assert_code(store.append_event(id, "", json!({}), None).await, "invalid_argument");
+    assert_code(
+        store.append_event(id, "", json!({}), None).await,
+        "invalid_argument",
+    );
     for reserved in [
         EVENT_EXECUTION_CREATED,
         EVENT_EXECUTION_STATE_CHANGED,
@@ -293,7 +312,9 @@ async fn append_event_refuses_bad_kinds_missing_and_finished_executions() -> Tes
         );
     }
     assert_code(
-        store.append_event("missing", "diagnostic", json!({}), None).await,
+        store
+            .append_event("missing", "diagnostic", json!({}), None)
+            .await,
         "managed_input_conflict",
     );
     store
@@ -304,7 +325,10 @@ async fn append_event_refuses_bad_kinds_missing_and_finished_executions() -> Tes
         "managed_input_state",
     );
     let events = store.list_events(id, None).await?;
-    assert_eq!(events.last().map(|e| e.kind.as_str()), Some(EVENT_EXECUTION_FINISHED));
+    assert_eq!(
+        events.last().map(|e| e.kind.as_str()),
+        Some(EVENT_EXECUTION_FINISHED)
+    );
     Ok(())
 }
 
@@ -329,24 +353,41 @@ async fn cancel_request_keeps_the_first_reason_and_ignores_finished() -> TestRes
     let record = create(&store).await?;
     let id = record.execution_id.as_str();
     assert!(!store.is_cancel_requested(id).await?);
-    let cancelled = store.request_cancel(id, Some("caller requested cancellation")).await?;
+    let cancelled = store
+        .request_cancel(id, Some("caller requested cancellation"))
+        .await?;
     assert!(cancelled.is_cancel_requested());
     assert_eq!(cancelled.cancel_requested_at, Some(START));
     fx.clock.advance_std(Duration::from_secs(1));
     let again = store.request_cancel(id, Some("second")).await?;
-    assert_eq!(again.cancel_reason.as_deref(), Some("caller requested cancellation"));
+    assert_eq!(
+        again.cancel_reason.as_deref(),
+        Some("caller requested cancellation")
+    );
     assert_eq!(again.cancel_requested_at, Some(START));
     assert!(store.is_cancel_requested(id).await?);
 
     let other = create(&store).await?;
     store
-        .finish(FinishExecution::new(&other.execution_id, ExecutionOutcome::Completed))
+        .finish(FinishExecution::new(
+            &other.execution_id,
+            ExecutionOutcome::Completed,
+        ))
         .await?;
     let after = store.request_cancel(&other.execution_id, None).await?;
-    assert!(!after.is_cancel_requested(), "cancelling a finished execution is a no-op");
+    assert!(
+        !after.is_cancel_requested(),
+        "cancelling a finished execution is a no-op"
+    );
 
-    assert_code(store.request_cancel("missing", None).await, "managed_input_conflict");
-    assert_code(store.is_cancel_requested("missing").await, "managed_input_conflict");
+    assert_code(
+        store.request_cancel("missing", None).await,
+        "managed_input_conflict",
+    );
+    assert_code(
+        store.is_cancel_requested("missing").await,
+        "managed_input_conflict",
+    );
     Ok(())
 }
 
@@ -364,6 +405,9 @@ async fn reopened_store_reads_the_same_executions() -> TestResult {
             .await?
     };
     let reopened = fx.open().await?;
-    assert_eq!(reopened.get_execution(&record.execution_id).await?, Some(record));
+    assert_eq!(
+        reopened.get_execution(&record.execution_id).await?,
+        Some(record)
+    );
     Ok(())
 }

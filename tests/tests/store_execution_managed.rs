@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use m3_store::{
-    CreateRound, EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE,
-    ExecutionStore, RoundRef, TerminalizeExpired,
+    CreateRound, EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE, ExecutionStore,
+    RoundRef, TerminalizeExpired,
 };
 use m3_types::{
     ElicitationRequest, ErrorCode, ErrorInfo, ExecutionOutcome, FormElicitationRequest,
@@ -36,11 +36,8 @@ fn pending(execution_id: &str, round_id: &str) -> TestResult<PendingElicitationR
     let serde_json::Value::Object(schema) = schema else {
         return Err("schema is an object".into());
     };
-    let request = ElicitationRequest::Form(FormElicitationRequest::new(
-        "confirm",
-        "Ship it?",
-        schema,
-    ));
+    let request =
+        ElicitationRequest::Form(FormElicitationRequest::new("confirm", "Ship it?", schema));
     Ok(PendingElicitationRound::new(
         round_id,
         execution_id,
@@ -58,8 +55,15 @@ async fn managed_tables_appear_only_after_first_managed_use() -> TestResult {
     let fx = Fixture::new()?;
     let store = fx.open().await?;
     let names = table_names(&store).await?;
-    for table in [EXECUTIONS_TABLE, EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE] {
-        assert!(names.iter().any(|n| n == table), "{table} missing: {names:?}");
+    for table in [
+        EXECUTIONS_TABLE,
+        EXECUTION_EVENTS_TABLE,
+        EXECUTION_SCHEMA_TABLE,
+    ] {
+        assert!(
+            names.iter().any(|n| n == table),
+            "{table} missing: {names:?}"
+        );
     }
     assert!(!has_managed_tables(&names), "after open: {names:?}");
 
@@ -73,7 +77,10 @@ async fn managed_tables_appear_only_after_first_managed_use() -> TestResult {
     assert!(managed.list_rounds(&record.execution_id).await?.is_empty());
     let names = table_names(&store).await?;
     for table in MANAGED_TABLES {
-        assert!(names.iter().any(|n| n == table), "{table} missing: {names:?}");
+        assert!(
+            names.iter().any(|n| n == table),
+            "{table} missing: {names:?}"
+        );
     }
 
     // Resolution is cached: the same object every time.
@@ -89,9 +96,16 @@ async fn managed_store_shares_the_file_and_the_clock() -> TestResult {
     let id = create_managed(&store).await?.execution_id;
     let managed = store.managed_input_store().await?;
     let created = managed
-        .create_round(CreateRound::new(pending(&id, "round-1")?, "managed-runtime:x", TTL))
+        .create_round(CreateRound::new(
+            pending(&id, "round-1")?,
+            "managed-runtime:x",
+            TTL,
+        ))
         .await?;
-    assert_eq!(created.created_at, START, "the injected clock reaches the managed store");
+    assert_eq!(
+        created.created_at, START,
+        "the injected clock reaches the managed store"
+    );
 
     // A second execution-store object on the same file reads the round.
     let other = fx.open().await?;
@@ -110,10 +124,18 @@ async fn terminalize_fails_unresolved_rounds_in_the_same_transaction() -> TestRe
     let held = lease(&store, &id, "worker-a").await?;
     let managed = store.managed_input_store().await?;
     managed
-        .create_round(CreateRound::new(pending(&id, "round-1")?, "managed-runtime:a", TTL * 10))
+        .create_round(CreateRound::new(
+            pending(&id, "round-1")?,
+            "managed-runtime:a",
+            TTL * 10,
+        ))
         .await?;
     managed
-        .create_round(CreateRound::new(pending(&other_id, "round-1")?, "managed-runtime:b", TTL))
+        .create_round(CreateRound::new(
+            pending(&other_id, "round-1")?,
+            "managed-runtime:b",
+            TTL,
+        ))
         .await?;
 
     fx.clock.advance_std(TTL);
@@ -123,8 +145,12 @@ async fn terminalize_fails_unresolved_rounds_in_the_same_transaction() -> TestRe
     );
     let done = store
         .terminalize_expired(
-            TerminalizeExpired::new(held.to_ref(), ExecutionOutcome::Failed, "worker lease expired")
-                .with_error(error),
+            TerminalizeExpired::new(
+                held.to_ref(),
+                ExecutionOutcome::Failed,
+                "worker lease expired",
+            )
+            .with_error(error),
         )
         .await?;
     assert_eq!(done.rounds_failed, 1);
@@ -135,7 +161,10 @@ async fn terminalize_fails_unresolved_rounds_in_the_same_transaction() -> TestRe
         .ok_or("round missing")?;
     assert_eq!(round.status, ManagedInputStatus::Failed);
     assert_eq!(round.failure_code.as_deref(), Some("recovery_unavailable"));
-    assert_eq!(round.failure_message.as_deref(), Some("worker lease expired"));
+    assert_eq!(
+        round.failure_message.as_deref(),
+        Some("worker lease expired")
+    );
     assert_eq!(round.failed_at, Some(START + TTL));
 
     // The other execution's round is untouched.

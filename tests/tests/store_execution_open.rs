@@ -52,7 +52,10 @@ async fn open_refuses_a_symlink_and_a_directory() -> TestResult {
     std::fs::write(&real, b"")?;
     let link = dir.path().join("link.sqlite");
     std::os::unix::fs::symlink(&real, &link)?;
-    let err = assert_code(SqliteExecutionStore::open(&link).await, "managed_input_invalid");
+    let err = assert_code(
+        SqliteExecutionStore::open(&link).await,
+        "managed_input_invalid",
+    );
     assert!(err.to_string().contains("symlink"), "{err}");
     assert_code(
         SqliteExecutionStore::open(dir.path()).await,
@@ -72,9 +75,15 @@ async fn connections_use_wal_full_sync_and_the_busy_timeout() -> TestResult {
     )
     .await?;
     let mut conn = store.pool().acquire().await?;
-    let journal: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&mut *conn).await?;
-    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous").fetch_one(&mut *conn).await?;
-    let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout").fetch_one(&mut *conn).await?;
+    let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&mut *conn)
+        .await?;
+    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(&mut *conn)
+        .await?;
+    let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+        .fetch_one(&mut *conn)
+        .await?;
     assert_eq!(journal.to_lowercase(), "wal");
     assert_eq!(synchronous, 2, "FULL");
     assert_eq!(busy, 1234);

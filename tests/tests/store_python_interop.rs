@@ -11,15 +11,18 @@ use m3_store::{
 };
 use m3_tests::store_support::{address_response, address_round, normalize_timestamps, store_peer};
 use m3_types::{
-    DeliveryState, ElicitationRequest, ElicitationResponse, ManagedInputStatus, ManualClock,
-    SystemClock, Clock, UrlElicitationRequest,
+    Clock, DeliveryState, ElicitationRequest, ElicitationResponse, ManagedInputStatus, ManualClock,
+    SystemClock, UrlElicitationRequest,
 };
 use serde_json::{Value, json};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 fn record_json(record: &m3_types::ManagedInputRecord) -> Value {
-    normalize_timestamps(serde_json::to_value(record).expect("records serialize"))
+    normalize_timestamps(
+        serde_json::to_value(record)
+            .unwrap_or_else(|e| Value::String(format!("unserializable record: {e}"))),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,16 +34,35 @@ async fn python_written_rounds_open_list_and_accept_rust_responses() -> TestResu
 
     let store = SqliteManagedInputStore::open(&path).await?;
     // Every Python record loads in Rust and serializes to the same JSON.
-    for (execution, key) in [("py-exec-pending", "pending"), ("py-exec-resolved", "resolved"), ("py-exec-failed", "failed")] {
+    for (execution, key) in [
+        ("py-exec-pending", "pending"),
+        ("py-exec-resolved", "resolved"),
+        ("py-exec-failed", "failed"),
+    ] {
         let rounds = store.list_rounds(execution).await?;
         assert_eq!(rounds.len(), 1, "{execution}");
-        assert_eq!(record_json(&rounds[0]), normalize_timestamps(written[key].clone()), "{execution} differs");
+        assert_eq!(
+            record_json(&rounds[0]),
+            normalize_timestamps(written[key].clone()),
+            "{execution} differs"
+        );
     }
-    let resolved_projection = store.redacted_responses(&RoundRef::new("py-exec-resolved", "py-round-1")).await?;
-    assert_eq!(resolved_projection.map(Value::Object), Some(written["resolved_redacted"].clone()));
-    let failed = store.get_round(&RoundRef::new("py-exec-failed", "py-round-1")).await?.ok_or("failed round")?;
+    let resolved_projection = store
+        .redacted_responses(&RoundRef::new("py-exec-resolved", "py-round-1"))
+        .await?;
+    assert_eq!(
+        resolved_projection.map(Value::Object),
+        Some(written["resolved_redacted"].clone())
+    );
+    let failed = store
+        .get_round(&RoundRef::new("py-exec-failed", "py-round-1"))
+        .await?
+        .ok_or("failed round")?;
     assert_eq!(failed.status, ManagedInputStatus::Failed);
-    assert!(failed.responses.is_some(), "failed rounds keep their responses");
+    assert!(
+        failed.responses.is_some(),
+        "failed rounds keep their responses"
+    );
 
     // Rust answers the Python round with the Python worker's lease, and replays it.
     let round = RoundRef::new("py-exec-pending", "py-round-1");
@@ -48,19 +70,28 @@ async fn python_written_rounds_open_list_and_accept_rust_responses() -> TestResu
     let mut responses = address_response("1 Main Street");
     responses.insert("payment".into(), ElicitationResponse::accept_url());
     let submission = ResponseSubmission::new(responses.clone(), "rust-key-1");
-    let accepted = store.submit_responses(&round, &lease, submission.clone()).await?;
+    let accepted = store
+        .submit_responses(&round, &lease, submission.clone())
+        .await?;
     assert_eq!(accepted.status, ManagedInputStatus::ResponseValidated);
     let replay = store.submit_responses(&round, &lease, submission).await?;
     assert_eq!(accepted, replay);
     let conflict = store
-        .submit_responses(&round, &lease, ResponseSubmission::new(address_response("other"), "rust-key-1"))
+        .submit_responses(
+            &round,
+            &lease,
+            ResponseSubmission::new(address_response("other"), "rust-key-1"),
+        )
         .await;
     assert!(conflict.is_err(), "a different payload must be refused");
 
     // Python reads the Rust answer with strict validation.
     let read = store_peer(&["read", db, "py-exec-pending"])?;
     let seen = &read["py-exec-pending"][0];
-    assert_eq!(normalize_timestamps(seen["record"].clone()), record_json(&accepted));
+    assert_eq!(
+        normalize_timestamps(seen["record"].clone()),
+        record_json(&accepted)
+    );
     assert_eq!(seen["record"]["status"], "response_validated");
     assert_eq!(seen["record"]["response_idempotency_key"], "rust-key-1");
     let projection = store.redacted_responses(&round).await?.map(Value::Object);
@@ -71,7 +102,10 @@ async fn python_written_rounds_open_list_and_accept_rust_responses() -> TestResu
     store.mark_delivered(&round, &lease).await?;
     let done = store.resolve(&round, &lease).await?;
     let read = store_peer(&["read", db, "py-exec-pending"])?;
-    assert_eq!(normalize_timestamps(read["py-exec-pending"][0]["record"].clone()), record_json(&done));
+    assert_eq!(
+        normalize_timestamps(read["py-exec-pending"][0]["record"].clone()),
+        record_json(&done)
+    );
     assert_eq!(read["py-exec-pending"][0]["record"]["delivery_attempts"], 1);
     Ok(())
 }
@@ -84,7 +118,11 @@ async fn rust_written_rounds_load_in_python_and_python_answers_them() -> TestRes
     // A clock on a whole second (Python writes no microseconds then) and one with them.
     let start = SystemClock.now().replace_nanosecond(0)?;
     let clock = ManualClock::new(start);
-    let store = SqliteManagedInputStore::open_with(&path, SqliteStoreOptions::new().clock(Arc::new(clock.clone()))).await?;
+    let store = SqliteManagedInputStore::open_with(
+        &path,
+        SqliteStoreOptions::new().clock(Arc::new(clock.clone())),
+    )
+    .await?;
     let lease_for = Duration::from_secs(3600);
     let mut executions = Vec::new();
 
@@ -92,9 +130,14 @@ async fn rust_written_rounds_load_in_python_and_python_answers_them() -> TestRes
     let mut rich = address_round("rs-pending", "round-1", start);
     rich.request_state = Some("état opaque ✓".into());
     rich.deadline = Some(start + time::Duration::minutes(10));
-    let mut url = UrlElicitationRequest::new("payment", "Authorize the payment.", "https://pay.example/authorize?session=abc");
+    let mut url = UrlElicitationRequest::new(
+        "payment",
+        "Authorize the payment.",
+        "https://pay.example/authorize?session=abc",
+    );
     url.elicitation_id = Some("elicit-1".into());
-    rich.requests.insert("payment".into(), ElicitationRequest::Url(url));
+    rich.requests
+        .insert("payment".into(), ElicitationRequest::Url(url));
     let mut parameters = serde_json::Map::new();
     parameters.insert("quantity".into(), json!(2));
     parameters.insert("weight".into(), json!(1.25));
@@ -113,37 +156,102 @@ async fn rust_written_rounds_load_in_python_and_python_answers_them() -> TestRes
         .await?;
     executions.push("rs-pending");
 
-    clock.advance(Duration::from_micros(123_457));
+    clock.advance_std(Duration::from_micros(123_457));
     // one round in every later status
-    for (execution, steps) in [("rs-validated", 1), ("rs-started", 2), ("rs-delivered", 3), ("rs-resolved", 4)] {
+    for (execution, steps) in [
+        ("rs-validated", 1),
+        ("rs-started", 2),
+        ("rs-delivered", 3),
+        ("rs-resolved", 4),
+    ] {
         let record = store
-            .create_round(CreateRound::new(address_round(execution, "round-1", start), "rs-worker", lease_for).with_round_limit(2))
+            .create_round(
+                CreateRound::new(
+                    address_round(execution, "round-1", start),
+                    "rs-worker",
+                    lease_for,
+                )
+                .with_round_limit(2),
+            )
             .await?;
         let round = RoundRef::of(&record);
         let lease = LeaseRef::of(&record.lease);
         let mut responses = address_response("1 Main Street");
         if let Some(response) = responses.get_mut("shipping_address") {
-            response.meta = Some(serde_json::Map::from_iter([("client".to_owned(), json!("rust"))]));
+            response.meta = Some(serde_json::Map::from_iter([(
+                "client".to_owned(),
+                json!("rust"),
+            )]));
         }
-        store.submit_responses(&round, &lease, ResponseSubmission::new(responses, format!("key-{execution}"))).await?;
-        if steps >= 2 { store.start_delivery(&round, &lease).await?; }
-        if steps >= 3 { store.mark_delivered(&round, &lease).await?; }
-        if steps >= 4 { store.resolve(&round, &lease).await?; }
+        store
+            .submit_responses(
+                &round,
+                &lease,
+                ResponseSubmission::new(responses, format!("key-{execution}")),
+            )
+            .await?;
+        if steps >= 2 {
+            store.start_delivery(&round, &lease).await?;
+        }
+        if steps >= 3 {
+            store.mark_delivered(&round, &lease).await?;
+        }
+        if steps >= 4 {
+            store.resolve(&round, &lease).await?;
+        }
         executions.push(execution);
     }
     // failed with responses, and a recovery failure after a takeover
-    let record = store.create_round(CreateRound::new(address_round("rs-failed", "round-1", start), "rs-worker", lease_for)).await?;
-    let (round, lease) = (RoundRef::of(&record), LeaseRef::of(&record.lease));
-    store.submit_responses(&round, &lease, ResponseSubmission::new(BTreeMap::from([("shipping_address".to_owned(), ElicitationResponse::cancel())]), "k")).await?;
-    store.fail(&round, &lease, RoundFailure::new("cancelled", "operation cancelled")).await?;
-    executions.push("rs-failed");
-    let record = store.create_round(CreateRound::new(address_round("rs-recovery", "round-1", start), "rs-worker", Duration::from_secs(1))).await?;
-    clock.advance(Duration::from_secs(2));
-    let claimed = store
-        .claim_round(&RoundRef::of(&record), ClaimRound::new("rs-worker-2", Duration::from_secs(1)).with_expected_lease_token(record.lease.lease_token.clone()).with_delivery_state(DeliveryState::NotStarted))
+    let record = store
+        .create_round(CreateRound::new(
+            address_round("rs-failed", "round-1", start),
+            "rs-worker",
+            lease_for,
+        ))
         .await?;
-    clock.advance(Duration::from_secs(2));
-    store.fail_recovery(&RoundRef::of(&claimed), &claimed.lease.lease_token, "worker lost").await?;
+    let (round, lease) = (RoundRef::of(&record), LeaseRef::of(&record.lease));
+    store
+        .submit_responses(
+            &round,
+            &lease,
+            ResponseSubmission::new(
+                BTreeMap::from([("shipping_address".to_owned(), ElicitationResponse::cancel())]),
+                "k",
+            ),
+        )
+        .await?;
+    store
+        .fail(
+            &round,
+            &lease,
+            RoundFailure::new("cancelled", "operation cancelled"),
+        )
+        .await?;
+    executions.push("rs-failed");
+    let record = store
+        .create_round(CreateRound::new(
+            address_round("rs-recovery", "round-1", start),
+            "rs-worker",
+            Duration::from_secs(1),
+        ))
+        .await?;
+    clock.advance_std(Duration::from_secs(2));
+    let claimed = store
+        .claim_round(
+            &RoundRef::of(&record),
+            ClaimRound::new("rs-worker-2", Duration::from_secs(1))
+                .with_expected_lease_token(record.lease.lease_token.clone())
+                .with_delivery_state(DeliveryState::NotStarted),
+        )
+        .await?;
+    clock.advance_std(Duration::from_secs(2));
+    store
+        .fail_recovery(
+            &RoundRef::of(&claimed),
+            &claimed.lease.lease_token,
+            "worker lost",
+        )
+        .await?;
     executions.push("rs-recovery");
 
     // Python loads every round with strict validation and sees the same JSON.
@@ -155,24 +263,64 @@ async fn rust_written_rounds_load_in_python_and_python_answers_them() -> TestRes
         let python = read[*execution].as_array().ok_or("python rounds")?;
         assert_eq!(rust.len(), python.len(), "{execution}");
         for (r, p) in rust.iter().zip(python) {
-            assert_eq!(normalize_timestamps(p["record"].clone()), record_json(r), "{execution}: python sees another record");
-            let projection = store.redacted_responses(&RoundRef::of(r)).await?.map(Value::Object);
-            assert_eq!(projection.unwrap_or(Value::Null), p["redacted"], "{execution}: projection");
+            assert_eq!(
+                normalize_timestamps(p["record"].clone()),
+                record_json(r),
+                "{execution}: python sees another record"
+            );
+            let projection = store
+                .redacted_responses(&RoundRef::of(r))
+                .await?
+                .map(Value::Object);
+            assert_eq!(
+                projection.unwrap_or(Value::Null),
+                p["redacted"],
+                "{execution}: projection"
+            );
         }
     }
 
     // Python answers the Rust pending round (real time: the lease lasts an hour from `start`).
-    let answered = store_peer(&["answer", db, "rs-pending", "round-1", "rs-worker", "lease-rust-token", "py-key"]);
+    let answered = store_peer(&[
+        "answer",
+        db,
+        "rs-pending",
+        "round-1",
+        "rs-worker",
+        "lease-rust-token",
+        "py-key",
+    ]);
     // The round has a URL request too, which the peer does not answer: Python must refuse it
     // exactly like Rust does, leaving the round pending.
-    assert!(answered.is_err(), "python accepted a response without the URL key");
-    let still = store.get_round(&RoundRef::new("rs-pending", "round-1")).await?.ok_or("round")?;
+    assert!(
+        answered.is_err(),
+        "python accepted a response without the URL key"
+    );
+    let still = store
+        .get_round(&RoundRef::new("rs-pending", "round-1"))
+        .await?
+        .ok_or("round")?;
     assert_eq!(still.status, ManagedInputStatus::Pending);
 
     let single = store
-        .create_round(CreateRound::new(address_round("rs-answer", "round-1", start), "rs-worker", lease_for).with_lease_token("lease-answer"))
+        .create_round(
+            CreateRound::new(
+                address_round("rs-answer", "round-1", start),
+                "rs-worker",
+                lease_for,
+            )
+            .with_lease_token("lease-answer"),
+        )
         .await?;
-    let answered = store_peer(&["answer", db, "rs-answer", "round-1", "rs-worker", "lease-answer", "py-key"])?;
+    let answered = store_peer(&[
+        "answer",
+        db,
+        "rs-answer",
+        "round-1",
+        "rs-worker",
+        "lease-answer",
+        "py-key",
+    ])?;
     let round = RoundRef::of(&single);
     let seen = store.get_round(&round).await?.ok_or("answered round")?;
     assert_eq!(seen.status, ManagedInputStatus::ResponseValidated);
@@ -181,7 +329,11 @@ async fn rust_written_rounds_load_in_python_and_python_answers_them() -> TestRes
     assert_eq!(record_json(&seen), normalize_timestamps(answered));
     // Rust replays the Python submission: same record, nothing written.
     let replay = store
-        .submit_responses(&round, &LeaseRef::new("rs-worker", "lease-answer"), ResponseSubmission::new(address_response("7 Python Lane"), "py-key"))
+        .submit_responses(
+            &round,
+            &LeaseRef::new("rs-worker", "lease-answer"),
+            ResponseSubmission::new(address_response("7 Python Lane"), "py-key"),
+        )
         .await?;
     assert_eq!(replay, seen);
     assert!(store.redacted_responses(&round).await?.is_some());

@@ -4,23 +4,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use m3_store::conformance::{Harness, case_count, run_all};
+use m3_store::conformance::{Backend, case_count, run_all};
 use m3_store::{SqliteManagedInputStore, SqliteStoreOptions, SqliteSynchronous};
-use m3_types::ManualClock;
+use m3_types::Clock;
 
-async fn harness(clock: ManualClock, options: SqliteStoreOptions) -> m3_types::Result<Harness> {
-    let dir = tempfile::tempdir().map_err(|e| m3_types::Error::storage("tempdir").with_source(e))?;
+async fn backend(clock: Arc<dyn Clock>, options: SqliteStoreOptions) -> m3_types::Result<Backend> {
+    let dir =
+        tempfile::tempdir().map_err(|e| m3_types::Error::storage("tempdir").with_source(e))?;
     let path = dir.path().join("m3.sqlite");
-    let options = options.clock(Arc::new(clock.clone()));
+    let options = options.clock(clock);
     let store = SqliteManagedInputStore::open_with(&path, options.clone()).await?;
     // A second store object on the same file, as a reopened database or another process.
     let peer = SqliteManagedInputStore::open_with(&path, options).await?;
-    Ok(Harness::new(Arc::new(store.clone()), Arc::new(peer), Arc::new(store), clock).with_guard(dir))
+    Ok(Backend::new(Arc::new(store.clone()), Arc::new(peer), Arc::new(store)).with_guard(dir))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_store_passes_the_conformance_suite_with_default_options() {
-    let report = run_all(|clock| harness(clock, SqliteStoreOptions::new())).await;
+    let report = run_all(|clock| backend(clock, SqliteStoreOptions::new())).await;
     println!("{report}");
     assert!(report.is_success(), "{report}");
     assert_eq!(report.passed.len(), case_count());
@@ -33,7 +34,7 @@ async fn sqlite_store_passes_the_conformance_suite_with_non_default_options() {
         .synchronous(SqliteSynchronous::Normal)
         .busy_timeout(Duration::from_millis(1500))
         .max_connections(1);
-    let report = run_all(move |clock| harness(clock, options.clone())).await;
+    let report = run_all(move |clock| backend(clock, options.clone())).await;
     println!("{report}");
     assert!(report.is_success(), "{report}");
 }

@@ -1,6 +1,12 @@
 //! Serving a fixture over a byte stream (stdio or an in-process pipe).
 
-use std::borrow::Cow;
+use std::{
+    borrow::Cow,
+    collections::HashSet,
+    pin::Pin,
+    sync::{Arc, Mutex},
+    task::{Context, Poll},
+};
 
 use rmcp::{
     ErrorData, RoleServer, Service, ServiceExt,
@@ -8,7 +14,7 @@ use rmcp::{
     service::{NotificationContext, RequestContext, ServerInitializeError, ServiceRole},
 };
 use tokio::{
-    io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream},
+    io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream, ReadBuf},
     sync::mpsc,
 };
 use tokio_util::sync::CancellationToken;
@@ -93,15 +99,29 @@ where
 {
     let (raw_tx, raw_rx) = mpsc::unbounded_channel();
     let crash = CancellationToken::new();
+    let closed = CancellationToken::new();
+    let silenced = Arc::new(Mutex::new(HashSet::new()));
     let handler = ShippingHandler::new(
         options,
         Wire {
             raw: raw_tx,
             crash: crash.clone(),
+            closed: closed.clone(),
+            silenced: silenced.clone(),
         },
     )?;
+    let reader = EofReader {
+        inner: reader,
+        closed,
+    };
     let (rmcp_out, forwarder_in) = tokio::io::duplex(64 * 1024);
-    let forwarder = tokio::spawn(forward(forwarder_in, writer, raw_rx, crash.clone()));
+    let forwarder = tokio::spawn(forward(
+        forwarder_in,
+        writer,
+        raw_rx,
+        crash.clone(),
+        silenced,
+    ));
     let service = EraService { handler };
     let running = match service.serve((reader, rmcp_out)).await {
         Ok(running) => running,
@@ -137,6 +157,32 @@ async fn finish(
     }
 }
 
+/// Cancels `closed` when the input ends (or fails), so hanging fault handlers stop at once
+/// instead of holding rmcp's shutdown drain.
+struct EofReader<R> {
+    inner: R,
+    closed: CancellationToken,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for EofReader<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        match &poll {
+            Poll::Ready(Ok(())) if buf.filled().len() == before && buf.remaining() > 0 => {
+                self.closed.cancel();
+            }
+            Poll::Ready(Err(_)) => self.closed.cancel(),
+            _ => {}
+        }
+        poll
+    }
+}
+
 /// Copies rmcp's output to `out` line by line, interleaving raw lines from faults at line
 /// boundaries; stops (dropping `out`) at once when a crash fires.
 async fn forward<W>(
@@ -144,6 +190,7 @@ async fn forward<W>(
     mut out: W,
     mut raw: mpsc::UnboundedReceiver<Vec<u8>>,
     crash: CancellationToken,
+    silenced: Arc<Mutex<HashSet<String>>>,
 ) -> std::io::Result<()>
 where
     W: AsyncWrite + Send + Unpin + 'static,
@@ -158,8 +205,10 @@ where
             read = lines.read_until(b'\n', &mut line) => {
                 let n = read?;
                 if n == 0 || line.last() == Some(&b'\n') {
-                    out.write_all(&line).await?;
-                    out.flush().await?;
+                    if !is_silenced(&line, &silenced) {
+                        out.write_all(&line).await?;
+                        out.flush().await?;
+                    }
                     line.clear();
                 }
                 if n == 0 {
@@ -176,6 +225,24 @@ where
             },
         }
     }
+}
+
+/// True when `line` is a response to a silenced request id.
+fn is_silenced(line: &[u8], silenced: &Mutex<HashSet<String>>) -> bool {
+    let Ok(silenced) = silenced.lock() else {
+        return false;
+    };
+    if silenced.is_empty() || line.len() > 64 * 1024 {
+        return false;
+    }
+    let Ok(frame) = serde_json::from_slice::<serde_json::Value>(line) else {
+        return false;
+    };
+    let is_response = frame.get("result").is_some() || frame.get("error").is_some();
+    is_response
+        && frame
+            .get("id")
+            .is_some_and(|id| silenced.contains(&id.to_string()))
 }
 
 /// Serves the `shipping` server on this process's stdin and stdout.

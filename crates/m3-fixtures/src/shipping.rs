@@ -2,6 +2,7 @@
 
 use std::{
     borrow::Cow,
+    collections::HashSet,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -58,6 +59,11 @@ pub const LABEL_PROMPT: &str = "shipping_label";
 pub(crate) struct Wire {
     pub(crate) raw: UnboundedSender<Vec<u8>>,
     pub(crate) crash: CancellationToken,
+    /// Cancelled when the client's input ends.
+    pub(crate) closed: CancellationToken,
+    /// JSON-RPC ids (as JSON text) whose responses the output drops: calls a fault never
+    /// answers, ended only because the connection closed.
+    pub(crate) silenced: Arc<Mutex<HashSet<String>>>,
 }
 
 /// The server handler (one per connection).
@@ -125,6 +131,21 @@ impl ShippingHandler {
         .await
     }
 
+    /// Waits until the request is cancelled or the connection's input ends; the response the
+    /// caller then returns is never written.
+    async fn stopped(&self, context: &RequestContext<RoleServer>) {
+        tokio::select! {
+            () = context.ct.cancelled() => {}
+            () = self.inner.wire.closed.cancelled() => {}
+        }
+        if let (Ok(id), Ok(mut silenced)) = (
+            serde_json::to_string(&context.id),
+            self.inner.wire.silenced.lock(),
+        ) {
+            silenced.insert(id);
+        }
+    }
+
     async fn faulty_call(
         &self,
         fault: Fault,
@@ -136,7 +157,7 @@ impl ShippingHandler {
             Fault::CrashMidCall => {
                 tracing::warn!("fault crash-mid-call: ending the server");
                 self.inner.wire.crash.cancel();
-                context.ct.cancelled().await;
+                self.stopped(&context).await;
                 Err(ErrorData::internal_error("crashed", None))
             }
             Fault::Garbage => {
@@ -145,7 +166,7 @@ impl ShippingHandler {
                 if self.inner.wire.raw.send(line).is_err() {
                     tracing::warn!("fault garbage: the output is closed");
                 }
-                context.ct.cancelled().await;
+                self.stopped(&context).await;
                 Err(ErrorData::internal_error("cancelled", None))
             }
             Fault::Oversized => Ok(CallToolResult::success(vec![ContentBlock::text(
@@ -153,7 +174,7 @@ impl ShippingHandler {
             )])
             .into()),
             Fault::Hang => {
-                context.ct.cancelled().await;
+                self.stopped(&context).await;
                 Err(ErrorData::internal_error("cancelled", None))
             }
             Fault::EndlessRounds => {

@@ -30,13 +30,19 @@ impl AsyncAgent {
     /// `invalid_argument` (ModelValidationError) for a bad `human_input`,
     /// `managed` without a persistent store, `managed` with a predefined plan, an
     /// invalid tool selection or server binding; `storage_error`.
-    pub async fn submit(&self, prompt: impl Into<String>, options: SubmitOptions) -> Result<AsyncExecutionHandle> {
+    pub async fn submit(
+        &self,
+        prompt: impl Into<String>,
+        options: SubmitOptions,
+    ) -> Result<AsyncExecutionHandle> {
         let human_input = options.human_input.clone().map_err(|message| {
             Error::model_validation(message).with_detail("operation", "execution.submit")
         })?;
         if human_input == HumanInput::Managed && !self.kit.persistent {
-            return Err(Error::model_validation(messages::MANAGED_NEEDS_PERSISTENT_STORE)
-                .with_detail("operation", "execution.submit"));
+            return Err(
+                Error::model_validation(messages::MANAGED_NEEDS_PERSISTENT_STORE)
+                    .with_detail("operation", "execution.submit"),
+            );
         }
         let spec = ExecutionSpec::new(prompt, self.selection.clone())
             .with_servers(options.servers)
@@ -48,16 +54,24 @@ impl AsyncAgent {
             .with_lease(options.lease, options.renew_every)
             .with_input_deadline(options.input_deadline);
         spec.validate()?;
-        let json = serde_json::to_value(&spec)
-            .map_err(|e| Error::model_validation("execution spec is not serializable").with_source(e))?;
+        let json = serde_json::to_value(&spec).map_err(|e| {
+            Error::model_validation("execution spec is not serializable").with_source(e)
+        })?;
         let record = self
             .kit
             .store
             .create_execution(NewExecution::new(json).with_human_input(human_input))
             .await?;
-        self.kit.store.transition(&record.execution_id, ExecutionStatus::Queued, None).await?;
+        self.kit
+            .store
+            .transition(&record.execution_id, ExecutionStatus::Queued, None)
+            .await?;
         tracing::info!(execution.id = %record.execution_id, %human_input, "execution submitted");
         self.kit.spawn_worker(&record.execution_id);
-        Ok(AsyncExecutionHandle::new(Arc::clone(&self.kit), record.execution_id, human_input))
+        Ok(AsyncExecutionHandle::new(
+            Arc::clone(&self.kit),
+            record.execution_id,
+            human_input,
+        ))
     }
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use m3_runtime::{AgentSelection, RecoveryReport};
 use m3_store::{ExecutionEvent, ExecutionStore};
-use m3_types::{Error, ExecutionResult, ExecutionState, PendingElicitationRound, ResponseMap, Result};
+use m3_types::{
+    Error, ExecutionResult, ExecutionState, PendingElicitationRound, ResponseMap, Result,
+};
 use tokio::runtime::Runtime;
 
 use crate::agent::AsyncAgent;
@@ -42,7 +44,10 @@ impl Inner {
 #[cold]
 fn runtime_gone() -> ! {
     // Broken invariant: `Inner` only drops its runtime in `Drop`.
-    #[expect(clippy::panic, reason = "the runtime is only taken in Drop; reaching this is a bug")]
+    #[expect(
+        clippy::panic,
+        reason = "the runtime is only taken in Drop; reaching this is a bug"
+    )]
     {
         panic!("m3-kit runtime is gone")
     }
@@ -50,7 +55,12 @@ fn runtime_gone() -> ! {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        let Some(runtime) = self.runtime.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+        let Some(runtime) = self
+            .runtime
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
             return;
         };
         if tokio::runtime::Handle::try_current().is_err() {
@@ -84,27 +94,37 @@ pub struct McpTestKitBuilder {
 impl McpTestKitBuilder {
     /// See [`AsyncMcpTestKitBuilder::store`].
     pub fn store(self, store: impl ExecutionStore) -> Self {
-        Self { inner: self.inner.store(store) }
+        Self {
+            inner: self.inner.store(store),
+        }
     }
 
     /// See [`AsyncMcpTestKitBuilder::shared_store`].
     pub fn shared_store(self, store: Arc<dyn ExecutionStore>) -> Self {
-        Self { inner: self.inner.shared_store(store) }
+        Self {
+            inner: self.inner.shared_store(store),
+        }
     }
 
     /// See [`AsyncMcpTestKitBuilder::sqlite`].
     pub fn sqlite(self, path: impl AsRef<Path>) -> Self {
-        Self { inner: self.inner.sqlite(path) }
+        Self {
+            inner: self.inner.sqlite(path),
+        }
     }
 
     /// See [`AsyncMcpTestKitBuilder::env`].
     pub fn env(self, env: BTreeMap<String, String>) -> Self {
-        Self { inner: self.inner.env(env) }
+        Self {
+            inner: self.inner.env(env),
+        }
     }
 
     /// See [`AsyncMcpTestKitBuilder::recover_on_open`].
     pub fn recover_on_open(self, yes: bool) -> Self {
-        Self { inner: self.inner.recover_on_open(yes) }
+        Self {
+            inner: self.inner.recover_on_open(yes),
+        }
     }
 
     /// Starts the runtime, opens the store and runs recovery.
@@ -122,7 +142,12 @@ impl McpTestKitBuilder {
             .build()
             .map_err(|e| Error::storage("cannot start the m3-kit runtime").with_source(e))?;
         let kit = runtime.block_on(self.inner.build())?;
-        Ok(McpTestKit { inner: Arc::new(Inner { runtime: Mutex::new(Some(runtime)), kit }) })
+        Ok(McpTestKit {
+            inner: Arc::new(Inner {
+                runtime: Mutex::new(Some(runtime)),
+                kit,
+            }),
+        })
     }
 }
 
@@ -146,13 +171,19 @@ impl McpTestKit {
     ///
     /// # Errors
     /// As [`AsyncMcpTestKit::agents`].
-    pub fn agents(&self, selections: impl IntoIterator<Item = AgentSelection>) -> Result<Vec<Agent>> {
+    pub fn agents(
+        &self,
+        selections: impl IntoIterator<Item = AgentSelection>,
+    ) -> Result<Vec<Agent>> {
         Ok(self
             .inner
             .kit
             .agents(selections)?
             .into_iter()
-            .map(|agent| Agent { inner: Arc::clone(&self.inner), agent })
+            .map(|agent| Agent {
+                inner: Arc::clone(&self.inner),
+                agent,
+            })
             .collect())
     }
 
@@ -162,7 +193,10 @@ impl McpTestKit {
     /// As [`AsyncMcpTestKit::attach`].
     pub fn attach(&self, execution_id: &str) -> Result<ExecutionHandle> {
         let handle = self.inner.block_on(self.inner.kit.attach(execution_id))?;
-        Ok(ExecutionHandle { inner: Arc::clone(&self.inner), handle })
+        Ok(ExecutionHandle {
+            inner: Arc::clone(&self.inner),
+            handle,
+        })
     }
 
     /// See [`AsyncMcpTestKit::executions`].
@@ -203,9 +237,16 @@ impl Agent {
     ///
     /// # Errors
     /// As [`AsyncAgent::submit`].
-    pub fn submit(&self, prompt: impl Into<String>, options: SubmitOptions) -> Result<ExecutionHandle> {
+    pub fn submit(
+        &self,
+        prompt: impl Into<String>,
+        options: SubmitOptions,
+    ) -> Result<ExecutionHandle> {
         let handle = self.inner.block_on(self.agent.submit(prompt, options))?;
-        Ok(ExecutionHandle { inner: Arc::clone(&self.inner), handle })
+        Ok(ExecutionHandle {
+            inner: Arc::clone(&self.inner),
+            handle,
+        })
     }
 }
 
@@ -239,8 +280,16 @@ impl ExecutionHandle {
     ///
     /// # Errors
     /// As [`AsyncExecutionHandle::respond_elicitation`].
-    pub fn respond_elicitation(&self, round_id: &str, responses: ResponseMap, idempotency_key: &str) -> Result<()> {
-        self.inner.block_on(self.handle.respond_elicitation(round_id, responses, idempotency_key))
+    pub fn respond_elicitation(
+        &self,
+        round_id: &str,
+        responses: ResponseMap,
+        idempotency_key: &str,
+    ) -> Result<()> {
+        self.inner.block_on(
+            self.handle
+                .respond_elicitation(round_id, responses, idempotency_key),
+        )
     }
 
     /// See [`AsyncExecutionHandle::snapshot`].

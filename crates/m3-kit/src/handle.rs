@@ -69,12 +69,17 @@ pub struct AsyncExecutionHandle {
 }
 
 fn not_found(what: &str, id: &str) -> Error {
-    Error::managed_input_validation(format!("{what} '{id}' does not exist")).with_detail("not_found", true)
+    Error::managed_input_validation(format!("{what} '{id}' does not exist"))
+        .with_detail("not_found", true)
 }
 
 impl AsyncExecutionHandle {
     pub(crate) fn new(kit: Arc<KitInner>, execution_id: String, human_input: HumanInput) -> Self {
-        Self { kit, execution_id, human_input }
+        Self {
+            kit,
+            execution_id,
+            human_input,
+        }
     }
 
     /// The execution id.
@@ -92,7 +97,10 @@ impl AsyncExecutionHandle {
             .store
             .get_execution(&self.execution_id)
             .await?
-            .ok_or_else(|| not_found("execution", &self.execution_id).with_detail("execution_id", self.execution_id.clone()))
+            .ok_or_else(|| {
+                not_found("execution", &self.execution_id)
+                    .with_detail("execution_id", self.execution_id.clone())
+            })
     }
 
     /// The single pending round, or `None` (always `None` for `human_input = fail`).
@@ -115,7 +123,8 @@ impl AsyncExecutionHandle {
         match pending.len() {
             0 => Ok(None),
             1 => Ok(pending.pop()),
-            n => Err(Error::managed_input_state(messages::MULTIPLE_PENDING).with_detail("pending_rounds", n)),
+            n => Err(Error::managed_input_state(messages::MULTIPLE_PENDING)
+                .with_detail("pending_rounds", n)),
         }
     }
 
@@ -142,20 +151,27 @@ impl AsyncExecutionHandle {
                 .with_detail("operation", "execution.respond_elicitation"));
         }
         if round_id.is_empty() {
-            return Err(Error::managed_input_validation("round_id must be a non-empty string"));
+            return Err(Error::managed_input_validation(
+                "round_id must be a non-empty string",
+            ));
         }
         if idempotency_key.is_empty() {
-            return Err(Error::managed_input_validation("idempotency_key must be a non-empty string"));
+            return Err(Error::managed_input_validation(
+                "idempotency_key must be a non-empty string",
+            ));
         }
         let store = self.kit.store.managed_input_store().await?;
         let round = RoundRef::new(self.execution_id.clone(), round_id);
-        let record = store
-            .get_round(&round)
-            .await?
-            .ok_or_else(|| not_found("managed-input round", round_id).with_detail("round_id", round_id))?;
+        let record = store.get_round(&round).await?.ok_or_else(|| {
+            not_found("managed-input round", round_id).with_detail("round_id", round_id)
+        })?;
         // The responder borrows the worker's lease (the reference's contract).
         store
-            .submit_responses(&round, &LeaseRef::of(&record.lease), ResponseSubmission::new(responses, idempotency_key))
+            .submit_responses(
+                &round,
+                &LeaseRef::of(&record.lease),
+                ResponseSubmission::new(responses, idempotency_key),
+            )
             .await?;
         self.kit.notifier.notify_response(round_id);
         Ok(())
@@ -204,7 +220,10 @@ impl AsyncExecutionHandle {
         if record.is_finished() {
             return Ok(());
         }
-        self.kit.store.request_cancel(&self.execution_id, Some("caller requested cancellation")).await?;
+        self.kit
+            .store
+            .request_cancel(&self.execution_id, Some("caller requested cancellation"))
+            .await?;
         if let Some(token) = self.kit.local_token(&self.execution_id) {
             token.cancel();
             let _ = self.result(Some(Duration::from_secs(30))).await?;
@@ -217,7 +236,10 @@ impl AsyncExecutionHandle {
     /// # Errors
     /// `storage_error`.
     pub async fn events(&self, after_sequence: Option<u64>) -> Result<Vec<ExecutionEvent>> {
-        self.kit.store.list_events(&self.execution_id, after_sequence).await
+        self.kit
+            .store
+            .list_events(&self.execution_id, after_sequence)
+            .await
     }
 
     /// Every round of the execution with redacted diagnostics.
@@ -260,7 +282,10 @@ impl AsyncExecutionHandle {
     /// # Errors
     /// `timeout` when nothing happened in time; as
     /// [`pending_elicitation`](Self::pending_elicitation).
-    pub async fn wait_for_pending(&self, timeout: Duration) -> Result<Option<PendingElicitationRound>> {
+    pub async fn wait_for_pending(
+        &self,
+        timeout: Duration,
+    ) -> Result<Option<PendingElicitationRound>> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             if let Some(pending) = self.pending_elicitation().await? {
@@ -270,9 +295,11 @@ impl AsyncExecutionHandle {
                 return Ok(None);
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(Error::timeout("execution did not request managed input in time")
-                    .with_detail("operation", "execution.wait_for_pending")
-                    .with_detail("wait_only", true));
+                return Err(
+                    Error::timeout("execution did not request managed input in time")
+                        .with_detail("operation", "execution.wait_for_pending")
+                        .with_detail("wait_only", true),
+                );
             }
             tokio::time::sleep(WAIT_POLL).await;
         }

@@ -29,20 +29,31 @@ pub(crate) struct KitInner {
 impl KitInner {
     /// The local cancellation token of an execution this kit runs.
     pub(crate) fn local_token(&self, execution_id: &str) -> Option<CancellationToken> {
-        self.local.lock().unwrap_or_else(PoisonError::into_inner).get(execution_id).cloned()
+        self.local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(execution_id)
+            .cloned()
     }
 
     /// Starts the worker for `execution_id` in the background.
     pub(crate) fn spawn_worker(self: &Arc<Self>, execution_id: &str) {
         let token = self.shutdown.child_token();
-        self.local.lock().unwrap_or_else(PoisonError::into_inner).insert(execution_id.to_owned(), token.clone());
+        self.local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(execution_id.to_owned(), token.clone());
         let inner = Arc::clone(self);
         let id = execution_id.to_owned();
         self.tasks.spawn(async move {
             if let Err(error) = inner.worker.run(&id, token).await {
                 tracing::warn!(execution.id = %id, %error, "execution worker ended with an error");
             }
-            inner.local.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+            inner
+                .local
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
         });
     }
 }
@@ -100,12 +111,18 @@ impl AsyncMcpTestKit {
     /// # Errors
     /// `invalid_argument` for a harness that is not available yet (`codex`) or a
     /// malformed script.
-    pub fn agents(&self, selections: impl IntoIterator<Item = AgentSelection>) -> Result<Vec<AsyncAgent>> {
+    pub fn agents(
+        &self,
+        selections: impl IntoIterator<Item = AgentSelection>,
+    ) -> Result<Vec<AsyncAgent>> {
         selections
             .into_iter()
             .map(|selection| {
                 selection.validate()?;
-                Ok(AsyncAgent { kit: Arc::clone(&self.inner), selection })
+                Ok(AsyncAgent {
+                    kit: Arc::clone(&self.inner),
+                    selection,
+                })
             })
             .collect()
     }
@@ -117,12 +134,23 @@ impl AsyncMcpTestKit {
     /// `managed_input_invalid` with detail `not_found = true` for an unknown id;
     /// `storage_error`.
     pub async fn attach(&self, execution_id: &str) -> Result<AsyncExecutionHandle> {
-        let record = self.inner.store.get_execution(execution_id).await?.ok_or_else(|| {
-            Error::managed_input_validation(format!("execution '{execution_id}' does not exist"))
+        let record = self
+            .inner
+            .store
+            .get_execution(execution_id)
+            .await?
+            .ok_or_else(|| {
+                Error::managed_input_validation(format!(
+                    "execution '{execution_id}' does not exist"
+                ))
                 .with_detail("not_found", true)
                 .with_detail("execution_id", execution_id)
-        })?;
-        Ok(AsyncExecutionHandle::new(Arc::clone(&self.inner), execution_id.to_owned(), record.human_input))
+            })?;
+        Ok(AsyncExecutionHandle::new(
+            Arc::clone(&self.inner),
+            execution_id.to_owned(),
+            record.human_input,
+        ))
     }
 
     /// Every stored execution, oldest first.
@@ -130,7 +158,11 @@ impl AsyncMcpTestKit {
     /// # Errors
     /// `storage_error`.
     pub async fn executions(&self) -> Result<Vec<ExecutionSummary>> {
-        let records = self.inner.store.list_executions(ListExecutions::new()).await?;
+        let records = self
+            .inner
+            .store
+            .list_executions(ListExecutions::new())
+            .await?;
         let mut out = Vec::with_capacity(records.len());
         for record in records {
             let pending_rounds = if record.human_input == HumanInput::Managed {
@@ -144,7 +176,11 @@ impl AsyncMcpTestKit {
             } else {
                 0
             };
-            out.push(ExecutionSummary { state: record.state(), human_input: record.human_input, pending_rounds });
+            out.push(ExecutionSummary {
+                state: record.state(),
+                human_input: record.human_input,
+                pending_rounds,
+            });
         }
         Ok(out)
     }
@@ -218,16 +254,23 @@ impl AsyncMcpTestKitBuilder {
     /// # Errors
     /// `storage_error` (and the store's open errors).
     pub async fn build(self) -> Result<AsyncMcpTestKit> {
-        let (store, persistent, ephemeral): (Arc<dyn ExecutionStore>, bool, _) = match (self.store, self.path) {
-            (Some(store), _) => (store, true, None),
-            (None, Some(path)) => (Arc::new(SqliteExecutionStore::open(&path).await?), true, None),
-            (None, None) => {
-                let dir = tempfile::tempdir()
-                    .map_err(|e| Error::storage("cannot create a temporary store directory").with_source(e))?;
-                let store = SqliteExecutionStore::open(dir.path().join("m3-kit.sqlite")).await?;
-                (Arc::new(store), false, Some(dir))
-            }
-        };
+        let (store, persistent, ephemeral): (Arc<dyn ExecutionStore>, bool, _) =
+            match (self.store, self.path) {
+                (Some(store), _) => (store, true, None),
+                (None, Some(path)) => (
+                    Arc::new(SqliteExecutionStore::open(&path).await?),
+                    true,
+                    None,
+                ),
+                (None, None) => {
+                    let dir = tempfile::tempdir().map_err(|e| {
+                        Error::storage("cannot create a temporary store directory").with_source(e)
+                    })?;
+                    let store =
+                        SqliteExecutionStore::open(dir.path().join("m3-kit.sqlite")).await?;
+                    (Arc::new(store), false, Some(dir))
+                }
+            };
         let notifier = ResponseNotifier::new();
         let worker = Worker::new(Arc::clone(&store), Arc::clone(&notifier), self.env);
         let kit = AsyncMcpTestKit {
@@ -245,7 +288,10 @@ impl AsyncMcpTestKitBuilder {
         if !self.skip_recovery {
             let report = kit.recover().await?;
             if !report.executions.is_empty() {
-                tracing::info!(count = report.executions.len(), "recovered executions on open");
+                tracing::info!(
+                    count = report.executions.len(),
+                    "recovered executions on open"
+                );
             }
         }
         Ok(kit)

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use m3_runtime::{DEFAULT_EXECUTION_TIMEOUT, DEFAULT_LEASE, DEFAULT_RENEW_EVERY, DEFAULT_ROUND_LIMIT, ElicitationPlan};
+use m3_runtime::{
+    DEFAULT_EXECUTION_TIMEOUT, DEFAULT_LEASE, DEFAULT_RENEW_EVERY, DEFAULT_ROUND_LIMIT,
+    ElicitationPlan,
+};
 use m3_types::{HumanInput, Result, StdioServer};
 
 /// A value accepted by [`SubmitOptions::human_input`]: a [`HumanInput`] or its

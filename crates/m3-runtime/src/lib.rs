@@ -6,7 +6,10 @@
 //!
 //! # Concepts
 //!
-//! - [`mcp`]: the MCP client (stdio servers, both protocol eras, input rounds).
+//! - [`mcp`]: the MCP client for stdio servers in both protocol eras (2026-07-28 and
+//!   the legacy `initialize` era). An operation that may need input returns either
+//!   its result or an [`InputRound`](mcp::InputRound) to answer, the same way in both
+//!   eras; every wire attempt is recorded in a [`LogicalOperation`](mcp::LogicalOperation).
 //! - [`AgentSelection`] / [`Script`]: which harness runs an execution; the
 //!   seed's `{"harness": ..., ...}` JSON.
 //! - [`harness`]: the [`Harness`](harness::Harness) trait and the built-in

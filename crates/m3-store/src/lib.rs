@@ -73,3 +73,7 @@ pub use execution::{
     ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
     ListExecutions, NewExecution, SqliteExecutionStore, TerminalizeExpired, Terminalized,
 };
+/// `docs/custom-backend.md`, compiled as doctests so its example stays correct.
+#[cfg(all(doctest, feature = "conformance"))]
+#[doc = include_str!("../../../docs/custom-backend.md")]
+pub struct CustomBackendGuide;

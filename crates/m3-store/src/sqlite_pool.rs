@@ -66,14 +66,14 @@ pub(crate) async fn open_pool(path: &Path, options: &SqliteStoreOptions) -> Resu
 
 fn refuse_non_file(path: &Path) -> Result<()> {
     match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            Err(Error::managed_input_validation("database path must not be a symlink")
-                .with_detail("path", path.display().to_string()))
-        }
-        Ok(meta) if !meta.is_file() => {
-            Err(Error::managed_input_validation("database path must name a file")
-                .with_detail("path", path.display().to_string()))
-        }
+        Ok(meta) if meta.file_type().is_symlink() => Err(Error::managed_input_validation(
+            "database path must not be a symlink",
+        )
+        .with_detail("path", path.display().to_string())),
+        Ok(meta) if !meta.is_file() => Err(Error::managed_input_validation(
+            "database path must name a file",
+        )
+        .with_detail("path", path.display().to_string())),
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::storage("could not inspect the database path")

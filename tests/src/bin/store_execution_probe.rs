@@ -29,7 +29,9 @@ async fn main() -> ExitCode {
 
 async fn run(args: Vec<String>) -> Result<(), BoxError> {
     let [command, db, execution_id, rest @ ..] = args.as_slice() else {
-        return Err("usage: store_execution_probe <cancel|append|show> <db> <execution_id> ...".into());
+        return Err(
+            "usage: store_execution_probe <cancel|append|show> <db> <execution_id> ...".into(),
+        );
     };
     let store = SqliteExecutionStore::open(db).await?;
     match (command.as_str(), rest) {

@@ -85,6 +85,7 @@ pub async fn lease(
 
 /// Asserts that `result` failed with `code`, printing the error.
 #[track_caller]
+#[expect(clippy::panic, reason = "a test assertion helper")]
 pub fn assert_code<T: std::fmt::Debug>(result: m3_types::Result<T>, code: &str) -> Error {
     match result {
         Ok(value) => panic!("expected error {code}, got Ok({value:?})"),

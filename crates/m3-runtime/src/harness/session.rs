@@ -16,6 +16,9 @@ use crate::mcp::{
     OperationProgress, OperationRequest,
 };
 
+/// How long [`AgentSession::call_tool`] waits for a tool to be listed.
+const TOOL_LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How input rounds are answered.
 #[derive(Debug)]
 pub(crate) enum InputPolicy {
@@ -133,8 +136,27 @@ impl AgentSession {
         tool: &str,
         arguments: Map<String, Value>,
     ) -> Result<CompletedOperation> {
+        self.await_tool(server, tool).await;
         self.run(server, OperationRequest::tool(tool, arguments))
             .await
+    }
+
+    /// Like an agent that lists tools before calling one: some servers register
+    /// tools only after the handshake, so wait (briefly) until `tool` is listed.
+    async fn await_tool(&self, server: &str, tool: &str) {
+        let Some(connection) = self.connections.get(server) else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + TOOL_LISTING_WAIT;
+        loop {
+            match connection.list_tools().await {
+                Ok(tools) if tools.iter().any(|t| t.name == tool) => return,
+                Ok(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                _ => return,
+            }
+        }
     }
 
     /// Gets prompt `name` from server `server`.

@@ -10,11 +10,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::{Semaphore, watch};
 
+use super::driver;
 use super::fault::{ConnectionFault, FaultSender, wait_for_fault};
 use super::frames;
 use super::handler::{LegacyRouter, M3ClientHandler};
-use super::driver;
-use super::operation::{OperationProgress, OperationRequest};
+use super::operation::{OperationProgress, OperationRequest, ResumeRequest};
 use super::options::{ConnectOptions, ProtocolEra};
 use super::process::{self, ServerProcess, SpawnSettings};
 use super::record::LogicalOperation;
@@ -66,14 +66,19 @@ pub(crate) struct Shared {
 impl Shared {
     /// The recorded fault as a typed error, if any.
     pub(crate) fn fault_error(&self) -> Option<Error> {
-        self.faults.borrow().as_ref().map(|fault| fault.to_error(&self.server))
+        self.faults
+            .borrow()
+            .as_ref()
+            .map(|fault| fault.to_error(&self.server))
     }
 
     /// Replace (or append) an operation record in the log.
     pub(crate) fn publish(&self, record: &LogicalOperation) {
         if let Ok(mut log) = self.log.lock() {
-            if let Some(slot) =
-                log.iter_mut().rev().find(|r| r.logical_operation_id == record.logical_operation_id)
+            if let Some(slot) = log
+                .iter_mut()
+                .rev()
+                .find(|r| r.logical_operation_id == record.logical_operation_id)
             {
                 *slot = record.clone();
             } else {
@@ -137,7 +142,7 @@ impl McpConnection {
     /// `initialize` on the same process when the server answers the probe with an
     /// error). A server that stays silent is given `discover_timeout`; then the
     /// process is killed and a fresh one is started with `initialize` (rmcp's own
-    /// silent-probe fallback would take 10 s).
+    /// silent-probe timeout is a fixed, private 10 s).
     ///
     /// # Errors
     /// `transport_error` when the server cannot be started or closes during the
@@ -151,7 +156,8 @@ impl McpConnection {
             None => match Self::connect_once(server, &options, Lifecycle::Auto).await {
                 Err(error) if error.is_timeout() => {
                     tracing::info!(server = %server.name, "server/discover probe timed out; falling back to initialize");
-                    Self::connect_once(server, &options, Lifecycle::Fixed(ProtocolEra::Legacy)).await
+                    Self::connect_once(server, &options, Lifecycle::Fixed(ProtocolEra::Legacy))
+                        .await
                 }
                 other => other,
             },
@@ -187,10 +193,14 @@ impl McpConnection {
                 options.discover_timeout,
             ),
             Lifecycle::Fixed(ProtocolEra::Modern) => (
-                ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
                 options.connect_timeout,
             ),
-            Lifecycle::Fixed(ProtocolEra::Legacy) => (ClientLifecycleMode::Initialize, options.connect_timeout),
+            Lifecycle::Fixed(ProtocolEra::Legacy) => {
+                (ClientLifecycleMode::Initialize, options.connect_timeout)
+            }
         };
         let mut fault_rx = faults.clone();
         let started = tokio::select! {
@@ -226,10 +236,18 @@ impl McpConnection {
             .as_ref()
             .map(|info| info.protocol_version.clone())
             .unwrap_or(ProtocolVersion::V_2025_11_25);
-        let era = if version >= ProtocolVersion::V_2026_07_28 { ProtocolEra::Modern } else { ProtocolEra::Legacy };
-        let identity = info.as_ref().and_then(|info| info.server_info.as_ref()).map(|implementation| {
-            ServerIdentity { name: implementation.name.clone(), version: implementation.version.clone() }
-        });
+        let era = if version >= ProtocolVersion::V_2026_07_28 {
+            ProtocolEra::Modern
+        } else {
+            ProtocolEra::Legacy
+        };
+        let identity = info
+            .as_ref()
+            .and_then(|info| info.server_info.as_ref())
+            .map(|implementation| ServerIdentity {
+                name: implementation.name.clone(),
+                version: implementation.version.clone(),
+            });
         tracing::info!(server = %server.name, %era, protocol_version = %version, pid = process.pid(), "MCP server connected");
         let shared = Shared {
             server: server.name.clone(),
@@ -245,7 +263,10 @@ impl McpConnection {
             options: options.clone(),
             log: Mutex::new(Vec::new()),
         };
-        Ok(Self { shared: Arc::new(shared), service: tokio::sync::Mutex::new(Some(service)) })
+        Ok(Self {
+            shared: Arc::new(shared),
+            service: tokio::sync::Mutex::new(Some(service)),
+        })
     }
 
     /// The server binding's name.
@@ -286,13 +307,19 @@ impl McpConnection {
     /// Records of the operations started on this connection (the last 256), in
     /// start order; in-progress operations show their attempts so far.
     pub fn operation_log(&self) -> Vec<LogicalOperation> {
-        self.shared.log.lock().map(|log| log.clone()).unwrap_or_default()
+        self.shared
+            .log
+            .lock()
+            .map(|log| log.clone())
+            .unwrap_or_default()
     }
 
     /// The record of one logical operation, if still in the log.
     pub fn operation_record(&self, logical_operation_id: &str) -> Option<LogicalOperation> {
         self.shared.log.lock().ok().and_then(|log| {
-            log.iter().find(|r| r.logical_operation_id == logical_operation_id).cloned()
+            log.iter()
+                .find(|r| r.logical_operation_id == logical_operation_id)
+                .cloned()
         })
     }
 
@@ -301,7 +328,10 @@ impl McpConnection {
     /// # Errors
     /// `timeout`, `protocol_error` or `transport_error` as for any request.
     pub async fn list_tools(&self) -> Result<Vec<ToolDescriptor>> {
-        let tools = self.shared.bounded("tools/list", self.shared.peer.list_all_tools()).await?;
+        let tools = self
+            .shared
+            .bounded("tools/list", self.shared.peer.list_all_tools())
+            .await?;
         let selection = self.shared.options.tool_selection.as_ref();
         Ok(tools
             .into_iter()
@@ -335,6 +365,18 @@ impl McpConnection {
         driver::start(Arc::clone(&self.shared), request).await
     }
 
+    /// Continue a 2026-07-28 operation from a stored round: a wire attempt with
+    /// the stored `requestState` and the answers (see [`ResumeRequest`]).
+    ///
+    /// # Errors
+    /// `managed_input_state` on a legacy-era connection (its rounds cannot outlive
+    /// their request); a rejected state is the server's `protocol_error` (the
+    /// Python SDK and the shipping fixture answer -32602); otherwise as
+    /// [`McpConnection::start`].
+    pub async fn resume(&self, request: ResumeRequest) -> Result<OperationProgress> {
+        driver::resume(Arc::clone(&self.shared), request).await
+    }
+
     /// Close the connection: end the MCP session (stdin EOF), give the server the
     /// close grace to exit, kill its process group, and reap it. Operations still
     /// holding an input round fail with `transport_error` when continued.
@@ -343,7 +385,9 @@ impl McpConnection {
     /// None today; the `Result` leaves room for reporting cleanup failures.
     pub async fn close(self) -> Result<()> {
         let grace = self.shared.options.close_grace;
-        self.shared.fault_tx.raise(ConnectionFault::transport("connection closed"));
+        self.shared
+            .fault_tx
+            .raise(ConnectionFault::transport("connection closed"));
         if let Some(mut service) = self.service.lock().await.take() {
             let _ = service.close_with_timeout(grace).await;
         }
@@ -354,7 +398,9 @@ impl McpConnection {
 
 impl Drop for McpConnection {
     fn drop(&mut self) {
-        self.shared.fault_tx.raise(ConnectionFault::transport("connection closed"));
+        self.shared
+            .fault_tx
+            .raise(ConnectionFault::transport("connection closed"));
         self.shared.process.kill_token().cancel();
     }
 }

@@ -21,7 +21,7 @@ use super::fault::wait_for_fault;
 use super::handler::LegacyInput;
 use super::operation::{
     CompletedOperation, InputRound, LEGACY_REQUEST_KEY, LegacyPending, OperationProgress,
-    OperationRequest,
+    OperationRequest, ResumeRequest,
 };
 use super::options::ProtocolEra;
 use super::record::{AttemptOutcome, LogicalOperation, OperationAttempt, RoundExchange};
@@ -42,7 +42,11 @@ impl Drop for LegacyCall {
     fn drop(&mut self) {
         self.shared.router.clear();
         if !self.finished {
-            cancel_request(&self.shared, self.request_id.clone(), "operation abandoned by the caller");
+            cancel_request(
+                &self.shared,
+                self.request_id.clone(),
+                "operation abandoned by the caller",
+            );
         }
     }
 }
@@ -54,6 +58,27 @@ fn cancel_request(shared: &Arc<Shared>, request_id: RequestId, reason: &str) {
         handle.spawn(async move {
             let _ = peer.notify_cancelled(params).await;
         });
+    }
+}
+
+/// Sends `notifications/cancelled` for a request if dropped while armed (the
+/// caller abandoned a 2026-07-28 attempt mid-flight).
+struct CancelOnDrop<'a> {
+    shared: &'a Arc<Shared>,
+    request_id: Option<RequestId>,
+}
+
+impl CancelOnDrop<'_> {
+    fn disarm(mut self) {
+        self.request_id = None;
+    }
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.request_id.take() {
+            cancel_request(self.shared, id, "request abandoned by the caller");
+        }
     }
 }
 
@@ -70,7 +95,7 @@ pub(super) struct Driver {
     waited: Duration,
 }
 
-pub(crate) async fn start(shared: Arc<Shared>, request: OperationRequest) -> Result<OperationProgress> {
+fn new_driver(shared: Arc<Shared>, request: OperationRequest) -> Result<Driver> {
     if request.kind == OperationKind::Tool
         && let Some(selection) = &shared.options.tool_selection
         && !selection.allows(&shared.server, &request.name)
@@ -82,9 +107,16 @@ pub(crate) async fn start(shared: Arc<Shared>, request: OperationRequest) -> Res
         .with_detail("server", shared.server.clone())
         .with_detail("tool", request.name.clone()));
     }
-    let origin = Origin { server: shared.server.clone(), kind: request.kind, name: request.name.clone() };
+    let origin = Origin {
+        server: shared.server.clone(),
+        kind: request.kind,
+        name: request.name.clone(),
+    };
     let record = LogicalOperation {
-        logical_operation_id: request.logical_operation_id.clone().unwrap_or_else(m3_types::new_id),
+        logical_operation_id: request
+            .logical_operation_id
+            .clone()
+            .unwrap_or_else(m3_types::new_id),
         server: shared.server.clone(),
         operation_kind: request.kind,
         operation_name: request.name.clone(),
@@ -95,9 +127,10 @@ pub(crate) async fn start(shared: Arc<Shared>, request: OperationRequest) -> Res
         finished_at: None,
         rounds: 0,
         attempts: Vec::new(),
+        error: None,
     };
     let round_limit = request.round_limit.unwrap_or(shared.options.round_limit);
-    let mut driver = Driver {
+    Ok(Driver {
         shared,
         origin,
         arguments: request.arguments,
@@ -106,7 +139,14 @@ pub(crate) async fn start(shared: Arc<Shared>, request: OperationRequest) -> Res
         record,
         legacy: None,
         waited: Duration::ZERO,
-    };
+    })
+}
+
+pub(crate) async fn start(
+    shared: Arc<Shared>,
+    request: OperationRequest,
+) -> Result<OperationProgress> {
+    let mut driver = new_driver(shared, request)?;
     driver.shared.publish(&driver.record);
     match driver.shared.era {
         ProtocolEra::Modern => driver.modern_attempts(None, None).await,
@@ -117,12 +157,37 @@ pub(crate) async fn start(shared: Arc<Shared>, request: OperationRequest) -> Res
     }
 }
 
+pub(crate) async fn resume(
+    shared: Arc<Shared>,
+    resume: ResumeRequest,
+) -> Result<OperationProgress> {
+    if shared.era != ProtocolEra::Modern {
+        return Err(Error::managed_input_state(format!(
+            "a legacy-era round lives in its open request and cannot be resumed (server '{}')",
+            shared.server
+        ))
+        .with_detail("server", shared.server.clone()));
+    }
+    let mut driver = new_driver(shared, resume.operation)?;
+    driver.record.rounds = resume.completed_rounds;
+    driver.shared.publish(&driver.record);
+    driver
+        .modern_attempts(Some(resume.responses), resume.request_state)
+        .await
+}
+
 impl Driver {
     fn attempt_number(&self) -> u32 {
-        u32::try_from(self.record.attempts.len()).unwrap_or(u32::MAX).saturating_add(1)
+        u32::try_from(self.record.attempts.len())
+            .unwrap_or(u32::MAX)
+            .saturating_add(1)
     }
 
-    fn begin_attempt(&mut self, request_state: Option<String>, input_responses: Option<ResponseMap>) -> u32 {
+    fn begin_attempt(
+        &mut self,
+        request_state: Option<String>,
+        input_responses: Option<ResponseMap>,
+    ) -> u32 {
         let attempt = self.attempt_number();
         self.record.attempts.push(OperationAttempt {
             attempt,
@@ -148,7 +213,10 @@ impl Driver {
             }
             last.outcome = outcome;
         }
-        if !matches!(self.record.attempts.last().map(|a| &a.outcome), Some(AttemptOutcome::InputRequired { .. })) {
+        if !matches!(
+            self.record.attempts.last().map(|a| &a.outcome),
+            Some(AttemptOutcome::InputRequired { .. })
+        ) {
             self.record.finished_at = Some(OffsetDateTime::now_utc());
         }
         self.shared.publish(&self.record);
@@ -157,17 +225,44 @@ impl Driver {
     /// Record `error` as the operation's end and tag it with the operation ids.
     fn fail(&mut self, error: Error, waited: Duration) -> Error {
         let error = error
-            .with_detail("logical_operation_id", self.record.logical_operation_id.clone())
+            .with_detail(
+                "logical_operation_id",
+                self.record.logical_operation_id.clone(),
+            )
             .with_detail("attempt", self.attempt_number().saturating_sub(1));
-        self.end_attempt(AttemptOutcome::Error { error: error.to_error_info() }, waited);
+        let info = error.to_error_info();
+        // An attempt that already has an answer (an `input_required` that led to the
+        // round limit) keeps its outcome; a pending one ends with the error.
+        if matches!(
+            self.record.attempts.last().map(|a| &a.outcome),
+            Some(AttemptOutcome::Pending)
+        ) {
+            self.end_attempt(
+                AttemptOutcome::Error {
+                    error: info.clone(),
+                },
+                waited,
+            );
+        }
+        self.record.error = Some(info);
         self.record.finished_at = Some(OffsetDateTime::now_utc());
         self.shared.publish(&self.record);
         error
     }
 
     fn complete(&mut self, result: Value, is_error: bool, waited: Duration) -> OperationProgress {
-        self.end_attempt(AttemptOutcome::Complete { result: result.clone(), is_error }, waited);
-        OperationProgress::Complete(CompletedOperation { result, is_error, record: self.record.clone() })
+        self.end_attempt(
+            AttemptOutcome::Complete {
+                result: result.clone(),
+                is_error,
+            },
+            waited,
+        );
+        OperationProgress::Complete(CompletedOperation {
+            result,
+            is_error,
+            record: Box::new(self.record.clone()),
+        })
     }
 
     fn round_limit_error(&self) -> Error {
@@ -182,7 +277,11 @@ impl Driver {
         .with_detail("server", self.origin.server.clone())
     }
 
-    fn wire_request(&self, input_responses: Option<InputResponses>, request_state: Option<String>) -> ClientRequest {
+    fn wire_request(
+        &self,
+        input_responses: Option<InputResponses>,
+        request_state: Option<String>,
+    ) -> ClientRequest {
         match self.origin.kind {
             OperationKind::Tool => {
                 let mut params = CallToolRequestParams::new(self.origin.name.clone());
@@ -211,7 +310,9 @@ impl Driver {
     async fn closed_error(&self, error: Option<ServiceError>) -> Error {
         // The reader may record the cause (exit status, bad frame) a moment later.
         let mut faults = self.shared.faults.clone();
-        if let Ok(fault) = tokio::time::timeout(Duration::from_millis(500), wait_for_fault(&mut faults)).await {
+        if let Ok(fault) =
+            tokio::time::timeout(Duration::from_millis(500), wait_for_fault(&mut faults)).await
+        {
             return fault.to_error(&self.shared.server);
         }
         match error {
@@ -221,11 +322,19 @@ impl Driver {
         }
     }
 
-    async fn send(&self, request: ClientRequest) -> Result<rmcp::service::RequestHandle<rmcp::service::RoleClient>> {
+    async fn send(
+        &self,
+        request: ClientRequest,
+    ) -> Result<rmcp::service::RequestHandle<rmcp::service::RoleClient>> {
         if let Some(error) = self.shared.fault_error() {
             return Err(error);
         }
-        match self.shared.peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
+        match self
+            .shared
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
             Ok(handle) => Ok(handle),
             Err(error) => Err(self.closed_error(Some(error)).await),
         }
@@ -238,9 +347,11 @@ impl Driver {
         mut request_state: Option<String>,
     ) -> Result<OperationProgress> {
         loop {
-            let wire_responses: Option<InputResponses> = input_responses
-                .as_ref()
-                .map(|map| map.iter().map(|(k, v)| (k.clone(), wire::response_json(v))).collect());
+            let wire_responses: Option<InputResponses> = input_responses.as_ref().map(|map| {
+                map.iter()
+                    .map(|(k, v)| (k.clone(), wire::response_json(v)))
+                    .collect()
+            });
             let attempt = self.begin_attempt(request_state.clone(), input_responses.take());
             let request = self.wire_request(wire_responses, request_state.clone());
             let started = Instant::now();
@@ -249,18 +360,31 @@ impl Driver {
                 Err(error) => return Err(self.fail(error, started.elapsed())),
             };
             let request_id = handle.id.clone();
+            let guard = CancelOnDrop {
+                shared: &self.shared,
+                request_id: Some(request_id.clone()),
+            };
             let outcome = self.await_answer(handle.rx, &request_id).await;
+            guard.disarm();
             let waited = started.elapsed();
             let answer = match outcome {
                 Ok(answer) => answer,
                 Err(error) => return Err(self.fail(error, waited)),
             };
             match answer {
-                Answer::Complete { result, is_error } => return Ok(self.complete(result, is_error, waited)),
-                Answer::InputRequired { requests, request_state: state } => {
+                Answer::Complete { result, is_error } => {
+                    return Ok(self.complete(result, is_error, waited));
+                }
+                Answer::InputRequired {
+                    requests,
+                    request_state: state,
+                } => {
                     let keys: Vec<String> = requests.keys().cloned().collect();
                     self.end_attempt(
-                        AttemptOutcome::InputRequired { request_keys: keys, request_state: state.clone() },
+                        AttemptOutcome::InputRequired {
+                            request_keys: keys,
+                            request_state: state.clone(),
+                        },
                         waited,
                     );
                     if requests.is_empty() {
@@ -327,7 +451,10 @@ impl Driver {
             timeout.as_millis()
         ))
         .with_detail("server", self.origin.server.clone())
-        .with_detail("timeout_ms", u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
+        .with_detail(
+            "timeout_ms",
+            u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        )
     }
 
     fn classify(&self, result: ServerResult) -> Result<Answer> {
@@ -337,7 +464,10 @@ impl Driver {
                 serde_json::json!({"content": []})
             }
             other => serde_json::to_value(&other).map_err(|error| {
-                Error::protocol(format!("cannot read the result from '{}': {error}", self.origin.server))
+                Error::protocol(format!(
+                    "cannot read the result from '{}': {error}",
+                    self.origin.server
+                ))
             })?,
         };
         wire::classify(value, &self.origin)
@@ -387,7 +517,12 @@ impl Driver {
     }
 
     pub(super) fn note_legacy_answer(&mut self, responses: &ResponseMap, withdrawn: bool) {
-        if let Some(exchange) = self.record.attempts.last_mut().and_then(|a| a.rounds.last_mut()) {
+        if let Some(exchange) = self
+            .record
+            .attempts
+            .last_mut()
+            .and_then(|a| a.rounds.last_mut())
+        {
             exchange.responses = Some(responses.clone());
             exchange.withdrawn = withdrawn;
         }
@@ -405,7 +540,14 @@ impl Driver {
         let remaining = timeout.saturating_sub(self.waited);
         let started = Instant::now();
         enum Step {
-            Answer(Box<std::result::Result<std::result::Result<ServerResult, ServiceError>, oneshot::error::RecvError>>),
+            Answer(
+                Box<
+                    std::result::Result<
+                        std::result::Result<ServerResult, ServiceError>,
+                        oneshot::error::RecvError,
+                    >,
+                >,
+            ),
             Input(LegacyInput),
             Fault(Error),
             Timeout,
@@ -424,12 +566,16 @@ impl Driver {
                 drop(call);
                 let answer = match *answer {
                     Ok(Ok(result)) => self.classify(result),
-                    Ok(Err(error @ ServiceError::McpError(_))) => Err(wire::service_error(error, &self.origin)),
+                    Ok(Err(error @ ServiceError::McpError(_))) => {
+                        Err(wire::service_error(error, &self.origin))
+                    }
                     Ok(Err(error)) => Err(self.closed_error(Some(error)).await),
                     Err(_) => Err(self.closed_error(None).await),
                 };
                 match answer {
-                    Ok(Answer::Complete { result, is_error }) => Ok(self.complete(result, is_error, waited)),
+                    Ok(Answer::Complete { result, is_error }) => {
+                        Ok(self.complete(result, is_error, waited))
+                    }
                     Ok(Answer::InputRequired { .. }) => {
                         let error = Error::protocol(format!(
                             "MCP server '{}' returned input_required on a legacy-era connection",
@@ -455,14 +601,15 @@ impl Driver {
 
     fn legacy_round(mut self, call: LegacyCall, input: LegacyInput) -> Result<OperationProgress> {
         let waited = self.waited;
-        let request = match wire::elicitation_request(LEGACY_REQUEST_KEY, &input.params, &self.origin) {
-            Ok(request) => request,
-            Err(error) => {
-                let _ = input.reply.send(serde_json::json!({"action": "cancel"}));
-                drop(call);
-                return Err(self.fail(error, waited));
-            }
-        };
+        let request =
+            match wire::elicitation_request(LEGACY_REQUEST_KEY, &input.params, &self.origin) {
+                Ok(request) => request,
+                Err(error) => {
+                    let _ = input.reply.send(serde_json::json!({"action": "cancel"}));
+                    drop(call);
+                    return Err(self.fail(error, waited));
+                }
+            };
         self.record.rounds += 1;
         if self.record.rounds > self.round_limit {
             let _ = input.reply.send(serde_json::json!({"action": "cancel"}));
@@ -491,7 +638,10 @@ impl Driver {
             request_state: None,
             attempt,
             round_index,
-            legacy: Some(LegacyPending { reply: input.reply, withdrawn: input.withdrawn }),
+            legacy: Some(LegacyPending {
+                reply: input.reply,
+                withdrawn: input.withdrawn,
+            }),
         }))
     }
 }

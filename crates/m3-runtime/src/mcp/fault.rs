@@ -28,11 +28,19 @@ pub(crate) struct ConnectionFault {
 
 impl ConnectionFault {
     pub(crate) fn protocol(message: impl Into<String>) -> Self {
-        Self { kind: FaultKind::Protocol, message: message.into(), details: Map::new() }
+        Self {
+            kind: FaultKind::Protocol,
+            message: message.into(),
+            details: Map::new(),
+        }
     }
 
     pub(crate) fn transport(message: impl Into<String>) -> Self {
-        Self { kind: FaultKind::Transport, message: message.into(), details: Map::new() }
+        Self {
+            kind: FaultKind::Transport,
+            message: message.into(),
+            details: Map::new(),
+        }
     }
 
     pub(crate) fn with_detail(mut self, key: &str, value: impl Into<Value>) -> Self {

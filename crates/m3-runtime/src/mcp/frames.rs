@@ -35,7 +35,14 @@ pub(crate) fn spawn_reader(
     exited: watch::Receiver<Option<ExitInfo>>,
 ) -> DuplexStream {
     let (rmcp_side, our_side) = tokio::io::duplex(PIPE_CAPACITY);
-    tokio::spawn(pump(stdout, our_side, max_frame_bytes, faults, kill, exited));
+    tokio::spawn(pump(
+        stdout,
+        our_side,
+        max_frame_bytes,
+        faults,
+        kill,
+        exited,
+    ));
     rmcp_side
 }
 
@@ -46,11 +53,7 @@ enum Line {
     Failed(std::io::Error),
 }
 
-async fn read_bounded(
-    reader: &mut BufReader<ChildStdout>,
-    line: &mut Vec<u8>,
-    max: usize,
-) -> Line {
+async fn read_bounded(reader: &mut BufReader<ChildStdout>, line: &mut Vec<u8>, max: usize) -> Line {
     line.clear();
     loop {
         let (consumed, done) = {
@@ -122,10 +125,11 @@ async fn pump(
                 .with_detail("max_frame_bytes", max as u64);
             }
             Line::Eof => {
-                let status = tokio::time::timeout(EXIT_STATUS_WAIT, exited.wait_for(Option::is_some))
-                    .await
-                    .ok()
-                    .and_then(|r| r.ok().and_then(|info| info.clone()));
+                let status =
+                    tokio::time::timeout(EXIT_STATUS_WAIT, exited.wait_for(Option::is_some))
+                        .await
+                        .ok()
+                        .and_then(|r| r.ok().and_then(|info| info.clone()));
                 let mut fault = ConnectionFault::transport("MCP server closed its stdout (exited)");
                 if let Some(info) = status {
                     fault = fault.with_detail("exit_status", info.description);
@@ -136,7 +140,9 @@ async fn pump(
                 break fault;
             }
             Line::Failed(error) => {
-                break ConnectionFault::transport(format!("reading MCP server stdout failed: {error}"));
+                break ConnectionFault::transport(format!(
+                    "reading MCP server stdout failed: {error}"
+                ));
             }
         }
     };

@@ -49,14 +49,22 @@ impl LegacyRouter {
         }
     }
 
-    async fn deliver(&self, params: Value, withdrawn: CancellationToken) -> Result<Value, ErrorData> {
+    async fn deliver(
+        &self,
+        params: Value,
+        withdrawn: CancellationToken,
+    ) -> Result<Value, ErrorData> {
         let sender = self.current.lock().ok().and_then(|current| current.clone());
         let Some(sender) = sender else {
             tracing::warn!("elicitation/create with no operation in flight; declining");
             return Ok(json!({"action": "decline"}));
         };
         let (reply, answer) = oneshot::channel();
-        let input = LegacyInput { params, reply, withdrawn: withdrawn.clone() };
+        let input = LegacyInput {
+            params,
+            reply,
+            withdrawn: withdrawn.clone(),
+        };
         if sender.send(input).await.is_err() {
             return Ok(json!({"action": "decline"}));
         }
@@ -132,7 +140,11 @@ impl ClientHandler for M3ClientHandler {
         context: RequestContext<RoleClient>,
     ) -> Result<CustomResult, ErrorData> {
         if request.method != "elicitation/create" {
-            return Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, request.method, None));
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                request.method,
+                None,
+            ));
         }
         let params = request.params.unwrap_or_else(|| json!({}));
         let answer = self.router.deliver(params, context.ct.clone()).await?;

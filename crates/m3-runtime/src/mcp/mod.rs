@@ -73,6 +73,38 @@ mod record;
 mod wire;
 
 pub use connection::{McpConnection, ServerIdentity, ToolDescriptor};
-pub use operation::{CompletedOperation, InputRound, LEGACY_REQUEST_KEY, OperationProgress, OperationRequest};
+pub use operation::{
+    CompletedOperation, InputRound, LEGACY_REQUEST_KEY, OperationProgress, OperationRequest,
+    ResumeRequest,
+};
 pub use options::{ConnectOptions, DEFAULT_MAX_FRAME_BYTES, DEFAULT_ROUND_LIMIT, ProtocolEra};
 pub use record::{AttemptOutcome, LogicalOperation, OperationAttempt, RoundExchange};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: &T) {}
+
+    /// The coordinator moves connections, rounds and their futures across tasks.
+    #[test]
+    fn handles_and_futures_are_send() {
+        send_sync::<McpConnection>();
+        send_sync::<InputRound>();
+        send_sync::<OperationProgress>();
+        send_sync::<LogicalOperation>();
+        send_sync::<ConnectOptions>();
+        fn futures(connection: &McpConnection, round: InputRound) {
+            send(&connection.start(OperationRequest::resource("x://y")));
+            send(&connection.resume(ResumeRequest::new(
+                OperationRequest::resource("x://y"),
+                m3_types::ResponseMap::new(),
+            )));
+            send(&connection.list_tools());
+            send(&round.withdrawn());
+            send(&round.respond(m3_types::ResponseMap::new()));
+        }
+        let _ = futures;
+    }
+}

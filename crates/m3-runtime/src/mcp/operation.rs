@@ -10,7 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use m3_types::{ElicitationRequest, ElicitationResponse, Error, OperationKind, ResponseMap, Result};
+use m3_types::{
+    ElicitationRequest, ElicitationResponse, Error, OperationKind, ResponseMap, Result,
+};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -51,7 +53,13 @@ impl OperationRequest {
     }
 
     fn new(kind: OperationKind, name: String, arguments: Option<Map<String, Value>>) -> Self {
-        Self { kind, name, arguments, round_limit: None, logical_operation_id: None }
+        Self {
+            kind,
+            name,
+            arguments,
+            round_limit: None,
+            logical_operation_id: None,
+        }
     }
 
     /// Override the connection's round limit for this operation.
@@ -79,6 +87,42 @@ impl OperationRequest {
     /// The arguments (`None` for resources).
     pub fn arguments(&self) -> Option<&Map<String, Value>> {
         self.arguments.as_ref()
+    }
+}
+
+/// Continue a 2026-07-28 operation from a stored round (its `requestState` and the
+/// answers), on any connection to the same server: the retry is sent as a new
+/// logical-operation record whose first attempt carries the answers.
+#[derive(Debug, Clone, PartialEq)]
+#[must_use]
+pub struct ResumeRequest {
+    pub(super) operation: OperationRequest,
+    pub(super) responses: ResponseMap,
+    pub(super) request_state: Option<String>,
+    pub(super) completed_rounds: u32,
+}
+
+impl ResumeRequest {
+    /// Retry `operation` (same name and arguments as the original) with `responses`.
+    pub fn new(operation: OperationRequest, responses: ResponseMap) -> Self {
+        Self {
+            operation,
+            responses,
+            request_state: None,
+            completed_rounds: 0,
+        }
+    }
+
+    /// The stored `requestState`, echoed verbatim (default: none).
+    pub fn with_request_state(mut self, request_state: impl Into<String>) -> Self {
+        self.request_state = Some(request_state.into());
+        self
+    }
+
+    /// Rounds already answered, counted against the round limit (default 0).
+    pub fn with_completed_rounds(mut self, rounds: u32) -> Self {
+        self.completed_rounds = rounds;
+        self
     }
 }
 
@@ -115,7 +159,7 @@ impl OperationProgress {
 pub struct CompletedOperation {
     pub(super) result: Value,
     pub(super) is_error: bool,
-    pub(super) record: LogicalOperation,
+    pub(super) record: Box<LogicalOperation>,
 }
 
 impl CompletedOperation {
@@ -145,7 +189,7 @@ impl CompletedOperation {
 
     /// Split into the result JSON and the record.
     pub fn into_parts(self) -> (Value, LogicalOperation) {
-        (self.result, self.record)
+        (self.result, *self.record)
     }
 }
 
@@ -247,7 +291,9 @@ impl InputRound {
 
     /// Whether the server withdrew the request (legacy `notifications/cancelled`).
     pub fn is_withdrawn(&self) -> bool {
-        self.legacy.as_ref().is_some_and(|p| p.withdrawn.is_cancelled())
+        self.legacy
+            .as_ref()
+            .is_some_and(|p| p.withdrawn.is_cancelled())
     }
 
     /// Resolves when the server withdraws the round (legacy era only; never
@@ -322,7 +368,11 @@ impl InputRound {
     /// # Errors
     /// As [`InputRound::respond`].
     pub async fn decline(self) -> Result<OperationProgress> {
-        let responses = self.requests.keys().map(|k| (k.clone(), ElicitationResponse::decline())).collect();
+        let responses = self
+            .requests
+            .keys()
+            .map(|k| (k.clone(), ElicitationResponse::decline()))
+            .collect();
         self.respond(responses).await
     }
 
@@ -331,8 +381,11 @@ impl InputRound {
     /// # Errors
     /// As [`InputRound::respond`].
     pub async fn cancel(self) -> Result<OperationProgress> {
-        let responses = self.requests.keys().map(|k| (k.clone(), ElicitationResponse::cancel())).collect();
+        let responses = self
+            .requests
+            .keys()
+            .map(|k| (k.clone(), ElicitationResponse::cancel()))
+            .collect();
         self.respond(responses).await
     }
 }
-

@@ -81,13 +81,13 @@ impl Default for ConnectOptions {
 }
 
 impl ConnectOptions {
-    /// Defaults: automatic era, 5 s discover probe, 30 s connect, 60 s per wire
+    /// Defaults: automatic era, 10 s discover probe, 30 s connect, 60 s per wire
     /// attempt, 2 s close grace, 10 rounds, 8 MiB frames, 64 KiB stderr tail, no
     /// inherited environment, every advertised tool allowed.
     pub fn new() -> Self {
         Self {
             era: None,
-            discover_timeout: Duration::from_secs(5),
+            discover_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(60),
             close_grace: Duration::from_secs(2),
@@ -106,8 +106,11 @@ impl ConnectOptions {
         self
     }
 
-    /// Bound on the `server/discover` probe before falling back to a fresh
-    /// process with `initialize` (default 5 s; rmcp's own probe waits 10 s).
+    /// Bound on the `server/discover` probe, from spawn, before falling back to a
+    /// fresh process with `initialize` (default 10 s). It includes the server's
+    /// start-up (an interpreter under load can take seconds), so keep it generous;
+    /// to skip the probe for a server known to be legacy, use
+    /// [`ConnectOptions::with_era`].
     pub fn with_discover_timeout(mut self, timeout: Duration) -> Self {
         self.discover_timeout = timeout;
         self
@@ -171,5 +174,23 @@ impl ConnectOptions {
     pub fn with_tool_selection(mut self, selection: Option<ToolSelection>) -> Self {
         self.tool_selection = selection;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn era_strings_round_trip() {
+        for era in [ProtocolEra::Modern, ProtocolEra::Legacy] {
+            assert_eq!(era.as_str().parse::<ProtocolEra>().unwrap(), era);
+            assert_eq!(
+                serde_json::to_value(era).unwrap(),
+                serde_json::json!(era.as_str())
+            );
+        }
+        let error = "2026".parse::<ProtocolEra>().unwrap_err();
+        assert!(error.message().contains("'2026'"));
     }
 }

@@ -33,8 +33,14 @@ pub(crate) struct ExitInfo {
 impl From<std::io::Result<ExitStatus>> for ExitInfo {
     fn from(status: std::io::Result<ExitStatus>) -> Self {
         match status {
-            Ok(status) => Self { code: status.code(), description: status.to_string() },
-            Err(error) => Self { code: None, description: format!("wait failed: {error}") },
+            Ok(status) => Self {
+                code: status.code(),
+                description: status.to_string(),
+            },
+            Err(error) => Self {
+                code: None,
+                description: format!("wait failed: {error}"),
+            },
         }
     }
 }
@@ -48,7 +54,10 @@ pub(crate) struct StderrTail {
 
 impl StderrTail {
     fn new(limit: usize) -> Self {
-        Self { bytes: Mutex::new(VecDeque::new()), limit }
+        Self {
+            bytes: Mutex::new(VecDeque::new()),
+            limit,
+        }
     }
 
     fn push(&self, chunk: &[u8]) {
@@ -118,14 +127,20 @@ pub(crate) fn spawn(
     if let Some(cwd) = &server.cwd {
         command.current_dir(cwd);
     }
-    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut wrapped = CommandWrap::from(command);
     wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
     let mut child = wrapped.spawn().map_err(|error| {
-        Error::transport(format!("cannot start MCP server '{}': {error}", server.name))
-            .with_detail("server", server.name.clone())
-            .with_detail("command", server.command.clone())
-            .with_source(error)
+        Error::transport(format!(
+            "cannot start MCP server '{}': {error}",
+            server.name
+        ))
+        .with_detail("server", server.name.clone())
+        .with_detail("command", server.command.clone())
+        .with_source(error)
     })?;
     let pid = child.id().unwrap_or_default();
     let pipes = take_pipes(child.as_mut(), &server.name)?;
@@ -137,7 +152,15 @@ pub(crate) fn spawn(
     let (exited_tx, exited) = watch::channel(None);
     tokio::spawn(reap(child, kill.clone(), exited_tx));
     tracing::debug!(server = %server.name, pid, "spawned MCP server");
-    Ok((ServerProcess { pid, kill, exited, stderr }, pipes))
+    Ok((
+        ServerProcess {
+            pid,
+            kill,
+            exited,
+            stderr,
+        },
+        pipes,
+    ))
 }
 
 fn take_pipes(child: &mut dyn ChildWrapper, server: &str) -> Result<ServerPipes> {
@@ -147,8 +170,10 @@ fn take_pipes(child: &mut dyn ChildWrapper, server: &str) -> Result<ServerPipes>
         (Some(stdin), Some(stdout)) => Ok(ServerPipes { stdin, stdout }),
         _ => {
             let _ = child.start_kill();
-            Err(Error::transport(format!("MCP server '{server}' has no stdio pipes"))
-                .with_detail("server", server.to_owned()))
+            Err(
+                Error::transport(format!("MCP server '{server}' has no stdio pipes"))
+                    .with_detail("server", server.to_owned()),
+            )
         }
     }
 }
@@ -213,8 +238,14 @@ impl ServerProcess {
     /// returns once the process is reaped (bounded by `grace` + 5 s).
     pub(crate) async fn shutdown(&self, grace: Duration) -> Option<ExitInfo> {
         let mut exited = self.exited.clone();
-        if tokio::time::timeout(grace, exited.wait_for(Option::is_some)).await.is_err() {
-            tracing::debug!(pid = self.pid, "MCP server did not exit in time; killing its group");
+        if tokio::time::timeout(grace, exited.wait_for(Option::is_some))
+            .await
+            .is_err()
+        {
+            tracing::debug!(
+                pid = self.pid,
+                "MCP server did not exit in time; killing its group"
+            );
         }
         self.kill.cancel();
         match tokio::time::timeout(Duration::from_secs(5), exited.wait_for(Option::is_some)).await {
@@ -227,5 +258,20 @@ impl ServerProcess {
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.kill.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_tail_keeps_only_the_newest_bytes() {
+        let tail = StderrTail::new(8);
+        tail.push(b"hello ");
+        tail.push(b"world!");
+        assert_eq!(tail.text(), "o world!");
+        tail.push(&[b'x'; 100]);
+        assert_eq!(tail.text(), "xxxxxxxx");
     }
 }

@@ -41,6 +41,9 @@ pub struct LogicalOperation {
     pub rounds: u32,
     /// The wire attempts, in order.
     pub attempts: Vec<OperationAttempt>,
+    /// Why the operation failed, if it did (also when no attempt failed, e.g. the
+    /// round limit after an `input_required` answer).
+    pub error: Option<ErrorInfo>,
 }
 
 /// One wire request of a logical operation.

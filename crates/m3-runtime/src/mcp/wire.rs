@@ -26,46 +26,91 @@ pub(crate) struct Origin {
 /// A classified answer to one wire attempt.
 #[derive(Debug)]
 pub(crate) enum Answer {
-    Complete { result: Value, is_error: bool },
-    InputRequired { requests: BTreeMap<String, ElicitationRequest>, request_state: Option<String> },
+    Complete {
+        result: Value,
+        is_error: bool,
+    },
+    InputRequired {
+        requests: BTreeMap<String, ElicitationRequest>,
+        request_state: Option<String>,
+    },
 }
 
 fn malformed(origin: &Origin, what: impl Into<String>) -> Error {
-    Error::protocol(format!("malformed input_required from MCP server '{}': {}", origin.server, what.into()))
-        .with_detail("server", origin.server.clone())
-        .with_detail("operation_name", origin.name.clone())
+    Error::protocol(format!(
+        "malformed input_required from MCP server '{}': {}",
+        origin.server,
+        what.into()
+    ))
+    .with_detail("server", origin.server.clone())
+    .with_detail("operation_name", origin.name.clone())
 }
 
 /// Decode one elicitation request's params (`elicitation/create` params object).
-pub(crate) fn elicitation_request(key: &str, params: &Value, origin: &Origin) -> Result<ElicitationRequest> {
+pub(crate) fn elicitation_request(
+    key: &str,
+    params: &Value,
+    origin: &Origin,
+) -> Result<ElicitationRequest> {
     let Some(params) = params.as_object() else {
-        return Err(malformed(origin, format!("request '{key}' params are not an object")));
+        return Err(malformed(
+            origin,
+            format!("request '{key}' params are not an object"),
+        ));
     };
     let message = match params.get("message") {
         Some(Value::String(message)) => message.clone(),
-        _ => return Err(malformed(origin, format!("request '{key}' has no string 'message'"))),
+        _ => {
+            return Err(malformed(
+                origin,
+                format!("request '{key}' has no string 'message'"),
+            ));
+        }
     };
     let meta = params.get("_meta").and_then(Value::as_object).cloned();
     let task = params.get("task").and_then(Value::as_object).cloned();
     match params.get("mode").and_then(Value::as_str) {
         None | Some("form") => {
             let Some(Value::Object(schema)) = params.get("requestedSchema") else {
-                return Err(malformed(origin, format!("form request '{key}' has no object 'requestedSchema'")));
+                return Err(malformed(
+                    origin,
+                    format!("form request '{key}' has no object 'requestedSchema'"),
+                ));
             };
-            Ok(ElicitationRequest::Form(form_request(key, message, schema.clone(), meta, task, origin)))
+            Ok(ElicitationRequest::Form(form_request(
+                key,
+                message,
+                schema.clone(),
+                meta,
+                task,
+                origin,
+            )))
         }
         Some("url") => {
             let Some(Value::String(url)) = params.get("url") else {
-                return Err(malformed(origin, format!("url request '{key}' has no string 'url'")));
+                return Err(malformed(
+                    origin,
+                    format!("url request '{key}' has no string 'url'"),
+                ));
             };
             let elicitation_id = params
                 .get("elicitationId")
                 .and_then(Value::as_str)
                 .filter(|id| !id.is_empty())
                 .map(str::to_owned);
-            Ok(ElicitationRequest::Url(url_request(key, message, url.clone(), elicitation_id, meta, origin)))
+            Ok(ElicitationRequest::Url(url_request(
+                key,
+                message,
+                url.clone(),
+                elicitation_id,
+                meta,
+                origin,
+            )))
         }
-        Some(other) => Err(malformed(origin, format!("request '{key}' has unknown mode '{other}'"))),
+        Some(other) => Err(malformed(
+            origin,
+            format!("request '{key}' has unknown mode '{other}'"),
+        )),
     }
 }
 
@@ -143,16 +188,25 @@ fn input_required(object: &Map<String, Value>, origin: &Origin) -> Result<Answer
         Some(_) => return Err(malformed(origin, "'inputRequests' is not an object")),
     }
     if requests.is_empty() && request_state.is_none() {
-        return Err(malformed(origin, "neither inputRequests nor requestState is present"));
+        return Err(malformed(
+            origin,
+            "neither inputRequests nor requestState is present",
+        ));
     }
-    Ok(Answer::InputRequired { requests, request_state })
+    Ok(Answer::InputRequired {
+        requests,
+        request_state,
+    })
 }
 
 /// Classify the JSON result of one wire attempt.
 pub(crate) fn classify(result: Value, origin: &Origin) -> Result<Answer> {
     let Value::Object(object) = result else {
-        return Err(Error::protocol(format!("MCP server '{}' returned a non-object result", origin.server))
-            .with_detail("server", origin.server.clone()));
+        return Err(Error::protocol(format!(
+            "MCP server '{}' returned a non-object result",
+            origin.server
+        ))
+        .with_detail("server", origin.server.clone()));
     };
     match object.get("resultType").and_then(Value::as_str) {
         Some("input_required") => return input_required(&object, origin),
@@ -166,7 +220,9 @@ pub(crate) fn classify(result: Value, origin: &Origin) -> Result<Answer> {
         }
     }
     let expected = match origin.kind {
-        OperationKind::Tool => ["content", "structuredContent", "isError"].iter().any(|k| object.contains_key(*k)),
+        OperationKind::Tool => ["content", "structuredContent", "isError"]
+            .iter()
+            .any(|k| object.contains_key(*k)),
         OperationKind::Prompt => matches!(object.get("messages"), Some(Value::Array(_))),
         OperationKind::Resource => matches!(object.get("contents"), Some(Value::Array(_))),
     };
@@ -178,8 +234,14 @@ pub(crate) fn classify(result: Value, origin: &Origin) -> Result<Answer> {
         ))
         .with_detail("server", origin.server.clone()));
     }
-    let is_error = object.get("isError").and_then(Value::as_bool).unwrap_or(false);
-    Ok(Answer::Complete { result: Value::Object(object), is_error })
+    let is_error = object
+        .get("isError")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(Answer::Complete {
+        result: Value::Object(object),
+        is_error,
+    })
 }
 
 /// The wire `ElicitResult` for one response.
@@ -221,12 +283,16 @@ pub(crate) fn service_error(error: ServiceError, origin: &Origin) -> Error {
             timeout.as_millis()
         ))
         .with_detail("server", server),
-        ServiceError::UnexpectedResponse => {
-            Error::protocol(format!("MCP server '{}' sent an unexpected response", origin.server))
-                .with_detail("server", server)
-        }
-        other => Error::transport(format!("MCP connection to '{}' failed: {other}", origin.server))
-            .with_detail("server", server),
+        ServiceError::UnexpectedResponse => Error::protocol(format!(
+            "MCP server '{}' sent an unexpected response",
+            origin.server
+        ))
+        .with_detail("server", server),
+        other => Error::transport(format!(
+            "MCP connection to '{}' failed: {other}",
+            origin.server
+        ))
+        .with_detail("server", server),
     }
 }
 
@@ -236,5 +302,114 @@ pub(crate) fn method(kind: OperationKind) -> &'static str {
         OperationKind::Tool => "tools/call",
         OperationKind::Prompt => "prompts/get",
         OperationKind::Resource => "resources/read",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin(kind: OperationKind) -> Origin {
+        Origin {
+            server: "s".into(),
+            kind,
+            name: "op".into(),
+        }
+    }
+
+    #[test]
+    fn input_required_keeps_keys_state_and_raw_schema() {
+        let reply = json!({
+            "resultType": "input_required",
+            "requestState": "  opaque\u{e9}state ",
+            "inputRequests": {
+                "a": {"method": "elicitation/create", "params": {"message": "m", "requestedSchema":
+                    {"type": "object", "properties": {"x": {"type": "object", "properties": {}}}}}},
+                "b": {"method": "elicitation/create", "params": {"mode": "url", "message": "go", "url": "https://x.test", "elicitationId": ""}}
+            }
+        });
+        let Answer::InputRequired {
+            requests,
+            request_state,
+        } = classify(reply, &origin(OperationKind::Tool)).unwrap()
+        else {
+            panic!("expected input_required")
+        };
+        assert_eq!(request_state.as_deref(), Some("  opaque\u{e9}state "));
+        assert_eq!(requests.keys().collect::<Vec<_>>(), ["a", "b"]);
+        let ElicitationRequest::Form(form) = &requests["a"] else {
+            panic!("form")
+        };
+        assert_eq!(
+            form.requested_schema["properties"]["x"]["type"],
+            json!("object")
+        );
+        assert_eq!(form.operation_kind, Some(OperationKind::Tool));
+        let ElicitationRequest::Url(url) = &requests["b"] else {
+            panic!("url")
+        };
+        assert_eq!(url.elicitation_id, None);
+    }
+
+    #[test]
+    fn malformed_replies_are_protocol_errors() {
+        let cases = [
+            json!({"resultType": "input_required"}),
+            json!({"resultType": "input_required", "inputRequests": {}}),
+            json!({"resultType": "input_required", "requestState": 7}),
+            json!({"resultType": "input_required", "inputRequests": []}),
+            json!({"resultType": "input_required", "inputRequests": {"k": {"method": "roots/list"}}}),
+            json!({"resultType": "input_required", "inputRequests": {"k": {"method": "elicitation/create", "params": {"message": "m"}}}}),
+            json!({"resultType": "input_required", "inputRequests": {"k": {"method": "elicitation/create", "params": {"mode": "url", "message": "m"}}}}),
+            json!({"resultType": "input_required", "inputRequests": {"k": {"method": "elicitation/create", "params": {"mode": "sms", "message": "m"}}}}),
+            json!({"resultType": "task"}),
+            json!({"unrelated": true}),
+            json!("not an object"),
+        ];
+        for case in cases {
+            let error = classify(case.clone(), &origin(OperationKind::Tool)).unwrap_err();
+            assert_eq!(error.code(), "protocol_error", "{case}");
+        }
+    }
+
+    #[test]
+    fn complete_results_by_kind() {
+        let tool = classify(
+            json!({"content": [], "isError": true}),
+            &origin(OperationKind::Tool),
+        )
+        .unwrap();
+        assert!(matches!(tool, Answer::Complete { is_error: true, .. }));
+        let prompt = classify(
+            json!({"messages": [], "resultType": "complete"}),
+            &origin(OperationKind::Prompt),
+        )
+        .unwrap();
+        assert!(matches!(
+            prompt,
+            Answer::Complete {
+                is_error: false,
+                ..
+            }
+        ));
+        assert!(classify(json!({"messages": []}), &origin(OperationKind::Resource)).is_err());
+    }
+
+    #[test]
+    fn responses_serialize_as_elicit_results() {
+        let mut content = Map::new();
+        content.insert("name".into(), json!("Ada"));
+        assert_eq!(
+            response_json(&ElicitationResponse::accept(content)),
+            json!({"action": "accept", "content": {"name": "Ada"}})
+        );
+        assert_eq!(
+            response_json(&ElicitationResponse::decline()),
+            json!({"action": "decline"})
+        );
+        assert_eq!(
+            response_json(&ElicitationResponse::accept_url()),
+            json!({"action": "accept"})
+        );
     }
 }

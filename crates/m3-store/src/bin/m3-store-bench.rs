@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 
 use m3_store::sqlite::{SqliteStoreOptions, SqliteSynchronous};
 use m3_store::{
-    CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundRef,
-    SqliteManagedInputStore,
+    CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundRef, SqliteManagedInputStore,
 };
 use m3_types::{
     Clock, ElicitationRequest, ElicitationResponse, FormElicitationRequest, OperationKind,
@@ -55,7 +54,9 @@ fn parse_args() -> Result<Args, String> {
         match flag.as_str() {
             "--rounds" => args.rounds = value()?.parse().map_err(|e| format!("--rounds: {e}"))?,
             "--full-rounds" => {
-                args.full_rounds = value()?.parse().map_err(|e| format!("--full-rounds: {e}"))?;
+                args.full_rounds = value()?
+                    .parse()
+                    .map_err(|e| format!("--full-rounds: {e}"))?;
             }
             "--dir" => {
                 args.dir = PathBuf::from(value()?);
@@ -86,9 +87,13 @@ fn schema() -> Map<String, Value> {
 }
 
 fn pending(execution_id: &str, round_id: &str) -> PendingElicitationRound {
-    let request = FormElicitationRequest::new("shipping_address", "Enter the delivery address.", schema());
+    let request =
+        FormElicitationRequest::new("shipping_address", "Enter the delivery address.", schema());
     let mut requests = BTreeMap::new();
-    requests.insert("shipping_address".to_owned(), ElicitationRequest::Form(request));
+    requests.insert(
+        "shipping_address".to_owned(),
+        ElicitationRequest::Form(request),
+    );
     PendingElicitationRound {
         round_id: round_id.to_owned(),
         execution_id: execution_id.to_owned(),
@@ -127,9 +132,13 @@ async fn lifecycle(
     let t = Instant::now();
     let record = store
         .create_round(
-            CreateRound::new(pending(execution_id, round_id), "bench-worker", Duration::from_secs(30))
-                .with_round_index(0)
-                .with_round_limit(10),
+            CreateRound::new(
+                pending(execution_id, round_id),
+                "bench-worker",
+                Duration::from_secs(30),
+            )
+            .with_round_index(0)
+            .with_round_limit(10),
         )
         .await?;
     timed(0, t);
@@ -160,7 +169,10 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
         return Duration::ZERO;
     }
     let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted.get(rank.min(sorted.len() - 1)).copied().unwrap_or_default()
+    sorted
+        .get(rank.min(sorted.len() - 1))
+        .copied()
+        .unwrap_or_default()
 }
 
 fn sync_name(sync: SqliteSynchronous) -> &'static str {
@@ -187,7 +199,13 @@ async fn sequential(dir: &Path, sync: SqliteSynchronous, rounds: usize) -> m3_ty
     }
     let start = Instant::now();
     for i in 0..rounds {
-        lifecycle(&store, &format!("exec-{i}"), &format!("k-{i}"), &mut samples).await?;
+        lifecycle(
+            &store,
+            &format!("exec-{i}"),
+            &format!("k-{i}"),
+            &mut samples,
+        )
+        .await?;
     }
     let elapsed = start.elapsed().as_secs_f64();
     println!(
@@ -214,7 +232,10 @@ async fn concurrent(
     executions: usize,
     rounds: usize,
 ) -> m3_types::Result<()> {
-    let path = dir.join(format!("concurrent-{}-{executions}.sqlite", sync_name(sync)));
+    let path = dir.join(format!(
+        "concurrent-{}-{executions}.sqlite",
+        sync_name(sync)
+    ));
     let store: Arc<dyn ManagedInputStore> = Arc::new(open(&path, sync).await?);
     let per_execution = rounds.div_ceil(executions).max(1);
     let start = Instant::now();
@@ -226,14 +247,21 @@ async fn concurrent(
             for i in 0..per_execution {
                 // Each execution runs its rounds in order, as a worker would.
                 let execution = format!("exec-{e}-{i}");
-                lifecycle(store.as_ref(), &execution, &format!("k-{e}-{i}"), &mut samples).await?;
+                lifecycle(
+                    store.as_ref(),
+                    &execution,
+                    &format!("k-{e}-{i}"),
+                    &mut samples,
+                )
+                .await?;
             }
             Ok::<_, m3_types::Error>(samples)
         });
     }
     let mut all: [Vec<Duration>; 6] = Default::default();
     while let Some(joined) = tasks.join_next().await {
-        let samples = joined.map_err(|e| m3_types::Error::storage(format!("bench task failed: {e}")))??;
+        let samples =
+            joined.map_err(|e| m3_types::Error::storage(format!("bench task failed: {e}")))??;
         for (into, from) in all.iter_mut().zip(samples) {
             into.extend(from);
         }
@@ -253,8 +281,9 @@ async fn concurrent(
 }
 
 async fn run(args: Args) -> m3_types::Result<()> {
-    std::fs::create_dir_all(&args.dir)
-        .map_err(|e| m3_types::Error::storage("cannot create the bench directory").with_source(e))?;
+    std::fs::create_dir_all(&args.dir).map_err(|e| {
+        m3_types::Error::storage("cannot create the bench directory").with_source(e)
+    })?;
     for (sync, rounds) in [
         (SqliteSynchronous::Full, args.full_rounds),
         (SqliteSynchronous::Normal, args.rounds),
@@ -281,7 +310,10 @@ fn main() -> std::process::ExitCode {
         }
     };
     let (dir, remove_dir) = (args.dir.clone(), args.remove_dir);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("cannot start tokio: {e}");

@@ -4,8 +4,8 @@ use m3_types::{DeliveryState, ManagedInputStatus};
 
 use super::check::{ensure, expect_error, expect_same, expect_status};
 use super::fixture::{
-    LEASE, OWNER, TOKEN, advance, delivery_started, lease, pending, reload, resolved,
-    round_ref, start_time, submission, validated,
+    LEASE, OWNER, TOKEN, advance, delivery_started, lease, pending, reload, resolved, round_ref,
+    start_time, submission, validated,
 };
 use super::{CaseResult, Harness};
 use crate::{ClaimRound, LeaseRef, RoundFailure, RoundRef};
@@ -25,16 +25,29 @@ pub async fn claim_requires_delivery_state_evidence(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
     let bare = ClaimRound::new("worker-b", LEASE).with_expected_lease_token(TOKEN);
-    expect_error(h.store.claim_round(&round_ref(), bare).await, RECOVERY, "evidence")?;
+    expect_error(
+        h.store.claim_round(&round_ref(), bare).await,
+        RECOVERY,
+        "evidence",
+    )?;
     Ok(())
 }
 
 /// A live lease cannot be taken over.
 pub async fn claim_of_a_live_lease_conflicts(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(h.store.claim_round(&round_ref(), claim(DeliveryState::NotStarted)).await, CONFLICT, "lease")?;
+    expect_error(
+        h.store
+            .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
+            .await,
+        CONFLICT,
+        "lease",
+    )?;
     let stored = reload(h).await?;
-    ensure!(stored.lease.owner_id == OWNER && stored.lease.lease_token == TOKEN, "the lease must not change");
+    ensure!(
+        stored.lease.owner_id == OWNER && stored.lease.lease_token == TOKEN,
+        "the lease must not change"
+    );
     Ok(())
 }
 
@@ -42,23 +55,47 @@ pub async fn claim_of_a_live_lease_conflicts(h: &Harness) -> CaseResult {
 pub async fn claim_of_an_expired_pending_round_hands_the_lease_over(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs() + 1);
-    let claimed = h.peer.claim_round(&round_ref(), claim(DeliveryState::NotStarted)).await?;
+    let claimed = h
+        .peer
+        .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
+        .await?;
     expect_status(&claimed, ManagedInputStatus::Pending)?;
     ensure!(claimed.lease.owner_id == "worker-b", "new owner");
-    ensure!(claimed.lease.lease_token != TOKEN && !claimed.lease.lease_token.is_empty(), "a new token");
+    ensure!(
+        claimed.lease.lease_token != TOKEN && !claimed.lease.lease_token.is_empty(),
+        "a new token"
+    );
     let now = start_time() + time::Duration::seconds(LEASE.as_secs() as i64 + 1);
-    ensure!(claimed.lease.expires_at == now + time::Duration::seconds(LEASE.as_secs() as i64), "new expiry");
+    ensure!(
+        claimed.lease.expires_at == now + time::Duration::seconds(LEASE.as_secs() as i64),
+        "new expiry"
+    );
     ensure!(claimed.delivery_attempts == 0, "attempts unchanged");
-    expect_error(h.store.submit_responses(&round_ref(), &lease(), submission("key-1")).await, CONFLICT, "another lease")?;
+    expect_error(
+        h.store
+            .submit_responses(&round_ref(), &lease(), submission("key-1"))
+            .await,
+        CONFLICT,
+        "another lease",
+    )?;
     let new_lease = LeaseRef::of(&claimed.lease);
-    h.store.submit_responses(&round_ref(), &new_lease, submission("key-1")).await?;
+    h.store
+        .submit_responses(&round_ref(), &new_lease, submission("key-1"))
+        .await?;
     h.store.start_delivery(&round_ref(), &new_lease).await?;
     h.store.mark_delivered(&round_ref(), &new_lease).await?;
     let done = h.store.resolve(&round_ref(), &new_lease).await?;
     expect_status(&done, ManagedInputStatus::Resolved)?;
     ensure!(done.delivery_attempts == 1, "one delivery attempt");
-    ensure!(done.pending.request_state.as_deref() == Some("opaque-state"), "request state kept");
-    expect_error(h.store.start_delivery(&round_ref(), &new_lease).await, STATE, "requires")?;
+    ensure!(
+        done.pending.request_state.as_deref() == Some("opaque-state"),
+        "request state kept"
+    );
+    expect_error(
+        h.store.start_delivery(&round_ref(), &new_lease).await,
+        STATE,
+        "requires",
+    )?;
     Ok(())
 }
 
@@ -69,9 +106,17 @@ pub async fn claim_with_a_wrong_expected_token_conflicts(h: &Harness) -> CaseRes
     let wrong = ClaimRound::new("worker-b", LEASE)
         .with_expected_lease_token("lease-other")
         .with_delivery_state(DeliveryState::NotStarted);
-    expect_error(h.store.claim_round(&round_ref(), wrong).await, CONFLICT, "does not match")?;
+    expect_error(
+        h.store.claim_round(&round_ref(), wrong).await,
+        CONFLICT,
+        "does not match",
+    )?;
     let none = ClaimRound::new("worker-b", LEASE).with_delivery_state(DeliveryState::NotStarted);
-    expect_error(h.store.claim_round(&round_ref(), none).await, CONFLICT, "does not match")?;
+    expect_error(
+        h.store.claim_round(&round_ref(), none).await,
+        CONFLICT,
+        "does not match",
+    )?;
     Ok(())
 }
 
@@ -79,11 +124,20 @@ pub async fn claim_with_a_wrong_expected_token_conflicts(h: &Harness) -> CaseRes
 pub async fn claim_of_validated_responses_requires_idempotent_proof(h: &Harness) -> CaseResult {
     let before = validated(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store.claim_round(&round_ref(), claim(DeliveryState::NotDelivered)).await, RECOVERY, "idempotent delivery proof")?;
+    expect_error(
+        h.store
+            .claim_round(&round_ref(), claim(DeliveryState::NotDelivered))
+            .await,
+        RECOVERY,
+        "idempotent delivery proof",
+    )?;
     expect_same(&before, &reload(h).await?, "round after a refused claim")?;
     let claimed = h
         .store
-        .claim_round(&round_ref(), claim(DeliveryState::NotDelivered).with_idempotent_delivery(true))
+        .claim_round(
+            &round_ref(),
+            claim(DeliveryState::NotDelivered).with_idempotent_delivery(true),
+        )
         .await?;
     expect_status(&claimed, ManagedInputStatus::ResponseValidated)?;
     ensure!(claimed.responses == before.responses, "responses kept");
@@ -91,14 +145,25 @@ pub async fn claim_of_validated_responses_requires_idempotent_proof(h: &Harness)
 }
 
 /// `delivery_started` + `not_delivered` needs proof, then reverts to `response_validated`.
-pub async fn claim_of_started_delivery_not_delivered_requires_proof_and_reverts(h: &Harness) -> CaseResult {
+pub async fn claim_of_started_delivery_not_delivered_requires_proof_and_reverts(
+    h: &Harness,
+) -> CaseResult {
     let before = delivery_started(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store.claim_round(&round_ref(), claim(DeliveryState::NotDelivered)).await, RECOVERY, "idempotent delivery proof")?;
+    expect_error(
+        h.store
+            .claim_round(&round_ref(), claim(DeliveryState::NotDelivered))
+            .await,
+        RECOVERY,
+        "idempotent delivery proof",
+    )?;
     expect_same(&before, &reload(h).await?, "round after a refused claim")?;
     let claimed = h
         .store
-        .claim_round(&round_ref(), claim(DeliveryState::NotDelivered).with_idempotent_delivery(true))
+        .claim_round(
+            &round_ref(),
+            claim(DeliveryState::NotDelivered).with_idempotent_delivery(true),
+        )
         .await?;
     expect_status(&claimed, ManagedInputStatus::ResponseValidated)?;
     ensure!(claimed.delivery_attempts == 1, "attempts unchanged");
@@ -109,7 +174,16 @@ pub async fn claim_of_started_delivery_not_delivered_requires_proof_and_reverts(
 pub async fn claim_of_started_delivery_not_started_is_ambiguous(h: &Harness) -> CaseResult {
     delivery_started(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store.claim_round(&round_ref(), claim(DeliveryState::NotStarted).with_idempotent_delivery(true)).await, RECOVERY, "ambiguous")?;
+    expect_error(
+        h.store
+            .claim_round(
+                &round_ref(),
+                claim(DeliveryState::NotStarted).with_idempotent_delivery(true),
+            )
+            .await,
+        RECOVERY,
+        "ambiguous",
+    )?;
     Ok(())
 }
 
@@ -117,29 +191,70 @@ pub async fn claim_of_started_delivery_not_started_is_ambiguous(h: &Harness) -> 
 pub async fn claim_of_started_delivery_delivered_marks_delivered(h: &Harness) -> CaseResult {
     let before = delivery_started(h).await?;
     advance(&h.clock, LEASE.as_secs() + 5);
-    let claimed = h.store.claim_round(&round_ref(), claim(DeliveryState::Delivered)).await?;
+    let claimed = h
+        .store
+        .claim_round(&round_ref(), claim(DeliveryState::Delivered))
+        .await?;
     expect_status(&claimed, ManagedInputStatus::Delivered)?;
     let now = start_time() + time::Duration::seconds(LEASE.as_secs() as i64 + 5);
-    ensure!(claimed.delivered_at == Some(now), "delivered_at must be the claim time");
+    ensure!(
+        claimed.delivered_at == Some(now),
+        "delivered_at must be the claim time"
+    );
     ensure!(claimed.responses == before.responses, "responses kept");
     let new_lease = LeaseRef::of(&claimed.lease);
-    expect_status(&h.store.resolve(&round_ref(), &new_lease).await?, ManagedInputStatus::Resolved)
+    expect_status(
+        &h.store.resolve(&round_ref(), &new_lease).await?,
+        ManagedInputStatus::Resolved,
+    )
 }
 
 /// Evidence must match the persisted status.
 pub async fn claim_with_mismatched_evidence_is_refused(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store.claim_round(&round_ref(), claim(DeliveryState::Delivered)).await, RECOVERY, "does not match")?;
-    expect_error(h.store.claim_round(&round_ref(), claim(DeliveryState::NotDelivered).with_idempotent_delivery(true)).await, RECOVERY, "does not match")?;
-    let other = h.store.create_round(crate::CreateRound::new(super::fixture::address_round("exec-2", "r"), OWNER, LEASE).with_lease_token(TOKEN)).await?;
+    expect_error(
+        h.store
+            .claim_round(&round_ref(), claim(DeliveryState::Delivered))
+            .await,
+        RECOVERY,
+        "does not match",
+    )?;
+    expect_error(
+        h.store
+            .claim_round(
+                &round_ref(),
+                claim(DeliveryState::NotDelivered).with_idempotent_delivery(true),
+            )
+            .await,
+        RECOVERY,
+        "does not match",
+    )?;
+    let other = h
+        .store
+        .create_round(
+            crate::CreateRound::new(super::fixture::address_round("exec-2", "r"), OWNER, LEASE)
+                .with_lease_token(TOKEN),
+        )
+        .await?;
     let other_ref = RoundRef::of(&other);
-    h.store.submit_responses(&other_ref, &lease(), submission("k")).await?;
+    h.store
+        .submit_responses(&other_ref, &lease(), submission("k"))
+        .await?;
     h.store.start_delivery(&other_ref, &lease()).await?;
     h.store.mark_delivered(&other_ref, &lease()).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store.claim_round(&other_ref, claim(DeliveryState::NotStarted)).await, RECOVERY, "does not match")?;
-    let claimed = h.store.claim_round(&other_ref, claim(DeliveryState::Delivered)).await?;
+    expect_error(
+        h.store
+            .claim_round(&other_ref, claim(DeliveryState::NotStarted))
+            .await,
+        RECOVERY,
+        "does not match",
+    )?;
+    let claimed = h
+        .store
+        .claim_round(&other_ref, claim(DeliveryState::Delivered))
+        .await?;
     expect_status(&claimed, ManagedInputStatus::Delivered)
 }
 
@@ -147,8 +262,16 @@ pub async fn claim_with_mismatched_evidence_is_refused(h: &Harness) -> CaseResul
 pub async fn claim_of_a_recovery_failure_is_a_recovery_error(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    h.store.fail_recovery(&round_ref(), TOKEN, "worker lost").await?;
-    let error = expect_error(h.store.claim_round(&round_ref(), claim(DeliveryState::NotStarted)).await, RECOVERY, "worker lost")?;
+    h.store
+        .fail_recovery(&round_ref(), TOKEN, "worker lost")
+        .await?;
+    let error = expect_error(
+        h.store
+            .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
+            .await,
+        RECOVERY,
+        "worker lost",
+    )?;
     ensure!(error.code() == RECOVERY, "recovery code");
     let any = ClaimRound::new("worker-c", LEASE).with_expected_lease_token("whatever");
     expect_error(h.peer.claim_round(&round_ref(), any).await, RECOVERY, "")?;
@@ -156,20 +279,52 @@ pub async fn claim_of_a_recovery_failure_is_a_recovery_error(h: &Harness) -> Cas
 }
 
 /// Other failures and resolved rounds are state errors.
-pub async fn claim_of_other_failures_and_resolved_rounds_are_state_errors(h: &Harness) -> CaseResult {
+pub async fn claim_of_other_failures_and_resolved_rounds_are_state_errors(
+    h: &Harness,
+) -> CaseResult {
     resolved(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store.claim_round(&round_ref(), claim(DeliveryState::Delivered)).await, STATE, "resolved")?;
-    let other = h.store.create_round(crate::CreateRound::new(super::fixture::address_round("exec-2", "r"), OWNER, LEASE).with_lease_token(TOKEN)).await?;
+    expect_error(
+        h.store
+            .claim_round(&round_ref(), claim(DeliveryState::Delivered))
+            .await,
+        STATE,
+        "resolved",
+    )?;
+    let other = h
+        .store
+        .create_round(
+            crate::CreateRound::new(super::fixture::address_round("exec-2", "r"), OWNER, LEASE)
+                .with_lease_token(TOKEN),
+        )
+        .await?;
     let other_ref = RoundRef::of(&other);
-    h.store.fail(&other_ref, &lease(), RoundFailure::new("cancelled", "operation cancelled")).await?;
+    h.store
+        .fail(
+            &other_ref,
+            &lease(),
+            RoundFailure::new("cancelled", "operation cancelled"),
+        )
+        .await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store.claim_round(&other_ref, claim(DeliveryState::NotStarted)).await, STATE, "failed")?;
+    expect_error(
+        h.store
+            .claim_round(&other_ref, claim(DeliveryState::NotStarted))
+            .await,
+        STATE,
+        "failed",
+    )?;
     Ok(())
 }
 
 /// A missing round conflicts.
 pub async fn claim_of_a_missing_round_conflicts(h: &Harness) -> CaseResult {
-    expect_error(h.store.claim_round(&round_ref(), claim(DeliveryState::NotStarted)).await, CONFLICT, "does not exist")?;
+    expect_error(
+        h.store
+            .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
+            .await,
+        CONFLICT,
+        "does not exist",
+    )?;
     Ok(())
 }

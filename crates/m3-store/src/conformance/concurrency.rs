@@ -15,12 +15,15 @@ const STATE: &str = "managed_input_state";
 
 /// Two identical submissions racing from two store objects both succeed with identical
 /// records: one commit, the other a replay.
-pub async fn concurrent_identical_submissions_both_succeed_with_one_write(h: &Harness) -> CaseResult {
+pub async fn concurrent_identical_submissions_both_succeed_with_one_write(
+    h: &Harness,
+) -> CaseResult {
     pending(h).await?;
     let round = round_ref();
     let lease = lease();
     let (a, b) = tokio::join!(
-        h.store.submit_responses(&round, &lease, submission("key-1")),
+        h.store
+            .submit_responses(&round, &lease, submission("key-1")),
         h.peer.submit_responses(&round, &lease, submission("key-1")),
     );
     let (a, b) = (a?, b?);
@@ -42,23 +45,39 @@ pub async fn concurrent_different_submissions_have_one_winner(h: &Harness) -> Ca
         "key-2",
     );
     let (a, b) = tokio::join!(
-        h.store.submit_responses(&round, &lease, submission("key-1")),
+        h.store
+            .submit_responses(&round, &lease, submission("key-1")),
         h.peer.submit_responses(&round, &lease, other.clone()),
     );
     let stored = reload(h).await?;
     match (a, b) {
         (Ok(winner), Err(error)) | (Err(error), Ok(winner)) => {
-            ensure!(error.code() == CONFLICT, "the loser must conflict, got {}: {error}", error.code());
+            ensure!(
+                error.code() == CONFLICT,
+                "the loser must conflict, got {}: {error}",
+                error.code()
+            );
             expect_same(&winner, &stored, "winner vs stored")?;
         }
-        (Ok(_), Ok(_)) => return Err(super::CaseFailure::new("both different submissions succeeded")),
-        (Err(a), Err(b)) => return Err(super::CaseFailure::new(format!("both submissions failed: {a}; {b}"))),
+        (Ok(_), Ok(_)) => {
+            return Err(super::CaseFailure::new(
+                "both different submissions succeeded",
+            ));
+        }
+        (Err(a), Err(b)) => {
+            return Err(super::CaseFailure::new(format!(
+                "both submissions failed: {a}; {b}"
+            )));
+        }
     }
     let expected_first = stored.response_idempotency_key.as_deref() == Some("key-1")
         && stored.responses.as_ref() == Some(&accept_address());
     let expected_second = stored.response_idempotency_key.as_deref() == Some("key-2")
         && stored.responses.as_ref() == Some(&other.responses);
-    ensure!(expected_first || expected_second, "stored responses and key must belong to one submission");
+    ensure!(
+        expected_first || expected_second,
+        "stored responses and key must belong to one submission"
+    );
     Ok(())
 }
 
@@ -71,18 +90,29 @@ pub async fn submit_replay_races_fail_recovery_safely(h: &Harness) -> CaseResult
     let round = round_ref();
     let lease = lease();
     let (submitted, recovered) = tokio::join!(
-        h.store.submit_responses(&round, &lease, submission("key-1")),
+        h.store
+            .submit_responses(&round, &lease, submission("key-1")),
         h.peer.fail_recovery(&round, TOKEN, "worker lost"),
     );
     let recovered = recovered?;
     expect_status(&recovered, ManagedInputStatus::Failed)?;
     match submitted {
         Ok(record) => expect_same(&record, &accepted, "replay before the recovery decision")?,
-        Err(error) => ensure!(error.code() == STATE, "a late replay must be a state error, got {}: {error}", error.code()),
+        Err(error) => ensure!(
+            error.code() == STATE,
+            "a late replay must be a state error, got {}: {error}",
+            error.code()
+        ),
     }
     let stored = reload(h).await?;
-    ensure!(stored.failure_code.as_deref() == Some("recovery_unavailable"), "recovery_unavailable");
-    ensure!(stored.responses == accepted.responses, "responses kept as diagnostics");
+    ensure!(
+        stored.failure_code.as_deref() == Some("recovery_unavailable"),
+        "recovery_unavailable"
+    );
+    ensure!(
+        stored.responses == accepted.responses,
+        "responses kept as diagnostics"
+    );
     Ok(())
 }
 
@@ -93,7 +123,8 @@ pub async fn pending_submit_races_fail_recovery_safely(h: &Harness) -> CaseResul
     let round = round_ref();
     let lease = lease();
     let (submitted, recovered) = tokio::join!(
-        h.store.submit_responses(&round, &lease, submission("key-1")),
+        h.store
+            .submit_responses(&round, &lease, submission("key-1")),
         h.peer.fail_recovery(&round, TOKEN, "worker lost"),
     );
     expect_status(&submitted?, ManagedInputStatus::ResponseValidated)?;
@@ -102,19 +133,28 @@ pub async fn pending_submit_races_fail_recovery_safely(h: &Harness) -> CaseResul
     let second = h
         .store
         .create_round(
-            crate::CreateRound::new(super::fixture::address_round("exec-2", "round-1"), super::fixture::OWNER, LEASE)
-                .with_lease_token(TOKEN),
+            crate::CreateRound::new(
+                super::fixture::address_round("exec-2", "round-1"),
+                super::fixture::OWNER,
+                LEASE,
+            )
+            .with_lease_token(TOKEN),
         )
         .await?;
     let second_ref = crate::RoundRef::of(&second);
     advance(&h.clock, LEASE.as_secs());
     let (submitted, recovered) = tokio::join!(
-        h.peer.submit_responses(&second_ref, &lease, submission("key-1")),
+        h.peer
+            .submit_responses(&second_ref, &lease, submission("key-1")),
         h.store.fail_recovery(&second_ref, TOKEN, "worker lost"),
     );
     expect_status(&recovered?, ManagedInputStatus::Failed)?;
     let error = match submitted {
-        Ok(record) => return Err(super::CaseFailure::new(format!("an expired pending round accepted a response: {record:?}"))),
+        Ok(record) => {
+            return Err(super::CaseFailure::new(format!(
+                "an expired pending round accepted a response: {record:?}"
+            )));
+        }
         Err(error) => error,
     };
     ensure!(
@@ -123,7 +163,10 @@ pub async fn pending_submit_races_fail_recovery_safely(h: &Harness) -> CaseResul
         error.code()
     );
     let stored = h.store.get_round(&second_ref).await?;
-    ensure!(stored.as_ref().is_some_and(|r| r.responses.is_none()), "no responses may be stored");
+    ensure!(
+        stored.as_ref().is_some_and(|r| r.responses.is_none()),
+        "no responses may be stored"
+    );
     Ok(())
 }
 
@@ -138,7 +181,11 @@ pub async fn concurrent_start_delivery_counts_one_attempt(h: &Harness) -> CaseRe
     );
     let (a, b) = (a?, b?);
     expect_same(&a, &b, "the two racing starts")?;
-    ensure!(a.delivery_attempts == 1, "expected one attempt, got {}", a.delivery_attempts);
+    ensure!(
+        a.delivery_attempts == 1,
+        "expected one attempt, got {}",
+        a.delivery_attempts
+    );
     Ok(())
 }
 

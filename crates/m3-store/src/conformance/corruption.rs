@@ -26,7 +26,13 @@ pub async fn corrupt_pending_json_is_a_stored_validation_error(h: &Harness) -> C
     pending(h).await?;
     corrupt(h, Corruption::PendingNotObject).await?;
     reads_report_stored_corruption(h).await?;
-    expect_error(h.store.submit_responses(&round_ref(), &lease(), submission("key-1")).await, INVALID, "stored")?;
+    expect_error(
+        h.store
+            .submit_responses(&round_ref(), &lease(), submission("key-1"))
+            .await,
+        INVALID,
+        "stored",
+    )?;
     Ok(())
 }
 
@@ -35,7 +41,11 @@ pub async fn corrupt_responses_json_is_a_stored_validation_error(h: &Harness) ->
     validated(h).await?;
     corrupt(h, Corruption::ResponsesNotObject).await?;
     reads_report_stored_corruption(h).await?;
-    expect_error(h.store.start_delivery(&round_ref(), &lease()).await, INVALID, "stored")?;
+    expect_error(
+        h.store.start_delivery(&round_ref(), &lease()).await,
+        INVALID,
+        "stored",
+    )?;
     Ok(())
 }
 
@@ -51,7 +61,13 @@ pub async fn corrupt_status_is_a_stored_validation_error(h: &Harness) -> CaseRes
     pending(h).await?;
     corrupt(h, Corruption::UnknownStatus).await?;
     reads_report_stored_corruption(h).await?;
-    expect_error(h.store.renew(&round_ref(), &lease(), super::fixture::LEASE).await, INVALID, "stored")?;
+    expect_error(
+        h.store
+            .renew(&round_ref(), &lease(), super::fixture::LEASE)
+            .await,
+        INVALID,
+        "stored",
+    )?;
     Ok(())
 }
 
@@ -66,6 +82,10 @@ pub async fn corrupt_timestamp_is_a_stored_validation_error(h: &Harness) -> Case
 pub async fn corrupt_redacted_projection_is_a_validation_error(h: &Harness) -> CaseResult {
     validated(h).await?;
     corrupt(h, Corruption::RedactedResponsesNotObject).await?;
-    expect_error(h.store.redacted_responses(&round_ref()).await, INVALID, "stored redacted")?;
+    expect_error(
+        h.store.redacted_responses(&round_ref()).await,
+        INVALID,
+        "stored redacted",
+    )?;
     Ok(())
 }

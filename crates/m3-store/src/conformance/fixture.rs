@@ -45,7 +45,8 @@ pub(crate) fn address_schema() -> Map<String, Value> {
 
 /// A one-request form round (`shipping_address`) with an opaque request state.
 pub(crate) fn address_round(execution_id: &str, round_id: &str) -> PendingElicitationRound {
-    let request = FormElicitationRequest::new(ADDRESS, "Enter the delivery address.", address_schema());
+    let request =
+        FormElicitationRequest::new(ADDRESS, "Enter the delivery address.", address_schema());
     let mut requests = BTreeMap::new();
     requests.insert(ADDRESS.to_owned(), ElicitationRequest::Form(request));
     PendingElicitationRound {
@@ -110,7 +111,7 @@ pub(crate) fn create_request() -> CreateRound {
 }
 
 pub(crate) fn advance(clock: &ManualClock, seconds: u64) {
-    clock.advance(Duration::from_secs(seconds));
+    clock.advance_std(Duration::from_secs(seconds));
 }
 
 /// A `pending` round.
@@ -121,8 +122,7 @@ pub(crate) async fn pending(h: &Harness) -> Step<ManagedInputRecord> {
 /// A `response_validated` round (key `key-1`).
 pub(crate) async fn validated(h: &Harness) -> Step<ManagedInputRecord> {
     pending(h).await?;
-    Ok(h
-        .store
+    Ok(h.store
         .submit_responses(&round_ref(), &lease(), submission("key-1"))
         .await?)
 }

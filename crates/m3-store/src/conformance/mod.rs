@@ -7,26 +7,27 @@
 //! asserting on [`Error::code`](m3_types::Error::code) (the error is logged with `tracing`).
 //! [`run_all`] only calls the list in [`CASES`] and returns a [`ConformanceReport`].
 //!
-//! A backend provides, per case, a [`Harness`]: the store under test driven by a
-//! [`ManualClock`], a second independent store object on the same data (for replays,
+//! A backend provides a [`StoreFactory`]: given a clock, it builds a fresh [`Backend`]: the
+//! store under test, a second independent store object on the same data (for replays,
 //! reopening and concurrent writers), and a [`CorruptRecord`] capability that damages a
-//! stored row the way a broken disk or a foreign writer would. Capabilities are parameters,
-//! never skips: every case runs against every backend.
+//! stored row the way a broken disk or a foreign writer would. [`run_all`] wraps it in a
+//! [`Harness`] with the [`ManualClock`] it passed in. Capabilities are parameters, never
+//! skips: every case runs against every backend.
 //!
 //! ```no_run
 //! # async fn demo() -> m3_types::Result<()> {
 //! use std::sync::Arc;
-//! use m3_store::conformance::{Harness, run_all};
+//! use m3_store::conformance::{Backend, run_all};
 //! use m3_store::{SqliteManagedInputStore, SqliteStoreOptions};
-//! use m3_types::ManualClock;
+//! use m3_types::Clock;
 //!
-//! let report = run_all(|clock: ManualClock| async move {
+//! let report = run_all(|clock: Arc<dyn Clock>| async move {
 //!     let dir = std::env::temp_dir().join(m3_types::new_id());
 //!     let path = dir.join("m3.sqlite");
-//!     let options = SqliteStoreOptions::new().clock(Arc::new(clock.clone()));
+//!     let options = SqliteStoreOptions::new().clock(clock);
 //!     let store = SqliteManagedInputStore::open_with(&path, options.clone()).await?;
 //!     let peer = SqliteManagedInputStore::open_with(&path, options).await?;
-//!     Ok(Harness::new(Arc::new(store.clone()), Arc::new(peer), Arc::new(store), clock))
+//!     Ok(Backend::new(Arc::new(store.clone()), Arc::new(peer), Arc::new(store)))
 //! })
 //! .await;
 //! assert!(report.is_success(), "{report}");
@@ -34,15 +35,15 @@
 //! ```
 
 mod check;
-mod claim;
-mod concurrency;
-mod corruption;
-mod create;
+pub mod claim;
+pub mod concurrency;
+pub mod corruption;
+pub mod create;
 mod fixture;
-mod leases;
-mod responses;
+pub mod leases;
+pub mod responses;
 mod sqlite;
-mod transitions;
+pub mod transitions;
 
 use std::any::Any;
 use std::fmt;
@@ -51,61 +52,96 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use m3_types::{ManualClock, Result};
+use m3_types::{Clock, ManualClock, Result};
 
 use crate::{ManagedInputStore, RoundRef};
 
 pub use check::CaseFailure;
 pub use fixture::start_time;
 
-/// What one case runs against.
+/// What a backend's factory builds for one case.
 #[non_exhaustive]
-pub struct Harness {
-    /// The store under test. Its clock is [`Harness::clock`].
+pub struct Backend {
+    /// The store under test, reading the clock the factory was given.
     pub store: Arc<dyn ManagedInputStore>,
     /// A second, independent store object on the same data and clock (as if another process
     /// opened the same database).
     pub peer: Arc<dyn ManagedInputStore>,
     /// Damages stored rows on request.
     pub corruptor: Arc<dyn CorruptRecord>,
-    /// The manual clock both stores read.
-    pub clock: ManualClock,
     guard: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Backend")
+            .field("store", &self.store)
+            .field("peer", &self.peer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Backend {
+    /// A backend made of `store`, its `peer` on the same data, and a `corruptor`.
+    pub fn new(
+        store: Arc<dyn ManagedInputStore>,
+        peer: Arc<dyn ManagedInputStore>,
+        corruptor: Arc<dyn CorruptRecord>,
+    ) -> Self {
+        Self {
+            store,
+            peer,
+            corruptor,
+            guard: None,
+        }
+    }
+
+    /// Keeps `guard` (for example a temporary directory) alive as long as the backend.
+    #[must_use]
+    pub fn with_guard(mut self, guard: impl Any + Send + Sync) -> Self {
+        self.guard = Some(Box::new(guard));
+        self
+    }
+}
+
+/// What one case runs against: a fresh [`Backend`] and the [`ManualClock`] its stores read.
+#[non_exhaustive]
+pub struct Harness {
+    /// The store under test.
+    pub store: Arc<dyn ManagedInputStore>,
+    /// A second store object on the same data.
+    pub peer: Arc<dyn ManagedInputStore>,
+    /// Damages stored rows on request.
+    pub corruptor: Arc<dyn CorruptRecord>,
+    /// The manual clock both stores read; cases move it to expire leases.
+    pub clock: ManualClock,
+    backend: Backend,
 }
 
 impl fmt::Debug for Harness {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Harness")
-            .field("store", &self.store)
-            .field("peer", &self.peer)
+            .field("backend", &self.backend)
             .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
 }
 
 impl Harness {
-    /// A harness over `store`, its `peer` on the same data, a `corruptor` and the `clock`
-    /// both stores read.
-    pub fn new(
-        store: Arc<dyn ManagedInputStore>,
-        peer: Arc<dyn ManagedInputStore>,
-        corruptor: Arc<dyn CorruptRecord>,
-        clock: ManualClock,
-    ) -> Self {
+    /// The harness of `backend`, whose stores read `clock`.
+    pub fn new(backend: Backend, clock: ManualClock) -> Self {
         Self {
-            store,
-            peer,
-            corruptor,
+            store: Arc::clone(&backend.store),
+            peer: Arc::clone(&backend.peer),
+            corruptor: Arc::clone(&backend.corruptor),
             clock,
-            guard: None,
+            backend,
         }
     }
 
-    /// Keeps `guard` (for example a temporary directory) alive as long as the harness.
-    #[must_use]
-    pub fn with_guard(mut self, guard: impl Any + Send + Sync) -> Self {
-        self.guard = Some(Box::new(guard));
-        self
+    /// The backend this harness wraps.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
     }
 }
 
@@ -138,23 +174,26 @@ pub trait CorruptRecord: Send + Sync {
 }
 
 /// Builds a fresh, empty backend (and its peer) for one case.
+///
+/// Implemented for every `Fn(Arc<dyn Clock>) -> impl Future<Output = Result<Backend>>`.
 #[async_trait]
 pub trait StoreFactory: Send + Sync {
-    /// A fresh harness whose stores read `clock`.
+    /// A fresh, empty backend whose stores read `clock`.
     ///
     /// # Errors
     /// A backend must refuse a clock whose current time is not UTC with
-    /// `managed_input_invalid`; other errors fail the case.
-    async fn create(&self, clock: ManualClock) -> Result<Harness>;
+    /// `managed_input_invalid` (message mentioning "timezone-aware"); other errors fail the
+    /// case.
+    async fn create(&self, clock: Arc<dyn Clock>) -> Result<Backend>;
 }
 
 #[async_trait]
 impl<F, Fut> StoreFactory for F
 where
-    F: Fn(ManualClock) -> Fut + Send + Sync,
-    Fut: Future<Output = Result<Harness>> + Send,
+    F: Fn(Arc<dyn Clock>) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<Backend>> + Send,
 {
-    async fn create(&self, clock: ManualClock) -> Result<Harness> {
+    async fn create(&self, clock: Arc<dyn Clock>) -> Result<Backend> {
         self(clock).await
     }
 }
@@ -308,13 +347,16 @@ pub async fn run_all(factory: impl StoreFactory) -> ConformanceReport {
     let mut report = ConformanceReport::default();
     for (name, case) in CASES.iter().chain(FACTORY_CASES) {
         let outcome = match case {
-            Case::Store(run) => match factory.create(ManualClock::new(start_time())).await {
-                Ok(harness) => run(&harness).await,
-                Err(error) => Err(CaseFailure::new(format!(
-                    "the factory failed: {} ({error})",
-                    error.code()
-                ))),
-            },
+            Case::Store(run) => {
+                let clock = ManualClock::new(start_time());
+                match factory.create(Arc::new(clock.clone())).await {
+                    Ok(backend) => run(&Harness::new(backend, clock)).await,
+                    Err(error) => Err(CaseFailure::new(format!(
+                        "the factory failed: {} ({error})",
+                        error.code()
+                    ))),
+                }
+            }
             Case::Factory(run) => run(&factory).await,
         };
         match outcome {

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use m3_types::{Error, Result};
 
-use super::{Corruption, CorruptRecord};
+use super::{CorruptRecord, Corruption};
 use crate::{RoundRef, SqliteManagedInputStore};
 
 #[async_trait]
@@ -13,12 +13,24 @@ impl CorruptRecord for SqliteManagedInputStore {
     async fn corrupt(&self, round: &RoundRef, corruption: Corruption) -> Result<()> {
         self.ensure_schema().await?;
         let statement = match corruption {
-            Corruption::PendingNotObject => "UPDATE m3_managed_input_rounds SET pending_json='[]' WHERE execution_id=? AND round_id=?",
-            Corruption::ResponsesNotObject => "UPDATE m3_managed_input_rounds SET responses_json='[]' WHERE execution_id=? AND round_id=?",
-            Corruption::OperationParametersNotObject => "UPDATE m3_managed_input_rounds SET operation_parameters_json='[]' WHERE execution_id=? AND round_id=?",
-            Corruption::UnknownStatus => "UPDATE m3_managed_input_rounds SET status='corrupt' WHERE execution_id=? AND round_id=?",
-            Corruption::UnparsableTimestamp => "UPDATE m3_managed_input_rounds SET created_at='not a timestamp' WHERE execution_id=? AND round_id=?",
-            Corruption::RedactedResponsesNotObject => "UPDATE m3_managed_input_diagnostics SET responses_redacted_json='[]' WHERE execution_id=? AND round_id=?",
+            Corruption::PendingNotObject => {
+                "UPDATE m3_managed_input_rounds SET pending_json='[]' WHERE execution_id=? AND round_id=?"
+            }
+            Corruption::ResponsesNotObject => {
+                "UPDATE m3_managed_input_rounds SET responses_json='[]' WHERE execution_id=? AND round_id=?"
+            }
+            Corruption::OperationParametersNotObject => {
+                "UPDATE m3_managed_input_rounds SET operation_parameters_json='[]' WHERE execution_id=? AND round_id=?"
+            }
+            Corruption::UnknownStatus => {
+                "UPDATE m3_managed_input_rounds SET status='corrupt' WHERE execution_id=? AND round_id=?"
+            }
+            Corruption::UnparsableTimestamp => {
+                "UPDATE m3_managed_input_rounds SET created_at='not a timestamp' WHERE execution_id=? AND round_id=?"
+            }
+            Corruption::RedactedResponsesNotObject => {
+                "UPDATE m3_managed_input_diagnostics SET responses_redacted_json='[]' WHERE execution_id=? AND round_id=?"
+            }
         };
         let mut conn = self
             .pool()
@@ -38,7 +50,8 @@ impl CorruptRecord for SqliteManagedInputStore {
             .execute(&mut *conn)
             .await
             .map_err(|e| Error::storage("cannot restore CHECK constraints").with_source(e))?;
-        let updated = updated.map_err(|e| Error::storage("cannot corrupt the row").with_source(e))?;
+        let updated =
+            updated.map_err(|e| Error::storage("cannot corrupt the row").with_source(e))?;
         if updated.rows_affected() != 1 {
             return Err(Error::storage("the row to corrupt does not exist"));
         }

@@ -19,9 +19,16 @@ pub async fn start_delivery_counts_one_attempt(h: &Harness) -> CaseResult {
     advance(&h.clock, 1);
     let record = h.store.start_delivery(&round_ref(), &lease()).await?;
     expect_status(&record, ManagedInputStatus::DeliveryStarted)?;
-    ensure!(record.delivery_attempts == 1, "expected one delivery attempt, got {}", record.delivery_attempts);
+    ensure!(
+        record.delivery_attempts == 1,
+        "expected one delivery attempt, got {}",
+        record.delivery_attempts
+    );
     let now = start_time() + time::Duration::seconds(1);
-    ensure!(record.delivery_started_at == Some(now) && record.updated_at == now, "delivery_started_at must come from the clock");
+    ensure!(
+        record.delivery_started_at == Some(now) && record.updated_at == now,
+        "delivery_started_at must come from the clock"
+    );
     ensure!(record.responses.is_some(), "responses must be kept");
     Ok(())
 }
@@ -29,8 +36,15 @@ pub async fn start_delivery_counts_one_attempt(h: &Harness) -> CaseResult {
 /// A pending round cannot start delivery.
 pub async fn start_delivery_requires_validated_responses(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(h.store.start_delivery(&round_ref(), &lease()).await, STATE, "requires response_validated")?;
-    expect_status(&super::fixture::reload(h).await?, ManagedInputStatus::Pending)
+    expect_error(
+        h.store.start_delivery(&round_ref(), &lease()).await,
+        STATE,
+        "requires response_validated",
+    )?;
+    expect_status(
+        &super::fixture::reload(h).await?,
+        ManagedInputStatus::Pending,
+    )
 }
 
 /// Starting twice returns the record unchanged (no second attempt).
@@ -39,14 +53,21 @@ pub async fn start_delivery_is_idempotent(h: &Harness) -> CaseResult {
     advance(&h.clock, 1);
     let again = h.store.start_delivery(&round_ref(), &lease()).await?;
     expect_same(&first, &again, "second start_delivery")?;
-    ensure!(again.delivery_attempts == 1, "a repeated start must not count an attempt");
+    ensure!(
+        again.delivery_attempts == 1,
+        "a repeated start must not count an attempt"
+    );
     Ok(())
 }
 
 /// `mark_delivered` needs `delivery_started`.
 pub async fn mark_delivered_requires_delivery_started(h: &Harness) -> CaseResult {
     validated(h).await?;
-    expect_error(h.store.mark_delivered(&round_ref(), &lease()).await, STATE, "requires delivery_started")?;
+    expect_error(
+        h.store.mark_delivered(&round_ref(), &lease()).await,
+        STATE,
+        "requires delivery_started",
+    )?;
     Ok(())
 }
 
@@ -61,7 +82,11 @@ pub async fn mark_delivered_is_idempotent(h: &Harness) -> CaseResult {
 /// `resolve` needs `delivered`.
 pub async fn resolve_requires_delivered(h: &Harness) -> CaseResult {
     delivery_started(h).await?;
-    expect_error(h.store.resolve(&round_ref(), &lease()).await, STATE, "requires delivered")?;
+    expect_error(
+        h.store.resolve(&round_ref(), &lease()).await,
+        STATE,
+        "requires delivered",
+    )?;
     Ok(())
 }
 
@@ -78,7 +103,9 @@ pub async fn full_lifecycle_records_every_timestamp(h: &Harness) -> CaseResult {
     pending(h).await?;
     let t = |s: i64| start_time() + time::Duration::seconds(s);
     advance(&h.clock, 1);
-    h.store.submit_responses(&round_ref(), &lease(), super::fixture::submission("key-1")).await?;
+    h.store
+        .submit_responses(&round_ref(), &lease(), super::fixture::submission("key-1"))
+        .await?;
     advance(&h.clock, 1);
     h.store.start_delivery(&round_ref(), &lease()).await?;
     advance(&h.clock, 1);
@@ -87,13 +114,28 @@ pub async fn full_lifecycle_records_every_timestamp(h: &Harness) -> CaseResult {
     let done = h.store.resolve(&round_ref(), &lease()).await?;
     expect_status(&done, ManagedInputStatus::Resolved)?;
     ensure!(done.created_at == t(0), "created_at");
-    ensure!(done.response_validated_at == Some(t(1)), "response_validated_at");
-    ensure!(done.delivery_started_at == Some(t(2)), "delivery_started_at");
+    ensure!(
+        done.response_validated_at == Some(t(1)),
+        "response_validated_at"
+    );
+    ensure!(
+        done.delivery_started_at == Some(t(2)),
+        "delivery_started_at"
+    );
     ensure!(done.delivered_at == Some(t(3)), "delivered_at");
-    ensure!(done.resolved_at == Some(t(4)) && done.updated_at == t(4), "resolved_at / updated_at");
-    ensure!(done.failed_at.is_none() && done.failure_code.is_none(), "no failure");
+    ensure!(
+        done.resolved_at == Some(t(4)) && done.updated_at == t(4),
+        "resolved_at / updated_at"
+    );
+    ensure!(
+        done.failed_at.is_none() && done.failure_code.is_none(),
+        "no failure"
+    );
     ensure!(done.delivery_attempts == 1, "one delivery attempt");
-    ensure!(done.pending.request_state.as_deref() == Some("opaque-state"), "request state kept");
+    ensure!(
+        done.pending.request_state.as_deref() == Some("opaque-state"),
+        "request state kept"
+    );
     Ok(())
 }
 
@@ -101,33 +143,68 @@ pub async fn full_lifecycle_records_every_timestamp(h: &Harness) -> CaseResult {
 pub async fn transitions_reject_an_expired_lease(h: &Harness) -> CaseResult {
     validated(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store.start_delivery(&round_ref(), &lease()).await, CONFLICT, "expired")?;
-    expect_status(&super::fixture::reload(h).await?, ManagedInputStatus::ResponseValidated)
+    expect_error(
+        h.store.start_delivery(&round_ref(), &lease()).await,
+        CONFLICT,
+        "expired",
+    )?;
+    expect_status(
+        &super::fixture::reload(h).await?,
+        ManagedInputStatus::ResponseValidated,
+    )
 }
 
 /// Transitions need the owner and token.
 pub async fn transitions_reject_a_foreign_lease(h: &Harness) -> CaseResult {
     delivery_started(h).await?;
     let stranger = LeaseRef::new(OWNER, "lease-other");
-    expect_error(h.store.mark_delivered(&round_ref(), &stranger).await, CONFLICT, "another lease")?;
+    expect_error(
+        h.store.mark_delivered(&round_ref(), &stranger).await,
+        CONFLICT,
+        "another lease",
+    )?;
     let other_owner = LeaseRef::new("worker-b", super::fixture::TOKEN);
-    expect_error(h.store.mark_delivered(&round_ref(), &other_owner).await, CONFLICT, "another lease")?;
+    expect_error(
+        h.store.mark_delivered(&round_ref(), &other_owner).await,
+        CONFLICT,
+        "another lease",
+    )?;
     Ok(())
 }
 
 /// A resolved round refuses earlier transitions.
 pub async fn transitions_after_resolve_are_state_errors(h: &Harness) -> CaseResult {
     resolved(h).await?;
-    expect_error(h.store.start_delivery(&round_ref(), &lease()).await, STATE, "requires")?;
-    expect_error(h.store.mark_delivered(&round_ref(), &lease()).await, STATE, "requires")?;
+    expect_error(
+        h.store.start_delivery(&round_ref(), &lease()).await,
+        STATE,
+        "requires",
+    )?;
+    expect_error(
+        h.store.mark_delivered(&round_ref(), &lease()).await,
+        STATE,
+        "requires",
+    )?;
     Ok(())
 }
 
 /// A missing round conflicts.
 pub async fn transitions_on_a_missing_round_conflict(h: &Harness) -> CaseResult {
     let missing = RoundRef::new("exec-x", "round-x");
-    expect_error(h.store.start_delivery(&missing, &lease()).await, CONFLICT, "does not exist")?;
-    expect_error(h.store.mark_delivered(&missing, &lease()).await, CONFLICT, "does not exist")?;
-    expect_error(h.store.resolve(&missing, &lease()).await, CONFLICT, "does not exist")?;
+    expect_error(
+        h.store.start_delivery(&missing, &lease()).await,
+        CONFLICT,
+        "does not exist",
+    )?;
+    expect_error(
+        h.store.mark_delivered(&missing, &lease()).await,
+        CONFLICT,
+        "does not exist",
+    )?;
+    expect_error(
+        h.store.resolve(&missing, &lease()).await,
+        CONFLICT,
+        "does not exist",
+    )?;
     Ok(())
 }

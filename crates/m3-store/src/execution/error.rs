@@ -78,11 +78,14 @@ pub(crate) fn invalid_transition(
     from: ExecutionStatus,
     to: ExecutionStatus,
 ) -> Error {
-    Error::from_code(ErrorCode::InvalidTransition, format!(
-        "invalid execution lifecycle transition from {} to {}",
-        from.as_str(),
-        to.as_str()
-    ))
+    Error::from_code(
+        ErrorCode::InvalidTransition,
+        format!(
+            "invalid execution lifecycle transition from {} to {}",
+            from.as_str(),
+            to.as_str()
+        ),
+    )
     .with_detail("execution_id", execution_id)
     .with_detail("reason", "invalid_transition")
     .with_detail("from", from.as_str())

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use super::error;
 use super::record::{
     EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionEvent, ExecutionRecord, FinishExecution, ExecutionLeaseRef, NewExecution, TerminalizeExpired,
-    Terminalized,
+    ExecutionEvent, ExecutionLeaseRef, ExecutionRecord, FinishExecution, NewExecution,
+    TerminalizeExpired, Terminalized,
 };
 use super::schema::MANAGED_ROUNDS_TABLE;
 use super::sqlite::SqliteExecutionStore;
@@ -39,13 +39,12 @@ impl SqliteExecutionStore {
         let human_input = new.human_input.as_str();
         let now = self.now();
         let mut tx = begin(&self.inner().pool).await?;
-        let existing: Option<(String, String)> = sqlx::query_as(
-            "SELECT spec_json, human_input FROM m3rs_executions WHERE id = ?",
-        )
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(|e| sqlx_error("could not read the execution", e))?;
+        let existing: Option<(String, String)> =
+            sqlx::query_as("SELECT spec_json, human_input FROM m3rs_executions WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| sqlx_error("could not read the execution", e))?;
         if let Some((stored_spec, stored_human_input)) = existing {
             if stored_spec == spec_json && stored_human_input == human_input {
                 return fetch_existing(&mut tx, id).await;
@@ -66,7 +65,9 @@ impl SqliteExecutionStore {
         .await
         .map_err(|e| sqlx_error("could not create the execution", e))?;
         if done.rows_affected() != 1 {
-            return Err(Error::storage("execution insert did not insert exactly one row"));
+            return Err(Error::storage(
+                "execution insert did not insert exactly one row",
+            ));
         }
         let payload = json!({
             "lifecycle": ExecutionStatus::Created.as_str(),
@@ -113,7 +114,14 @@ impl SqliteExecutionStore {
             return Err(diagnose(fresh.as_ref(), execution_id, lease, now));
         }
         let payload = json!({ "lifecycle": to.as_str() });
-        append(&mut tx, execution_id, EVENT_EXECUTION_STATE_CHANGED, payload, now).await?;
+        append(
+            &mut tx,
+            execution_id,
+            EVENT_EXECUTION_STATE_CHANGED,
+            payload,
+            now,
+        )
+        .await?;
         let record = fetch_existing(&mut tx, execution_id).await?;
         commit(tx).await?;
         Ok(record)
@@ -141,7 +149,10 @@ impl SqliteExecutionStore {
             }
             return Err(error::finished_differently(id));
         }
-        if !record.lifecycle.can_transition_to(ExecutionStatus::Finished) {
+        if !record
+            .lifecycle
+            .can_transition_to(ExecutionStatus::Finished)
+        {
             return Err(error::invalid_transition(
                 id,
                 record.lifecycle,
@@ -287,9 +298,11 @@ impl SqliteExecutionStore {
         .await
         .map_err(|e| sqlx_error("could not terminalize the execution", e))?;
         if done.rows_affected() != 1 {
-            return Err(Error::managed_input_conflict("execution changed concurrently")
-                .with_detail("execution_id", id)
-                .with_detail("reason", "concurrent_change"));
+            return Err(
+                Error::managed_input_conflict("execution changed concurrently")
+                    .with_detail("execution_id", id)
+                    .with_detail("reason", "concurrent_change"),
+            );
         }
         let rounds_failed = if table_exists(&mut tx, MANAGED_ROUNDS_TABLE).await? {
             sqlx::query(
@@ -321,7 +334,11 @@ impl SqliteExecutionStore {
         append(&mut tx, id, EVENT_EXECUTION_FINISHED, payload, now).await?;
         let record = fetch_existing(&mut tx, id).await?;
         commit(tx).await?;
-        tracing::info!(execution.id = id, rounds_failed, "terminalized execution after lease loss");
+        tracing::info!(
+            execution.id = id,
+            rounds_failed,
+            "terminalized execution after lease loss"
+        );
         Ok(Terminalized {
             record,
             rounds_failed,

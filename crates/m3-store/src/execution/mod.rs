@@ -45,8 +45,8 @@ use crate::ManagedInputStore;
 
 pub use record::{
     AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionEvent, ExecutionLease, ExecutionRecord, FinishExecution, ExecutionLeaseRef, ListExecutions,
-    NewExecution, TerminalizeExpired, Terminalized,
+    ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution,
+    ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
 };
 pub use schema::{EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE};
 pub use sqlite::SqliteExecutionStore;
@@ -107,7 +107,8 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// is not held (wrong owner/token, released, execution missing) or has
     /// expired — the worker has lost the execution and must stop;
     /// `managed_input_state` if the execution finished; `storage_error`.
-    async fn renew_lease(&self, lease: &ExecutionLeaseRef, ttl: Duration) -> Result<ExecutionLease>;
+    async fn renew_lease(&self, lease: &ExecutionLeaseRef, ttl: Duration)
+    -> Result<ExecutionLease>;
 
     /// Releases a live lease, leaving the execution unleased. Releasing after
     /// [`finish`](Self::finish) (which ends the lease) succeeds.
@@ -158,8 +159,11 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// # Errors
     /// `managed_input_conflict` if the execution does not exist;
     /// `storage_error`.
-    async fn request_cancel(&self, execution_id: &str, reason: Option<&str>)
-    -> Result<ExecutionRecord>;
+    async fn request_cancel(
+        &self,
+        execution_id: &str,
+        reason: Option<&str>,
+    ) -> Result<ExecutionRecord>;
 
     /// True once a cancellation was requested.
     ///

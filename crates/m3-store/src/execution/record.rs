@@ -208,7 +208,11 @@ pub struct AcquireLease {
 
 impl AcquireLease {
     /// A lease request with a generated token.
-    pub fn new(execution_id: impl Into<String>, owner_id: impl Into<String>, ttl: Duration) -> Self {
+    pub fn new(
+        execution_id: impl Into<String>,
+        owner_id: impl Into<String>,
+        ttl: Duration,
+    ) -> Self {
         Self {
             execution_id: execution_id.into(),
             owner_id: owner_id.into(),
@@ -294,7 +298,11 @@ pub struct TerminalizeExpired {
 
 impl TerminalizeExpired {
     /// Terminalizes the execution of `lease` with `outcome` and `reason`.
-    pub fn new(lease: ExecutionLeaseRef, outcome: ExecutionOutcome, reason: impl Into<String>) -> Self {
+    pub fn new(
+        lease: ExecutionLeaseRef,
+        outcome: ExecutionOutcome,
+        reason: impl Into<String>,
+    ) -> Self {
         Self {
             lease,
             outcome,

@@ -13,15 +13,15 @@ use tokio::sync::OnceCell;
 use tracing::instrument;
 
 use super::record::{
-    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionRecord, FinishExecution, ExecutionLeaseRef,
-    ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
+    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
+    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
 };
 use super::rows::{event_from_row, execution_from_row, select_execution};
 use super::writes::{begin, commit, diagnose, fetch, fetch_existing};
 use super::{ExecutionStore, error, managed, schema};
+use crate::ManagedInputStore;
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite_pool::{open_pool, sqlx_error};
-use crate::ManagedInputStore;
 
 /// SQLite backend of [`ExecutionStore`].
 ///
@@ -224,7 +224,11 @@ impl ExecutionStore for SqliteExecutionStore {
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
-    async fn renew_lease(&self, lease: &ExecutionLeaseRef, ttl: Duration) -> Result<ExecutionLease> {
+    async fn renew_lease(
+        &self,
+        lease: &ExecutionLeaseRef,
+        ttl: Duration,
+    ) -> Result<ExecutionLease> {
         let id = lease.execution_id.as_str();
         let now = self.now();
         let expires_at = expiry(now, ttl)?;
@@ -327,7 +331,8 @@ impl ExecutionStore for SqliteExecutionStore {
         payload: Value,
         lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionEvent> {
-        self.do_append_event(execution_id, kind, payload, lease).await
+        self.do_append_event(execution_id, kind, payload, lease)
+            .await
     }
 
     #[instrument(skip(self), err)]

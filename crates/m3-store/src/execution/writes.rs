@@ -8,7 +8,7 @@ use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 use time::OffsetDateTime;
 
 use super::error;
-use super::record::{ExecutionEvent, ExecutionRecord, ExecutionLeaseRef};
+use super::record::{ExecutionEvent, ExecutionLeaseRef, ExecutionRecord};
 use super::rows::{event_from_row, execution_from_row, select_execution};
 use crate::sqlite_pool::sqlx_error;
 
@@ -98,9 +98,8 @@ pub(crate) fn diagnose(
 
 /// Canonical JSON text of any serializable value.
 pub(crate) fn to_canonical<T: Serialize>(value: &T) -> Result<String> {
-    let value = serde_json::to_value(value).map_err(|e| {
-        Error::model_validation("execution data is not valid JSON").with_source(e)
-    })?;
+    let value = serde_json::to_value(value)
+        .map_err(|e| Error::model_validation("execution data is not valid JSON").with_source(e))?;
     canonical_json(&value)
 }
 
@@ -139,8 +138,10 @@ pub(crate) async fn append(
     .await
     .map_err(|e| sqlx_error("could not append the event", e))?;
     if done.rows_affected() != 1 {
-        return Err(Error::storage("event append did not insert exactly one row")
-            .with_detail("execution_id", execution_id));
+        return Err(
+            Error::storage("event append did not insert exactly one row")
+                .with_detail("execution_id", execution_id),
+        );
     }
     let row = sqlx::query(
         "SELECT execution_id, sequence, kind, payload_json, created_at

@@ -18,9 +18,11 @@ pub trait ManagedInputStoreExt: ManagedInputStore {
     async fn require_round(&self, round: &RoundRef) -> Result<ManagedInputRecord> {
         match self.get_round(round).await? {
             Some(record) => Ok(record),
-            None => Err(Error::managed_input_conflict("managed-input round does not exist")
-                .with_detail("execution_id", round.execution_id.as_str())
-                .with_detail("round_id", round.round_id.as_str())),
+            None => Err(
+                Error::managed_input_conflict("managed-input round does not exist")
+                    .with_detail("execution_id", round.execution_id.as_str())
+                    .with_detail("round_id", round.round_id.as_str()),
+            ),
         }
     }
 

@@ -7,7 +7,9 @@ use async_trait::async_trait;
 use m3_types::{ManagedInputRecord, Result};
 use serde_json::{Map, Value};
 
-use super::request::{ClaimRound, CreateRound, LeaseRef, ResponseSubmission, RoundFailure, RoundRef};
+use super::request::{
+    ClaimRound, CreateRound, LeaseRef, ResponseSubmission, RoundFailure, RoundRef,
+};
 
 /// Durable storage and worker coordination for managed elicitation rounds.
 ///
@@ -137,16 +139,22 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
     /// # Errors
     /// `managed_input_conflict` (missing, unauthorized, race); `managed_input_state` from any
     /// other status ("managed-input transition requires response_validated, got ...").
-    async fn start_delivery(&self, round: &RoundRef, lease: &LeaseRef)
-    -> Result<ManagedInputRecord>;
+    async fn start_delivery(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord>;
 
     /// `delivery_started → delivered`, stamping `delivered_at`. Already `delivered`: returns
     /// the record unchanged.
     ///
     /// # Errors
     /// As [`start_delivery`](Self::start_delivery), requiring `delivery_started`.
-    async fn mark_delivered(&self, round: &RoundRef, lease: &LeaseRef)
-    -> Result<ManagedInputRecord>;
+    async fn mark_delivered(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord>;
 
     /// `delivered → resolved`, stamping `resolved_at`. Already `resolved`: returns the record
     /// unchanged. `resolved` is terminal.

@@ -38,7 +38,9 @@ pub(crate) fn require_lease(lease: &LeaseRef) -> Result<()> {
 /// `now + duration`, refusing a zero or unrepresentable duration.
 pub(crate) fn lease_expiry(now: OffsetDateTime, duration: Duration) -> Result<OffsetDateTime> {
     if duration.is_zero() {
-        return Err(Error::managed_input_validation("lease_seconds must be positive"));
+        return Err(Error::managed_input_validation(
+            "lease_seconds must be positive",
+        ));
     }
     time::Duration::try_from(duration)
         .ok()
@@ -70,7 +72,9 @@ pub(crate) async fn fetch_existing(
     conn: &mut SqliteConnection,
     round: &RoundRef,
 ) -> Result<ManagedInputRecord> {
-    fetch_round(conn, round).await?.ok_or_else(|| missing(round))
+    fetch_round(conn, round)
+        .await?
+        .ok_or_else(|| missing(round))
 }
 
 pub(crate) fn missing(round: &RoundRef) -> Error {
@@ -92,14 +96,15 @@ pub(crate) fn authorize(
     now: OffsetDateTime,
     allow_expired: bool,
 ) -> Result<()> {
-    if current.lease.owner_id != lease.owner_id || current.lease.lease_token != lease.lease_token
-    {
+    if current.lease.owner_id != lease.owner_id || current.lease.lease_token != lease.lease_token {
         return Err(Error::managed_input_conflict(
             "managed-input round is owned by another lease",
         ));
     }
     if !allow_expired && current.lease.expires_at <= now {
-        return Err(Error::managed_input_conflict("managed-input lease has expired"));
+        return Err(Error::managed_input_conflict(
+            "managed-input lease has expired",
+        ));
     }
     Ok(())
 }

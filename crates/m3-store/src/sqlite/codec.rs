@@ -81,7 +81,9 @@ fn json_object(row: &SqliteRow, column: &str) -> Result<Map<String, Value>> {
     let raw = text(row, column)?;
     match serde_json::from_str::<Value>(&raw) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(stored_invalid(format!("column {column} must hold a JSON object"))),
+        Ok(_) => Err(stored_invalid(format!(
+            "column {column} must hold a JSON object"
+        ))),
         Err(e) => Err(stored_invalid(format!("column {column}: {e}"))),
     }
 }
@@ -94,7 +96,9 @@ fn optional_json_object(row: &SqliteRow, column: &str) -> Result<Value> {
         None => Ok(Value::Null),
         Some(raw) => match serde_json::from_str::<Value>(&raw) {
             Ok(Value::Object(map)) => Ok(Value::Object(map)),
-            Ok(_) => Err(stored_invalid(format!("column {column} must hold a JSON object"))),
+            Ok(_) => Err(stored_invalid(format!(
+                "column {column} must hold a JSON object"
+            ))),
             Err(e) => Err(stored_invalid(format!("column {column}: {e}"))),
         },
     }
@@ -104,19 +108,28 @@ fn optional_json_object(row: &SqliteRow, column: &str) -> Result<Value> {
 pub(crate) fn decode_record(row: &SqliteRow) -> Result<ManagedInputRecord> {
     let mut lease = Map::new();
     lease.insert("owner_id".into(), Value::String(text(row, "owner_id")?));
-    lease.insert("lease_token".into(), Value::String(text(row, "lease_token")?));
+    lease.insert(
+        "lease_token".into(),
+        Value::String(text(row, "lease_token")?),
+    );
     lease.insert(
         "expires_at".into(),
         Value::String(text(row, "lease_expires_at")?),
     );
 
     let mut record = Map::new();
-    record.insert("pending".into(), Value::Object(json_object(row, "pending_json")?));
+    record.insert(
+        "pending".into(),
+        Value::Object(json_object(row, "pending_json")?),
+    );
     record.insert("round_index".into(), integer(row, "round_index")?);
     record.insert("round_limit".into(), integer(row, "round_limit")?);
     record.insert("status".into(), Value::String(text(row, "status")?));
     record.insert("lease".into(), Value::Object(lease));
-    record.insert("responses".into(), optional_json_object(row, "responses_json")?);
+    record.insert(
+        "responses".into(),
+        optional_json_object(row, "responses_json")?,
+    );
     for column in [
         "response_idempotency_key",
         "harness_session_id",
@@ -133,7 +146,10 @@ pub(crate) fn decode_record(row: &SqliteRow) -> Result<ManagedInputRecord> {
         "operation_parameters".into(),
         Value::Object(json_object(row, "operation_parameters_json")?),
     );
-    record.insert("delivery_attempts".into(), integer(row, "delivery_attempts")?);
+    record.insert(
+        "delivery_attempts".into(),
+        integer(row, "delivery_attempts")?,
+    );
     record.insert("created_at".into(), Value::String(text(row, "created_at")?));
     record.insert("updated_at".into(), Value::String(text(row, "updated_at")?));
     for column in [
@@ -146,8 +162,8 @@ pub(crate) fn decode_record(row: &SqliteRow) -> Result<ManagedInputRecord> {
         record.insert(column.into(), optional_timestamp(row, column)?);
     }
 
-    let record: ManagedInputRecord = serde_json::from_value(Value::Object(record))
-        .map_err(|e| stored_invalid(e.to_string()))?;
+    let record: ManagedInputRecord =
+        serde_json::from_value(Value::Object(record)).map_err(|e| stored_invalid(e.to_string()))?;
     record
         .validate()
         .map_err(|e| stored_invalid(e.to_string()))?;
@@ -155,7 +171,9 @@ pub(crate) fn decode_record(row: &SqliteRow) -> Result<ManagedInputRecord> {
     let execution_id = text(row, "execution_id")?;
     let round_id = text(row, "round_id")?;
     if record.pending.execution_id != execution_id || record.pending.round_id != round_id {
-        return Err(stored_invalid("pending round identity differs from its row key"));
+        return Err(stored_invalid(
+            "pending round identity differs from its row key",
+        ));
     }
     Ok(record)
 }
@@ -171,8 +189,7 @@ pub(crate) fn new_lease_token() -> Result<String> {
 }
 
 fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [

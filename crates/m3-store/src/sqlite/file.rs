@@ -32,7 +32,8 @@ pub(crate) fn prepare_database_file(path: &Path) -> Result<PathBuf> {
         Ok(_) => {}
         Err(error) if error.kind() == ErrorKind::NotFound => {
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(|e| io_error("cannot create the database directory", path, e))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| io_error("cannot create the database directory", path, e))?;
             }
             create_private_file(path)?;
         }
@@ -66,7 +67,11 @@ fn create_private_file(path: &Path) -> Result<()> {
 
 #[cfg(not(unix))]
 fn create_private_file(path: &Path) -> Result<()> {
-    match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
         Ok(_) => Ok(()),
         Err(error) if error.kind() == ErrorKind::AlreadyExists => Ok(()),
         Err(error) => Err(io_error("cannot create the database file", path, error)),
@@ -119,7 +124,9 @@ pub(crate) type WriteGate = tokio::sync::Mutex<()>;
 pub(crate) fn write_gate(path: &Path) -> Arc<WriteGate> {
     static GATES: OnceLock<Mutex<HashMap<PathBuf, Weak<WriteGate>>>> = OnceLock::new();
     let gates = GATES.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut gates = gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut gates = gates
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(gate) = gates.get(path).and_then(Weak::upgrade) {
         return gate;
     }

@@ -57,9 +57,14 @@ impl SqliteManagedInputStore {
     ) -> Result<ManagedInputRecord> {
         require_round(round)?;
         require_text(&claim.owner_id, "owner_id")?;
-        optional_text(claim.expected_lease_token.as_deref(), "expected_lease_token")?;
+        optional_text(
+            claim.expected_lease_token.as_deref(),
+            "expected_lease_token",
+        )?;
         if claim.lease_duration.is_zero() {
-            return Err(Error::managed_input_validation("lease_seconds must be positive"));
+            return Err(Error::managed_input_validation(
+                "lease_seconds must be positive",
+            ));
         }
         self.ensure_schema().await?;
         let inner = self.inner();
@@ -80,7 +85,9 @@ impl SqliteManagedInputStore {
         require_round(round)?;
         require_lease(lease)?;
         if lease_duration.is_zero() {
-            return Err(Error::managed_input_validation("lease_seconds must be positive"));
+            return Err(Error::managed_input_validation(
+                "lease_seconds must be positive",
+            ));
         }
         self.ensure_schema().await?;
         let inner = self.inner();
@@ -136,10 +143,7 @@ impl SqliteManagedInputStore {
 
 /// The status a claim leaves behind, given the stored status and the evidence, or the
 /// reason the evidence is not enough.
-fn claimed_status(
-    current: &ManagedInputRecord,
-    claim: &ClaimRound,
-) -> Result<ManagedInputStatus> {
+fn claimed_status(current: &ManagedInputRecord, claim: &ClaimRound) -> Result<ManagedInputStatus> {
     use ManagedInputStatus as S;
     match current.status {
         S::Failed => {
@@ -284,7 +288,10 @@ async fn renew_in_tx(
         .fetch_all(&mut *conn)
         .await
         .map_err(|e| storage("cannot renew a managed-input lease", e))?;
-    single(&rows, "managed-input lease renewal raced with another owner")
+    single(
+        &rows,
+        "managed-input lease renewal raced with another owner",
+    )
 }
 
 async fn fail_in_tx(
@@ -377,5 +384,8 @@ async fn fail_recovery_in_tx(
         .fetch_all(&mut *conn)
         .await
         .map_err(|e| storage("cannot record a managed-input recovery failure", e))?;
-    single(&rows, "managed-input recovery decision raced with another owner")
+    single(
+        &rows,
+        "managed-input recovery decision raced with another owner",
+    )
 }

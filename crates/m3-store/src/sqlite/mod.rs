@@ -88,7 +88,8 @@ impl ManagedInputStore for SqliteManagedInputStore {
     }
 
     async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
-        self.transition_impl(round, lease, Transition::Resolve).await
+        self.transition_impl(round, lease, Transition::Resolve)
+            .await
     }
 
     async fn fail(

@@ -109,4 +109,3 @@ async fn submit(
         .map_err(|e| storage("cannot store the redacted responses", e))?;
     Ok(record)
 }
-

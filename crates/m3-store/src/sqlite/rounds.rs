@@ -43,7 +43,9 @@ fn validate_create(request: CreateRound) -> Result<NewRound> {
     require_text(&request.pending.execution_id, "execution_id")?;
     require_text(&request.pending.round_id, "round_id")?;
     if request.round_limit == 0 {
-        return Err(Error::managed_input_validation("round_limit must be positive"));
+        return Err(Error::managed_input_validation(
+            "round_limit must be positive",
+        ));
     }
     if request.round_index >= request.round_limit {
         return Err(
@@ -54,11 +56,16 @@ fn validate_create(request: CreateRound) -> Result<NewRound> {
     }
     require_text(&request.owner_id, "owner_id")?;
     if request.lease_duration.is_zero() {
-        return Err(Error::managed_input_validation("lease_seconds must be positive"));
+        return Err(Error::managed_input_validation(
+            "lease_seconds must be positive",
+        ));
     }
     optional_text(request.lease_token.as_deref(), "lease_token")?;
     optional_text(request.harness_session_id.as_deref(), "harness_session_id")?;
-    optional_text(request.native_resume_token.as_deref(), "native_resume_token")?;
+    optional_text(
+        request.native_resume_token.as_deref(),
+        "native_resume_token",
+    )?;
     optional_text(
         request.delivery_idempotency_key.as_deref(),
         "delivery_idempotency_key",
@@ -98,7 +105,10 @@ fn same_round(current: &ManagedInputRecord, new: &NewRound) -> Result<bool> {
 }
 
 impl SqliteManagedInputStore {
-    pub(crate) async fn create_round_impl(&self, request: CreateRound) -> Result<ManagedInputRecord> {
+    pub(crate) async fn create_round_impl(
+        &self,
+        request: CreateRound,
+    ) -> Result<ManagedInputRecord> {
         let new = validate_create(request)?;
         self.ensure_schema().await?;
         let inner = self.inner();
@@ -111,7 +121,10 @@ impl SqliteManagedInputStore {
         write.finish(result).await
     }
 
-    pub(crate) async fn get_round_impl(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>> {
+    pub(crate) async fn get_round_impl(
+        &self,
+        round: &RoundRef,
+    ) -> Result<Option<ManagedInputRecord>> {
         require_round(round)?;
         self.ensure_schema().await?;
         let mut conn = self
@@ -123,7 +136,10 @@ impl SqliteManagedInputStore {
         fetch_round(&mut conn, round).await
     }
 
-    pub(crate) async fn list_rounds_impl(&self, execution_id: &str) -> Result<Vec<ManagedInputRecord>> {
+    pub(crate) async fn list_rounds_impl(
+        &self,
+        execution_id: &str,
+    ) -> Result<Vec<ManagedInputRecord>> {
         require_text(execution_id, "execution_id")?;
         self.ensure_schema().await?;
         let rows = sqlx::query(LIST_ROUNDS)
@@ -179,11 +195,11 @@ async fn insert_round(
         if same_round(&current, new)? {
             return Ok(current);
         }
-        return Err(
-            Error::managed_input_conflict("managed-input round already exists with different data")
-                .with_detail("execution_id", round.execution_id.as_str())
-                .with_detail("round_id", round.round_id.as_str()),
-        );
+        return Err(Error::managed_input_conflict(
+            "managed-input round already exists with different data",
+        )
+        .with_detail("execution_id", round.execution_id.as_str())
+        .with_detail("round_id", round.round_id.as_str()));
     }
     let expires = lease_expiry(now, request.lease_duration)?;
     let now_text = timestamp_text(now);
@@ -208,10 +224,12 @@ async fn insert_round(
         .await
         .map_err(|e| {
             if is_integrity_violation(&e) {
-                Error::managed_input_conflict("managed-input round conflicts with an existing round")
-                    .with_detail("execution_id", round.execution_id.as_str())
-                    .with_detail("round_index", request.round_index)
-                    .with_source(e)
+                Error::managed_input_conflict(
+                    "managed-input round conflicts with an existing round",
+                )
+                .with_detail("execution_id", round.execution_id.as_str())
+                .with_detail("round_index", request.round_index)
+                .with_source(e)
             } else {
                 storage("cannot insert a managed-input round", e)
             }

@@ -68,8 +68,14 @@ pub(crate) const COLUMN_MIGRATIONS: [(&str, &str); 27] = [
     ("turn_id", "TEXT"),
     ("operation_parameters_json", "TEXT NOT NULL DEFAULT '{}'"),
     ("delivery_attempts", "INTEGER NOT NULL DEFAULT 0"),
-    ("created_at", "TEXT NOT NULL DEFAULT '1970-01-01T00:00:00+00:00'"),
-    ("updated_at", "TEXT NOT NULL DEFAULT '1970-01-01T00:00:00+00:00'"),
+    (
+        "created_at",
+        "TEXT NOT NULL DEFAULT '1970-01-01T00:00:00+00:00'",
+    ),
+    (
+        "updated_at",
+        "TEXT NOT NULL DEFAULT '1970-01-01T00:00:00+00:00'",
+    ),
     ("response_validated_at", "TEXT"),
     ("delivery_started_at", "TEXT"),
     ("delivered_at", "TEXT"),

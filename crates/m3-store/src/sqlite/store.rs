@@ -94,7 +94,11 @@ impl SqliteManagedInputStore {
             .max_connections(options.get_max_connections())
             .min_connections(0)
             .test_before_acquire(false)
-            .acquire_timeout(options.get_busy_timeout().max(std::time::Duration::from_secs(30)))
+            .acquire_timeout(
+                options
+                    .get_busy_timeout()
+                    .max(std::time::Duration::from_secs(30)),
+            )
             .connect_with(connect)
             .await
             .map_err(|e| {
@@ -180,8 +184,9 @@ impl Inner {
             return Err(non_utc_clock(now));
         }
         let micros = now.nanosecond() / 1_000 * 1_000;
-        now.replace_nanosecond(micros)
-            .map_err(|e| Error::managed_input_validation("clock returned an invalid time").with_source(e))
+        now.replace_nanosecond(micros).map_err(|e| {
+            Error::managed_input_validation("clock returned an invalid time").with_source(e)
+        })
     }
 
     /// Queues behind this process's other writers on the file, then opens `BEGIN IMMEDIATE`.

@@ -1,0 +1,120 @@
+//! End-to-end across OS processes: a response committed by another process
+//! wakes the worker (durable poll), and a worker killed with SIGKILL while a
+//! round is pending is terminalized by the next kit that opens the store.
+
+// Helpers outside #[test] fns fail the test on purpose (clippy.toml only relaxes
+// these lints inside test functions).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use m3_kit::{ExecutionTrace, SubmitOptions};
+use m3_tests::runtime_support::{WAIT, address, call, kit, shipping};
+use m3_types::{ExecutionOutcome, HumanInput, ManagedInputStatus};
+
+const SERVER: &str = env!("CARGO_BIN_EXE_m3-test-shipping-server");
+const RESPONDER: &str = env!("CARGO_BIN_EXE_m3-test-responder");
+const WORKER: &str = env!("CARGO_BIN_EXE_m3-test-worker");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_committed_by_another_process_wakes_the_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m3.sqlite");
+    let kit = kit(&db).await.unwrap();
+    let agent = kit.agents([call("book_shipment")]).unwrap().remove(0);
+    let handle = agent
+        .submit(
+            "Book a shipment.",
+            SubmitOptions::new()
+                .server(shipping(SERVER, "modern"))
+                .human_input(HumanInput::Managed),
+        )
+        .await
+        .unwrap();
+    let output = tokio::process::Command::new(RESPONDER)
+        .args([db.to_str().unwrap(), handle.execution_id(), "Nagpur"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "responder failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let round_id = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+
+    let result = handle.result(Some(WAIT)).await.unwrap();
+    assert_eq!(
+        result.outcome(),
+        Some(ExecutionOutcome::Completed),
+        "{:?}",
+        result.error
+    );
+    let trace = ExecutionTrace::of(&result).unwrap();
+    let call = trace.tool_calls().next().unwrap();
+    let retry = call.attempts[1].input_responses.as_ref().unwrap();
+    assert_eq!(
+        retry["shipping_address"].content.as_ref().unwrap()["city"],
+        "Nagpur"
+    );
+    let rounds = handle.rounds().await.unwrap();
+    assert_eq!(rounds[0].round_id, round_id);
+    assert_eq!(rounds[0].status, ManagedInputStatus::Resolved);
+    kit.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_while_waiting_is_terminalized_by_the_next_kit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m3.sqlite");
+    let mut worker = Command::new(WORKER)
+        .args([db.to_str().unwrap(), SERVER, "1500"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(worker.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let mut ids = line.split_whitespace();
+    let (execution_id, round_id) = (
+        ids.next().unwrap().to_owned(),
+        ids.next().unwrap().to_owned(),
+    );
+    worker.kill().unwrap(); // SIGKILL: no cleanup runs
+    worker.wait().unwrap();
+
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    let kit = kit(&db).await.unwrap(); // opening runs recovery
+    let handle = kit.attach(&execution_id).await.unwrap();
+    let result = handle.result(Some(WAIT)).await.unwrap();
+    assert_eq!(result.outcome(), Some(ExecutionOutcome::Failed));
+    assert_eq!(
+        result.error.unwrap().code.as_str(),
+        "managed_input_recovery_unavailable"
+    );
+    let rounds = handle.rounds().await.unwrap();
+    assert_eq!(rounds.len(), 1);
+    assert_eq!(rounds[0].round_id, round_id);
+    assert_eq!(rounds[0].status, ManagedInputStatus::Failed);
+    assert_eq!(
+        rounds[0].failure_code.as_deref(),
+        Some("recovery_unavailable")
+    );
+    assert!(
+        handle.pending_elicitation().await.unwrap().is_none(),
+        "never pending again"
+    );
+    let late = handle
+        .respond_elicitation(&round_id, address("shipping_address", "Pune"), "late")
+        .await
+        .unwrap_err();
+    assert_eq!(late.code(), "managed_input_state", "{late}");
+    assert!(
+        kit.recover().await.unwrap().executions.is_empty(),
+        "recovery runs once"
+    );
+    kit.close().await.unwrap();
+}
