@@ -137,7 +137,14 @@ pub(crate) async fn follow(
                 let answered = match &answer {
                     Answer::AnyProcess => None,
                     Answer::Terminal => Some(ask_terminal(&round).await?),
-                    Answer::Fixed(build) => Some(build(&round)),
+                    Answer::Fixed(build) => {
+                        let responses = build(&round);
+                        if !out.is_json() {
+                            let shown = serde_json::to_value(&responses).unwrap_or_default();
+                            out.say(format!("answering with {shown}"));
+                        }
+                        Some(responses)
+                    }
                 };
                 if let Some(responses) = answered {
                     let key = format!("m3-run-{}", round.round_id);
