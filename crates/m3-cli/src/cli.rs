@@ -169,9 +169,7 @@ pub(crate) struct RespondArgs {
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(seconds) if seconds.is_finite() && seconds >= 0.0 && seconds <= 31_536_000.0 => {
-            Ok(seconds)
-        }
+        Ok(seconds) if (0.0..=31_536_000.0).contains(&seconds) => Ok(seconds),
         _ => Err(format!("'{text}' is not a number of seconds")),
     }
 }

@@ -130,50 +130,48 @@ pub(crate) async fn follow(
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     loop {
-        if let Some(round) = handle.pending_elicitation().await? {
-            if seen.insert(round.round_id.clone()) {
-                ticker.stop();
-                show_round(out, &round, &answer)?;
-                let answered = match &answer {
-                    Answer::AnyProcess => None,
-                    Answer::Terminal => Some(ask_terminal(&round).await?),
-                    Answer::Fixed(build) => {
-                        let responses = build(&round);
-                        if !out.is_json() {
-                            let shown = serde_json::to_value(&responses).unwrap_or_default();
-                            out.say(format!("answering with {shown}"));
-                        }
-                        Some(responses)
+        if let Some(round) = handle.pending_elicitation().await?
+            && seen.insert(round.round_id.clone())
+        {
+            ticker.stop();
+            show_round(out, &round, &answer)?;
+            let answered = match &answer {
+                Answer::AnyProcess => None,
+                Answer::Terminal => Some(ask_terminal(&round).await?),
+                Answer::Fixed(build) => {
+                    let responses = build(&round);
+                    if !out.is_json() {
+                        let shown = serde_json::to_value(&responses).unwrap_or_default();
+                        out.say(format!("answering with {shown}"));
                     }
-                };
-                if let Some(responses) = answered {
-                    let key = format!("m3-run-{}", round.round_id);
-                    match handle
-                        .respond_elicitation(&round.round_id, responses, &key)
-                        .await
-                    {
-                        Ok(()) => {
-                            if out.is_json() {
-                                out.json_line(
-                                    &json!({"round_id": round.round_id, "committed": true}),
-                                )?;
-                            } else {
-                                out.say(format!("responses committed to round {}", round.round_id));
-                            }
-                        }
-                        Err(error) => {
-                            let failure = Failure::from(error);
-                            out.fail(&failure);
-                            if failure.exit == crate::failure::exit::INVALID {
-                                // Still pending: ask again.
-                                seen.remove(&round.round_id);
-                            }
-                        }
-                    }
-                    ticker = Ticker::start(out.shows_progress(), "running");
-                } else {
-                    ticker = Ticker::start(out.shows_progress(), "waiting for a response");
+                    Some(responses)
                 }
+            };
+            if let Some(responses) = answered {
+                let key = format!("m3-run-{}", round.round_id);
+                match handle
+                    .respond_elicitation(&round.round_id, responses, &key)
+                    .await
+                {
+                    Ok(()) => {
+                        if out.is_json() {
+                            out.json_line(&json!({"round_id": round.round_id, "committed": true}))?;
+                        } else {
+                            out.say(format!("responses committed to round {}", round.round_id));
+                        }
+                    }
+                    Err(error) => {
+                        let failure = Failure::from(error);
+                        out.fail(&failure);
+                        if failure.exit == crate::failure::exit::INVALID {
+                            // Still pending: ask again.
+                            seen.remove(&round.round_id);
+                        }
+                    }
+                }
+                ticker = Ticker::start(out.shows_progress(), "running");
+            } else {
+                ticker = Ticker::start(out.shows_progress(), "waiting for a response");
             }
         }
         if handle.snapshot().await?.lifecycle.is_terminal() {

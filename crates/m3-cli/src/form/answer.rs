@@ -111,10 +111,13 @@ fn parse_value(kind: &FieldKind, line: &str) -> Result<Value, String> {
 
 /// An option by its number (1-based), its value, or its title (case-insensitive).
 fn pick<'a>(choices: &'a [Choice], token: &str) -> Result<&'a Choice, String> {
-    if let Ok(n) = token.parse::<usize>() {
-        if let Some(choice) = n.checked_sub(1).and_then(|i| choices.get(i)) {
-            return Ok(choice);
-        }
+    if let Some(choice) = token
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|i| choices.get(i))
+    {
+        return Ok(choice);
     }
     choices
         .iter()
