@@ -41,6 +41,20 @@ fi
 export M3_TEST_NPM_DIR="$npm_dir"
 export PATH="$venv/bin:$PATH"
 
+# The Codex CLI versions the codex harness is tested with, each in its own folder
+# (about 170 MB of download each; the tests run them offline against the local
+# model provider).
+for codex_version in 0.169.0 0.156.1; do
+  codex_dir="$tools/codex-$codex_version"
+  if ! "$codex_dir/node_modules/.bin/codex" --version 2>/dev/null | grep -qx "codex-cli $codex_version"; then
+    step "installing @openai/codex@$codex_version into $codex_dir"
+    mkdir -p "$codex_dir"
+    [ -f "$codex_dir/package.json" ] || echo '{"name":"m3-codex","private":true}' > "$codex_dir/package.json"
+    npm install --prefix "$codex_dir" --no-audit --no-fund --silent "@openai/codex@$codex_version"
+  fi
+done
+export M3_TEST_CODEX_DIR="$tools"
+
 # --- checks ------------------------------------------------------------------
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -59,10 +73,33 @@ step "doctests"
 cargo test --workspace --all-features --doc --quiet
 
 step "examples"
+# The seed's Codex example runs against real Codex and the local provider:
+# `m3 example-provider` prints its URL first, then serves until killed.
+run_codex_example() {
+  local provider_out provider_pid url
+  provider_out=$(mktemp)
+  "$CARGO_TARGET_DIR/debug/m3" example-provider --script crates/m3-kit/examples/codex-provider.json > "$provider_out" &
+  provider_pid=$!
+  for _ in $(seq 100); do
+    url=$(head -n 1 "$provider_out")
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  M3_DOCS_CODEX_MODEL=m3-example-model \
+  M3_DOCS_CODEX_PROVIDER_URL="$url" \
+  M3_DOCS_CODEX_EXECUTABLE="$tools/codex-0.169.0/node_modules/.bin/codex" \
+    cargo run --quiet --all-features --example managed_input_codex || { kill "$provider_pid"; return 1; }
+  kill "$provider_pid"
+  rm -f "$provider_out"
+}
 for example in $(cargo metadata --format-version 1 --no-deps \
     | python3 -c 'import json,sys; [print(t["name"]) for p in json.load(sys.stdin)["packages"] for t in p["targets"] if "example" in t["kind"]]'); do
   echo "example $example"
-  cargo run --quiet --all-features --example "$example"
+  if [ "$example" = managed_input_codex ]; then
+    run_codex_example
+  else
+    cargo run --quiet --all-features --example "$example"
+  fi
 done
 
 step "cargo deny"

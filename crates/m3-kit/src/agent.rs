@@ -52,7 +52,8 @@ impl AsyncAgent {
             .with_round_limit(options.round_limit)
             .with_timeout(options.timeout)
             .with_lease(options.lease, options.renew_every)
-            .with_input_deadline(options.input_deadline);
+            .with_input_deadline(options.input_deadline)
+            .with_permission_policy(options.permission_policy);
         spec.validate()?;
         let json = serde_json::to_value(&spec).map_err(|e| {
             Error::model_validation("execution spec is not serializable").with_source(e)

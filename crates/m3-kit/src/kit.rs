@@ -109,8 +109,8 @@ impl AsyncMcpTestKit {
     /// Agents for `selections`, in order.
     ///
     /// # Errors
-    /// `invalid_argument` for a harness that is not available yet (`codex`) or a
-    /// malformed script.
+    /// `invalid_argument` for an invalid selection (a malformed script, a codex
+    /// selection without a model).
     pub fn agents(
         &self,
         selections: impl IntoIterator<Item = AgentSelection>,

@@ -63,7 +63,8 @@ pub use blocking::{Agent, ExecutionHandle, McpTestKit, McpTestKitBuilder};
 pub use handle::{AsyncExecutionHandle, RoundDiagnostics};
 pub use kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
 pub use m3_runtime::{
-    AgentSelection, ElicitationPlan, ExecutionTrace, RecoveryReport, Script, ScriptStep,
+    AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, ElicitationPlan,
+    ExecutionTrace, PermissionPolicy, RecoveryReport, Script, ScriptStep,
 };
 pub use m3_store::ExecutionEvent;
 pub use options::{HumanInputValue, SubmitOptions};

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use m3_runtime::{
     DEFAULT_EXECUTION_TIMEOUT, DEFAULT_LEASE, DEFAULT_RENEW_EVERY, DEFAULT_ROUND_LIMIT,
-    ElicitationPlan,
+    ElicitationPlan, PermissionPolicy,
 };
 use m3_types::{HumanInput, Result, StdioServer};
 
@@ -63,6 +63,7 @@ pub struct SubmitOptions {
     pub(crate) lease: Duration,
     pub(crate) renew_every: Duration,
     pub(crate) input_deadline: Option<Duration>,
+    pub(crate) permission_policy: PermissionPolicy,
 }
 
 impl Default for SubmitOptions {
@@ -85,7 +86,16 @@ impl SubmitOptions {
             lease: DEFAULT_LEASE,
             renew_every: DEFAULT_RENEW_EVERY,
             input_deadline: None,
+            permission_policy: PermissionPolicy::Deny,
         }
+    }
+
+    /// How native prompts outside the selected tools are answered (Codex's
+    /// command, file-change and permission approvals; default deny). Calls to
+    /// selected tools are approved from [`tools`](Self::tools), not from this.
+    pub fn permission_policy(mut self, policy: PermissionPolicy) -> Self {
+        self.permission_policy = policy;
+        self
     }
 
     /// Adds one server binding.

@@ -30,6 +30,7 @@ mod coordinator;
 pub mod harness;
 pub mod mcp;
 mod recovery;
+pub mod relay;
 mod selection;
 mod spec;
 mod trace;
@@ -37,10 +38,13 @@ mod worker;
 
 pub use coordinator::{RECOVERY_UNAVAILABLE, ResponseNotifier};
 pub use recovery::{RecoveredExecution, RecoveryReport, recover};
-pub use selection::{AgentSelection, CodexSelection, Script, ScriptStep, ScriptedSelection};
+pub use selection::{
+    AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, Script, ScriptStep,
+    ScriptedSelection,
+};
 pub use spec::{
     CANCEL_POLL, DEFAULT_EXECUTION_TIMEOUT, DEFAULT_LEASE, DEFAULT_RENEW_EVERY,
-    DEFAULT_ROUND_LIMIT, ElicitationPlan, ExecutionSpec, RESPONSE_POLL,
+    DEFAULT_ROUND_LIMIT, ElicitationPlan, ExecutionSpec, PermissionPolicy, RESPONSE_POLL,
 };
 pub use trace::ExecutionTrace;
 pub use worker::Worker;

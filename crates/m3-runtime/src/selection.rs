@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 pub enum AgentSelection {
     /// The built-in deterministic agent (no model, no network).
     Scripted(ScriptedSelection),
-    /// Codex app-server (recognised; not available yet).
+    /// The Codex CLI's app-server, driven over its JSON-RPC protocol.
     Codex(CodexSelection),
 }
 
@@ -46,17 +46,12 @@ impl AgentSelection {
     /// Checks that the selection can run in this build.
     ///
     /// # Errors
-    /// `invalid_argument` ("harness 'codex' is not available yet") for a harness that
-    /// is recognised but not implemented; `invalid_argument` for a malformed script
-    /// step target.
+    /// `invalid_argument` for a malformed script step target or an incomplete
+    /// codex selection (no model, a provider URL that is not http(s), an empty relay).
     pub fn validate(&self) -> Result<()> {
         match self {
             Self::Scripted(selection) => selection.script.validate(),
-            Self::Codex(_) => Err(Error::model_validation(
-                "harness 'codex' is not available yet; use {\"harness\": \"scripted\", ...}",
-            )
-            .with_detail("harness", "codex")
-            .with_detail("reason", "harness_not_available")),
+            Self::Codex(selection) => selection.validate(),
         }
     }
 }
@@ -69,19 +64,165 @@ pub struct ScriptedSelection {
     pub script: Script,
 }
 
-/// The Codex harness's selection (recognised so that the seed's JSON parses; the
-/// harness itself is not available yet).
+/// The Codex harness's selection: `codex app-server` is the agent and the MCP client.
+///
+/// ```
+/// use m3_runtime::AgentSelection;
+/// let selection: AgentSelection = serde_json::from_str(
+///     r#"{"harness": "codex", "models": ["gpt-5.1-codex"]}"#,
+/// )?;
+/// assert_eq!(selection.harness_name(), "codex");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct CodexSelection {
-    /// Models to try, in order.
+    /// Models to use; the first one runs the turn.
     pub models: Vec<String>,
-    /// Path of the `codex` executable (default: found on `PATH`).
+    /// Path of the `codex` executable (default: `codex` found on `PATH`).
     #[serde(default)]
     pub executable: Option<String>,
-    /// Allow a Codex version that M3 has not been tested with.
+    /// Allow a Codex version M3 has not been tested with
+    /// (see [`TESTED_CODEX_VERSIONS`](crate::harness::TESTED_CODEX_VERSIONS)).
     #[serde(default)]
     pub allow_untested_version: bool,
+    /// A model provider to use instead of the user's Codex sign-in (for example the
+    /// local `m3 example-provider`). Without it, the user's `auth.json` is copied
+    /// into the temporary `CODEX_HOME`.
+    #[serde(default)]
+    pub provider: Option<CodexProvider>,
+    /// The MCP protocol era Codex speaks to the servers (default `"2026-07-28"`;
+    /// `"legacy"` keeps Codex on `initialize` 2025-06-18). A binding's own
+    /// `CODEX_MCP_PROTOCOL_VERSION` environment entry wins for that binding.
+    #[serde(default)]
+    pub mcp_protocol: CodexMcpProtocol,
+    /// The relay command put in front of every server command, as argv
+    /// (default: the `m3` executable next to the running program or on `PATH`,
+    /// with `mcp-relay`).
+    #[serde(default)]
+    pub relay: Option<Vec<String>>,
+}
+
+impl CodexSelection {
+    /// A selection running `model` with every default.
+    pub fn new(model: impl Into<String>) -> Self {
+        Self {
+            models: vec![model.into()],
+            executable: None,
+            allow_untested_version: false,
+            provider: None,
+            mcp_protocol: CodexMcpProtocol::default(),
+            relay: None,
+        }
+    }
+
+    /// Sets the `codex` executable.
+    #[must_use]
+    pub fn with_executable(mut self, executable: impl Into<String>) -> Self {
+        self.executable = Some(executable.into());
+        self
+    }
+
+    /// Sets a model provider override.
+    #[must_use]
+    pub fn with_provider(mut self, provider: CodexProvider) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Sets the MCP protocol era.
+    #[must_use]
+    pub fn with_mcp_protocol(mut self, protocol: CodexMcpProtocol) -> Self {
+        self.mcp_protocol = protocol;
+        self
+    }
+
+    /// Sets the relay argv (program first).
+    #[must_use]
+    pub fn with_relay<I, S>(mut self, argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.relay = Some(argv.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Allows a Codex version outside the tested ones.
+    #[must_use]
+    pub fn allowing_untested_version(mut self) -> Self {
+        self.allow_untested_version = true;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        match self.models.first() {
+            Some(model) if !model.trim().is_empty() => {}
+            _ => {
+                return Err(Error::model_validation(
+                    "codex selection needs a non-empty 'models' list",
+                ));
+            }
+        }
+        if let Some(provider) = &self.provider {
+            let url = url::Url::parse(&provider.base_url).map_err(|e| {
+                Error::model_validation(format!(
+                    "codex provider base_url '{}' is not a URL",
+                    provider.base_url
+                ))
+                .with_source(e)
+            })?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(Error::model_validation(
+                    "codex provider base_url must be http or https",
+                ));
+            }
+        }
+        if self.relay.as_ref().is_some_and(|argv| argv.is_empty()) {
+            return Err(Error::model_validation(
+                "codex relay argv must not be empty",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A model provider for Codex (`[model_providers.m3]` in its `config.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct CodexProvider {
+    /// Base URL of an OpenAI Responses API (`http://127.0.0.1:PORT/v1`); Codex
+    /// posts to `<base_url>/responses`.
+    pub base_url: String,
+    /// Display name (default `"m3 provider"`).
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+impl CodexProvider {
+    /// A provider at `base_url`.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            name: None,
+        }
+    }
+}
+
+/// The MCP protocol era Codex uses with the servers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[non_exhaustive]
+pub enum CodexMcpProtocol {
+    /// 2026-07-28 (multi round-trip): Codex's `mcp_2026_07_28` feature plus
+    /// `CODEX_MCP_PROTOCOL_VERSION=2026-07-28` for each server.
+    #[default]
+    #[serde(rename = "2026-07-28")]
+    V2026_07_28,
+    /// The `initialize` era (2025-06-18): elicitation through `elicitation/create`.
+    #[serde(rename = "legacy")]
+    Legacy,
 }
 
 /// A deterministic agent script.
@@ -227,9 +368,27 @@ mod tests {
         let codex: AgentSelection =
             serde_json::from_value(serde_json::json!({"harness": "codex", "models": ["gpt-x"]}))
                 .unwrap();
-        let err = codex.validate().unwrap_err();
-        assert_eq!(err.code(), "invalid_argument");
-        assert!(err.message().contains("not available yet"), "{err}");
+        codex.validate().unwrap();
+        let no_model: AgentSelection =
+            serde_json::from_value(serde_json::json!({"harness": "codex", "models": []})).unwrap();
+        assert_eq!(no_model.validate().unwrap_err().code(), "invalid_argument");
+        let full: AgentSelection = serde_json::from_value(serde_json::json!({
+            "harness": "codex", "models": ["m"], "executable": "/opt/codex",
+            "provider": {"base_url": "http://127.0.0.1:9/v1"}, "mcp_protocol": "legacy",
+            "relay": ["m3", "mcp-relay"], "allow_untested_version": true
+        }))
+        .unwrap();
+        full.validate().unwrap();
+        let AgentSelection::Codex(c) = &full else {
+            panic!("not codex")
+        };
+        assert_eq!(c.mcp_protocol, CodexMcpProtocol::Legacy);
+        assert!(
+            serde_json::from_value::<AgentSelection>(
+                serde_json::json!({"harness": "codex", "models": ["m"], "bogus": 1})
+            )
+            .is_err()
+        );
     }
 
     #[test]

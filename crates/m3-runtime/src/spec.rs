@@ -42,6 +42,36 @@ impl ElicitationPlan {
     }
 }
 
+/// How native prompts outside the selected MCP tools are answered (Codex's
+/// command, file-change and permission approvals). Calls to selected tools are
+/// approved from the tool selection, never from this policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PermissionPolicy {
+    /// Decline every such prompt (the default).
+    #[default]
+    Deny,
+    /// Approve every such prompt.
+    Allow,
+}
+
+impl std::str::FromStr for PermissionPolicy {
+    type Err = Error;
+
+    /// # Errors
+    /// `invalid_argument` for anything but `deny` and `allow`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "deny" => Ok(Self::Deny),
+            "allow" => Ok(Self::Allow),
+            other => Err(Error::model_validation(format!(
+                "permission_policy must be 'deny' or 'allow', got '{other}'"
+            ))),
+        }
+    }
+}
+
 /// Everything a worker needs to run one execution; persisted as the execution's
 /// `spec` JSON so that any process can read what was submitted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,6 +99,9 @@ pub struct ExecutionSpec {
     pub renew_every_ms: u64,
     /// When set, every managed round gets `deadline = created_at + input_deadline_ms`.
     pub input_deadline_ms: Option<u64>,
+    /// How native prompts outside the selected tools are answered (default deny).
+    #[serde(default)]
+    pub permission_policy: PermissionPolicy,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -90,7 +123,15 @@ impl ExecutionSpec {
             lease_ms: millis(DEFAULT_LEASE),
             renew_every_ms: millis(DEFAULT_RENEW_EVERY),
             input_deadline_ms: None,
+            permission_policy: PermissionPolicy::Deny,
         }
+    }
+
+    /// Sets the permission policy.
+    #[must_use]
+    pub fn with_permission_policy(mut self, policy: PermissionPolicy) -> Self {
+        self.permission_policy = policy;
+        self
     }
 
     /// Sets the server bindings.

@@ -19,6 +19,10 @@ pub struct ExecutionTrace {
     pub final_text: Option<String>,
     /// Every logical operation, in start order.
     pub operations: Vec<LogicalOperation>,
+    /// The model's token usage as the harness reported it (Codex's
+    /// `thread/tokenUsage/updated`), if any.
+    #[serde(default)]
+    pub token_usage: Option<serde_json::Value>,
 }
 
 impl ExecutionTrace {

@@ -2,8 +2,10 @@
 //!
 //! A [`Harness`] drives an [`AgentSession`]; M3 is the MCP client and owns every
 //! retry and input round. [`ScriptedHarness`] is the built-in deterministic
-//! agent. `codex` is recognised in [`AgentSelection`] but not available yet.
+//! agent; [`CodexHarness`] drives the Codex CLI's app-server, which is then the
+//! MCP client itself (M3 watches the wire through its relay).
 
+mod codex;
 mod scripted;
 mod session;
 
@@ -12,15 +14,24 @@ use m3_types::Result;
 
 use crate::selection::AgentSelection;
 
+pub use codex::{CodexHarness, TESTED_CODEX_VERSIONS, detect_codex_version};
 pub use scripted::ScriptedHarness;
 pub use session::AgentSession;
-pub(crate) use session::{InputPolicy, OperationLog};
+pub(crate) use session::{InputPolicy, OperationLog, SessionSetup};
 
 /// Something that turns a prompt into MCP operations.
 #[async_trait]
 pub trait Harness: std::fmt::Debug + Send + Sync {
-    /// The harness name (`"scripted"`).
+    /// The harness name (`"scripted"`, `"codex"`).
     fn name(&self) -> &'static str;
+
+    /// Whether M3 connects to the MCP servers for this harness (true: the harness
+    /// acts through [`AgentSession::call_tool`] and friends). A harness whose agent
+    /// is itself the MCP client returns false and uses
+    /// [`AgentSession::bindings`].
+    fn connects_servers(&self) -> bool {
+        true
+    }
 
     /// Runs one turn for `prompt` and returns the agent's final text.
     ///
@@ -32,16 +43,13 @@ pub trait Harness: std::fmt::Debug + Send + Sync {
 /// The harness for `selection`.
 ///
 /// # Errors
-/// `invalid_argument` for a harness that is not available yet (`codex`) or a
-/// malformed script.
+/// `invalid_argument` for an invalid selection (see [`AgentSelection::validate`]).
 pub fn harness_for(selection: &AgentSelection) -> Result<Box<dyn Harness>> {
     selection.validate()?;
     match selection {
         AgentSelection::Scripted(scripted) => {
             Ok(Box::new(ScriptedHarness::new(scripted.script.clone())))
         }
-        AgentSelection::Codex(_) => Err(m3_types::Error::model_validation(
-            "harness 'codex' is not available yet",
-        )),
+        AgentSelection::Codex(codex) => Ok(Box::new(CodexHarness::new(codex.clone()))),
     }
 }

@@ -9,12 +9,14 @@ use m3_types::{
     Error, OperationKind, PendingElicitationRound, ResponseMap, Result, StdioServer, ToolSelection,
 };
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 
 use crate::coordinator::Coordinator;
 use crate::mcp::{
     CompletedOperation, ConnectOptions, InputRound, LogicalOperation, McpConnection,
     OperationProgress, OperationRequest,
 };
+use crate::spec::PermissionPolicy;
 
 /// How long [`AgentSession::call_tool`] waits for a tool to be listed.
 const TOOL_LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -35,9 +37,31 @@ pub(crate) enum InputPolicy {
 pub(crate) struct OperationLog {
     finished: Mutex<Vec<LogicalOperation>>,
     in_flight: Mutex<Option<(Arc<McpConnection>, String)>>,
+    /// Operations a harness observed itself (Codex is the MCP client).
+    external: Mutex<Vec<LogicalOperation>>,
+    token_usage: Mutex<Option<Value>>,
 }
 
 impl OperationLog {
+    /// Replaces the operations (and token usage) a harness observed itself.
+    pub(crate) fn set_external(&self, operations: Vec<LogicalOperation>, usage: Option<Value>) {
+        *self.external.lock().unwrap_or_else(PoisonError::into_inner) = operations;
+        if usage.is_some() {
+            *self
+                .token_usage
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = usage;
+        }
+    }
+
+    /// The model's token usage, when the harness reported it.
+    pub(crate) fn token_usage(&self) -> Option<Value> {
+        self.token_usage
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     fn finish(&self, connection: &McpConnection, logical_operation_id: &str) {
         *self
             .in_flight
@@ -67,6 +91,13 @@ impl OperationLog {
         {
             all.push(record);
         }
+        all.extend(
+            self.external
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .cloned(),
+        );
         all
     }
 }
@@ -79,48 +110,108 @@ impl OperationLog {
 #[derive(Debug)]
 pub struct AgentSession {
     execution_id: String,
+    bindings: Vec<StdioServer>,
+    tools: Option<ToolSelection>,
     connections: BTreeMap<String, Arc<McpConnection>>,
     input: InputPolicy,
     round_limit: u32,
+    permission_policy: PermissionPolicy,
+    interrupt: CancellationToken,
     log: Arc<OperationLog>,
     transcript: Vec<String>,
 }
 
+/// What a session is made of (see [`AgentSession::connect`]).
+#[derive(Debug)]
+pub(crate) struct SessionSetup<'a> {
+    pub(crate) execution_id: &'a str,
+    pub(crate) servers: &'a [StdioServer],
+    pub(crate) env: &'a BTreeMap<String, String>,
+    pub(crate) tools: Option<ToolSelection>,
+    pub(crate) input: InputPolicy,
+    pub(crate) round_limit: u32,
+    pub(crate) permission_policy: PermissionPolicy,
+    pub(crate) interrupt: CancellationToken,
+    pub(crate) log: Arc<OperationLog>,
+    /// Whether M3 connects to the servers itself (false when the harness is
+    /// the MCP client, as Codex is).
+    pub(crate) connect: bool,
+}
+
 impl AgentSession {
-    /// Connects to every server binding (with `env` added to each binding's
-    /// environment; the binding's own keys win).
-    pub(crate) async fn connect(
-        execution_id: &str,
-        servers: &[StdioServer],
-        env: &BTreeMap<String, String>,
-        tools: Option<ToolSelection>,
-        input: InputPolicy,
-        round_limit: u32,
-        log: Arc<OperationLog>,
-    ) -> Result<Self> {
-        let mut connections = BTreeMap::new();
-        for server in servers {
-            let mut binding = server.clone();
-            for (key, value) in env {
+    /// Builds the session; with `setup.connect`, connects to every server binding.
+    /// Each binding gets `env` added to its environment (its own keys win).
+    pub(crate) async fn connect(setup: SessionSetup<'_>) -> Result<Self> {
+        let bindings: Vec<StdioServer> = setup
+            .servers
+            .iter()
+            .map(|server| {
+                let mut binding = server.clone();
+                for (key, value) in setup.env {
+                    binding
+                        .env
+                        .entry(key.clone())
+                        .or_insert_with(|| value.clone());
+                }
                 binding
-                    .env
-                    .entry(key.clone())
-                    .or_insert_with(|| value.clone());
+            })
+            .collect();
+        let mut connections = BTreeMap::new();
+        if setup.connect {
+            for binding in &bindings {
+                let options = ConnectOptions::new()
+                    .with_tool_selection(setup.tools.clone())
+                    .with_round_limit(setup.round_limit.saturating_add(1));
+                let connection = McpConnection::connect(binding, options).await?;
+                connections.insert(binding.name.clone(), Arc::new(connection));
             }
-            let options = ConnectOptions::new()
-                .with_tool_selection(tools.clone())
-                .with_round_limit(round_limit.saturating_add(1));
-            let connection = McpConnection::connect(&binding, options).await?;
-            connections.insert(server.name.clone(), Arc::new(connection));
         }
         Ok(Self {
-            execution_id: execution_id.to_owned(),
+            execution_id: setup.execution_id.to_owned(),
+            bindings,
+            tools: setup.tools,
             connections,
-            input,
-            round_limit,
-            log,
+            input: setup.input,
+            round_limit: setup.round_limit,
+            permission_policy: setup.permission_policy,
+            interrupt: setup.interrupt,
+            log: setup.log,
             transcript: Vec::new(),
         })
+    }
+
+    /// The execution this session belongs to.
+    pub fn execution_id(&self) -> &str {
+        &self.execution_id
+    }
+
+    /// The server bindings, each with the worker's environment added.
+    pub fn bindings(&self) -> &[StdioServer] {
+        &self.bindings
+    }
+
+    /// The tool selection (`None`: every tool is allowed).
+    pub fn tool_selection(&self) -> Option<&ToolSelection> {
+        self.tools.as_ref()
+    }
+
+    /// How native prompts outside the selected tools are answered.
+    pub fn permission_policy(&self) -> PermissionPolicy {
+        self.permission_policy
+    }
+
+    /// Cancelled when the worker wants the turn to stop (cancel or timeout); a
+    /// harness that can interrupt its agent gracefully watches it.
+    pub fn interrupt_token(&self) -> CancellationToken {
+        self.interrupt.clone()
+    }
+
+    pub(crate) fn operation_log(&self) -> Arc<OperationLog> {
+        Arc::clone(&self.log)
+    }
+
+    pub(crate) fn input_policy_mut(&mut self) -> &mut InputPolicy {
+        &mut self.input
     }
 
     /// Calls tool `tool` on server `server`.

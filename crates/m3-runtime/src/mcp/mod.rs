@@ -68,9 +68,9 @@ mod frames;
 mod handler;
 mod operation;
 mod options;
-mod process;
+pub(crate) mod process;
 mod record;
-mod wire;
+pub(crate) mod wire;
 
 pub use connection::{McpConnection, ServerIdentity, ToolDescriptor};
 pub use operation::{

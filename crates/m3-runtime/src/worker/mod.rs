@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::instrument;
 
 use crate::coordinator::{Coordinator, CoordinatorSettings, ResponseNotifier};
-use crate::harness::{AgentSession, InputPolicy, OperationLog, harness_for};
+use crate::harness::{AgentSession, InputPolicy, OperationLog, SessionSetup, harness_for};
 use crate::spec::{ExecutionSpec, RESPONSE_POLL};
 use crate::trace::ExecutionTrace;
 
@@ -129,18 +129,32 @@ impl Worker {
         } else {
             None
         };
+        let interrupt = CancellationToken::new();
         let ending = if self.executions.is_cancel_requested(execution_id).await? {
             Ending::Cancelled
         } else {
-            let body = self.body(&spec, &lease, coordinator.clone(), Arc::clone(&log));
-            tokio::select! {
-                done = body => Ending::Done(done),
+            let body = self.body(
+                &spec,
+                &lease,
+                coordinator.clone(),
+                Arc::clone(&log),
+                interrupt.clone(),
+            );
+            tokio::pin!(body);
+            let ending = tokio::select! {
+                done = &mut body => Ending::Done(done),
                 () = cancel.cancelled() => Ending::Cancelled,
                 () = tokio::time::sleep(spec.timeout()) => Ending::TimedOut,
                 () = lost.cancelled() => Ending::LeaseLost(lost_error.take().unwrap_or_else(|| {
                     Error::managed_input_recovery("managed interaction cannot be resumed safely after worker loss")
                 })),
+            };
+            if !matches!(ending, Ending::Done(_)) && interrupts_gracefully(&spec) {
+                // Let the harness interrupt its agent (Codex: `turn/interrupt`).
+                interrupt.cancel();
+                let _ = tokio::time::timeout(INTERRUPT_GRACE, &mut body).await;
             }
+            ending
         };
         let (final_text, error) = match ending {
             Ending::Done(Ok(text)) => (Some(text), None),
@@ -178,6 +192,7 @@ impl Worker {
         lease: &ExecutionLeaseRef,
         coordinator: Option<Arc<Coordinator>>,
         log: Arc<OperationLog>,
+        interrupt: CancellationToken,
     ) -> Result<String> {
         let harness = harness_for(&spec.agent)?;
         let input = match (coordinator, &spec.elicitation_plan) {
@@ -185,15 +200,18 @@ impl Worker {
             (None, Some(plan)) => InputPolicy::Plan(plan.queue()),
             (None, None) => InputPolicy::Fail,
         };
-        let mut session = AgentSession::connect(
-            &lease.execution_id,
-            &spec.servers,
-            &self.env,
-            spec.tool_selection()?,
+        let mut session = AgentSession::connect(SessionSetup {
+            execution_id: &lease.execution_id,
+            servers: &spec.servers,
+            env: &self.env,
+            tools: spec.tool_selection()?,
             input,
-            spec.elicitation_round_limit,
+            round_limit: spec.elicitation_round_limit,
+            permission_policy: spec.permission_policy,
+            interrupt,
             log,
-        )
+            connect: harness.connects_servers(),
+        })
         .await?;
         self.executions
             .transition(
@@ -226,6 +244,7 @@ impl Worker {
             prompt: spec.prompt.clone(),
             final_text,
             operations: log.snapshot(),
+            token_usage: log.token_usage(),
         };
         let current = self
             .executions
@@ -266,6 +285,14 @@ impl Worker {
             }
         }
     }
+}
+
+/// How long a harness that interrupts gracefully gets after cancel or timeout.
+const INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(8);
+
+/// Whether the harness of `spec` watches the session's interrupt token.
+fn interrupts_gracefully(spec: &ExecutionSpec) -> bool {
+    matches!(spec.agent, crate::selection::AgentSelection::Codex(_))
 }
 
 /// Errors are not `Clone`: the coordinator gets a copy with the same code,
