@@ -121,12 +121,7 @@ fn responses(shared: &Shared, body: &Value) -> (StatusCode, bool, Response) {
         .responses
         .fetch_add(1, Ordering::Relaxed)
         .saturating_add(1);
-    let sse = wire::sse_reply(
-        &format!("resp_{number}"),
-        &shared.script.model,
-        body,
-        item,
-    );
+    let sse = wire::sse_reply(&format!("resp_{number}"), &shared.script.model, body, item);
     let response = (
         StatusCode::OK,
         [

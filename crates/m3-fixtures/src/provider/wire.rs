@@ -93,7 +93,10 @@ pub(crate) fn sse_reply(response_id: &str, model: &str, request: &Value, item: V
     ];
     let mut body = String::new();
     for event in events {
-        let kind = event.get("type").and_then(Value::as_str).unwrap_or_default();
+        let kind = event
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         body.push_str("event: ");
         body.push_str(kind);
         body.push_str("\ndata: ");
