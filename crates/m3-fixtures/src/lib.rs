@@ -47,6 +47,7 @@
 mod error;
 mod flow;
 mod options;
+pub mod provider;
 mod scripts;
 mod serve;
 mod shipping;
