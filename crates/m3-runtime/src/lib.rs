@@ -21,6 +21,9 @@
 //!   with an [`ExecutionTrace`].
 //! - The managed-input coordinator (private, one per managed execution) persists
 //!   rounds and waits for responses; [`ResponseNotifier`] wakes it in-process.
+//! - [`relay`]: the MCP relay (`m3 mcp-relay`) a harness such as Codex launches in place
+//!   of each stdio server, and the [`RelayObserver`](relay::RelayObserver) it reports
+//!   every frame to, so the worker sees the MCP wire of a harness-owned connection.
 //! - [`recover`]: terminalizes executions whose worker disappeared.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]

@@ -1,0 +1,128 @@
+//! The MCP relay: how M3 sees the MCP wire of a harness that is itself the MCP client.
+//!
+//! A harness such as Codex launches its stdio MCP servers itself. To see (and police)
+//! that traffic, M3 rewrites the server command to
+//! `m3 mcp-relay --handoff FILE -- <server command> <args...>`. The relay
+//! ([`run_relay`]) starts the real server with exactly the environment written in the
+//! handoff file, forwards newline-delimited JSON in both directions unchanged, and
+//! reports every frame to a [`RelayObserver`] listening on a Unix socket in the
+//! session's private directory.
+//!
+//! - [`RelayObserver`]: one per harness session; binds `dir/relay.sock`, writes one
+//!   handoff file per server binding ([`RelayObserver::handoff`]) and yields
+//!   [`RelayEvent`]s from every relay that authenticated with its token.
+//! - [`run_relay`]: the relay process body behind `m3 mcp-relay`.
+//! - Observation never changes the traffic: when the socket is missing, slow or gone,
+//!   frames still flow and the observer sees [`RelayEvent::Incomplete`] (or nothing).
+//! - `allowed_tools` in the handoff is enforced by the relay: a client-to-server
+//!   `tools/call` naming another tool is not forwarded; the client gets JSON-RPC error
+//!   [`POLICY_DENIED_CODE`] and the observer a [`RelayEvent::PolicyDenied`].
+
+mod handoff;
+mod lines;
+mod observer;
+mod policy;
+mod report;
+mod run;
+mod wire;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use observer::RelayObserver;
+pub use run::run_relay;
+
+/// The largest NDJSON frame the relay inspects and reports (8 MiB, newline excluded).
+///
+/// A longer line is still forwarded unchanged (unless a tool policy is active for a
+/// client-to-server line, which is then dropped), but it is not observed: the observer
+/// sees [`RelayEvent::Incomplete`].
+pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
+
+/// The JSON-RPC error code of a `tools/call` the relay refused by policy.
+pub const POLICY_DENIED_CODE: i64 = -32001;
+
+/// The JSON-RPC error message of a `tools/call` the relay refused by policy.
+pub const POLICY_DENIED_MESSAGE: &str = "MCP tool call denied by policy";
+
+/// Which way a frame crossed the relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// From the harness (the MCP client) to the server.
+    ClientToServer,
+    /// From the server to the harness.
+    ServerToClient,
+}
+
+impl Direction {
+    /// The wire name: `client_to_server` or `server_to_client`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClientToServer => "client_to_server",
+            Self::ServerToClient => "server_to_client",
+        }
+    }
+}
+
+/// One NDJSON frame as it crossed a relay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    /// The connection id given to [`RelayObserver::handoff`].
+    pub connection_id: String,
+    /// Position of the frame on its connection, both directions counted together,
+    /// starting at 1. A gap means frames were lost (reported as
+    /// [`RelayEvent::Incomplete`] as well).
+    pub sequence: u64,
+    /// Which way the frame went.
+    pub direction: Direction,
+    /// The frame, parsed.
+    pub payload: Value,
+}
+
+/// What a [`RelayObserver`] reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RelayEvent {
+    /// A relay authenticated.
+    Connected {
+        /// The connection id of its handoff.
+        connection_id: String,
+    },
+    /// One NDJSON frame as it crossed the relay, in order per connection.
+    Frame(Observation),
+    /// The relay refused a client-to-server `tools/call` outside `allowed_tools` (it
+    /// answered the client with JSON-RPC error [`POLICY_DENIED_CODE`]).
+    PolicyDenied {
+        /// The connection id of the relay.
+        connection_id: String,
+        /// The tool the client asked for (empty when the call named none).
+        tool: String,
+        /// The JSON-RPC id of the refused request (`null` for a notification).
+        request_id: Value,
+    },
+    /// Frames were lost or malformed: the observation is incomplete (traffic still flowed).
+    Incomplete {
+        /// The connection id of the relay.
+        connection_id: String,
+        /// What was lost, for diagnostics.
+        reason: String,
+    },
+    /// The relay's socket closed (the server or the relay ended).
+    Disconnected {
+        /// The connection id of the relay.
+        connection_id: String,
+    },
+}
+
+impl RelayEvent {
+    /// The connection the event belongs to.
+    pub fn connection_id(&self) -> &str {
+        match self {
+            Self::Connected { connection_id }
+            | Self::PolicyDenied { connection_id, .. }
+            | Self::Incomplete { connection_id, .. }
+            | Self::Disconnected { connection_id } => connection_id,
+            Self::Frame(observation) => &observation.connection_id,
+        }
+    }
+}
