@@ -75,6 +75,18 @@ pub(crate) enum Command {
         #[arg(long)]
         fault: Option<Fault>,
     },
+    /// Run the deterministic local model provider (an OpenAI Responses API) for Codex.
+    ExampleProvider {
+        /// The script: {"model": "...", "steps": [{"call": "SERVER:TOOL", "arguments": {..}} | {"text": "..."}]}.
+        #[arg(long, value_name = "FILE")]
+        script: PathBuf,
+        /// The port on 127.0.0.1 (default: an ephemeral port).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        port: u16,
+        /// Append every request received as one JSON line to this file.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+    },
     /// Print the JSON Schema of a public value type (without NAME: all of them).
     Schema {
         /// Type name, e.g. PendingElicitationRound.

@@ -1,4 +1,5 @@
-//! Example MCP servers for demos, docs and tests (the `shipping` server and its fault modes).
+//! Example MCP servers for demos, docs and tests (the `shipping` server and its fault modes),
+//! and a deterministic local model provider for Codex.
 //!
 //! `m3-fixtures` depends on rmcp and m3-types at most; it knows nothing about stores,
 //! the runtime or the kit.
@@ -40,6 +41,29 @@
 //!
 //! As a process: `m3 example-server shipping [--era auto|2026-07-28|legacy] [--fault MODE]`,
 //! which calls [`serve_named_stdio`]. See `docs/fixtures.md` for the full description.
+//!
+//! # The example model provider
+//!
+//! [`provider::ExampleProvider`] is a deterministic local OpenAI Responses API on 127.0.0.1
+//! for running real Codex offline: a [`provider::ProviderScript`] of steps (call an MCP tool
+//! as a namespaced `function_call`, or answer with text), the step chosen by the number of
+//! `function_call_output` items in the request, replies streamed as SSE with usage, every
+//! request recorded, and requests carrying an `authorization` header refused with 401.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), m3_fixtures::FixtureError> {
+//! use m3_fixtures::provider::{ExampleProvider, ProviderScript};
+//! let script = ProviderScript::from_json(
+//!     r#"{"steps": [{"call": "shipping:book_shipment", "arguments": {"weight_kg": 2}},
+//!                   {"text": "Shipment booked."}]}"#,
+//! )?;
+//! let provider = ExampleProvider::start(script).await?;
+//! let base_url = provider.base_url(); // "http://127.0.0.1:PORT/v1", for Codex's config.toml
+//! # let _ = base_url;
+//! # Ok(()) }
+//! ```
+//!
+//! As a process: `m3 example-provider --script FILE [--port N] [--record FILE]`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
