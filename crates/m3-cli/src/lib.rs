@@ -56,6 +56,9 @@ pub fn main() -> ExitCode {
         Command::ExampleServer { name, era, fault } => {
             return commands::example_server::run(&name, era, fault);
         }
+        Command::McpRelay { handoff, command } => {
+            return commands::mcp_relay::run(&handoff, &command);
+        }
         Command::Schema { name } => {
             return finish(out, commands::schema::run(out, name.as_deref()));
         }
@@ -92,7 +95,9 @@ pub fn main() -> ExitCode {
             Command::Cancel { execution } => commands::inspect::cancel(out, &db, &execution).await,
             Command::Recover => commands::inspect::recover(out, &db).await,
             Command::Rounds { execution } => commands::inspect::rounds(out, &db, &execution).await,
-            Command::ExampleServer { .. } | Command::Schema { .. } => Ok(()),
+            Command::ExampleServer { .. } | Command::McpRelay { .. } | Command::Schema { .. } => {
+                Ok(())
+            }
         }
     });
     // Do not wait for blocking reads (an unanswered terminal prompt) at exit.
