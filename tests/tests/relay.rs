@@ -522,3 +522,60 @@ async fn a_bad_handoff_or_command_fails_the_relay() {
         .await;
     assert_eq!(no_such_program.1, 1);
 }
+
+#[tokio::test]
+async fn an_oversized_frame_passes_unobserved_unless_a_policy_must_inspect_it() {
+    let dir = private_dir();
+    let mut observer = RelayObserver::bind(dir.path()).await.unwrap();
+    let big = format!("{{\"blob\":\"{}\"}}\n", "x".repeat(9 * 1024 * 1024));
+    let expected = format!("{big}{{\"after\":1}}\n").into_bytes();
+
+    // Without a policy: forwarded both ways, byte for byte, and reported incomplete.
+    let handoff = observer.handoff("echo", &server("cat"), None).unwrap();
+    let mut relay = Relay::start(&handoff, &["cat"]);
+    let mut stdin = relay.stdin.take().unwrap();
+    let writer = async {
+        stdin.write_all(big.as_bytes()).await.unwrap();
+        stdin.write_all(b"{\"after\":1}\n").await.unwrap();
+        drop(stdin);
+    };
+    let reader = async {
+        let mut rest = Vec::new();
+        relay_output(&mut relay.stdout, &mut rest).await;
+        rest
+    };
+    let ((), output) = tokio::join!(writer, reader);
+    assert!(output == expected, "the relay changed the oversized frame");
+    assert_eq!(relay.child.wait().await.unwrap().code(), Some(0));
+    let events = until_disconnected(&mut observer).await;
+    let lost = events
+        .iter()
+        .filter(|event| matches!(event, RelayEvent::Incomplete { .. }))
+        .count();
+    assert_eq!(lost, 2, "{events:?}");
+    let payloads: Vec<&Value> = frames(&events).iter().map(|o| &o.payload).collect();
+    assert_eq!(payloads, vec![&json!({"after": 1}), &json!({"after": 1})]);
+
+    // With a policy the relay cannot inspect it, so it is not forwarded.
+    let handoff = observer
+        .handoff("policed", &server("cat"), Some(vec![]))
+        .unwrap();
+    let mut relay = Relay::start(&handoff, &["cat"]);
+    relay.send(big.as_bytes()).await;
+    relay.send(b"{\"after\":2}\n").await;
+    assert_eq!(relay.line().await, b"{\"after\":2}\n");
+    assert_eq!(relay.finish().await, (Vec::new(), 0));
+    let events = until_disconnected(&mut observer).await;
+    assert!(
+        matches!(events[1], RelayEvent::Incomplete { .. }),
+        "{events:?}"
+    );
+    assert_eq!(frames(&events).len(), 2);
+}
+
+async fn relay_output(stdout: &mut BufReader<ChildStdout>, out: &mut Vec<u8>) {
+    tokio::time::timeout(STEP, stdout.read_to_end(out))
+        .await
+        .expect("the relay closed its stdout in time")
+        .unwrap();
+}
