@@ -87,6 +87,16 @@ pub(crate) enum Command {
         #[arg(long, value_name = "FILE")]
         record: Option<PathBuf>,
     },
+    /// Relay a stdio MCP server for a harness and report its traffic to M3 (internal:
+    /// M3 writes this command into a harness's MCP server configuration).
+    McpRelay {
+        /// The handoff file M3 wrote for this server (socket, token, environment, policy).
+        #[arg(long, value_name = "FILE")]
+        handoff: PathBuf,
+        /// The server command and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// Print the JSON Schema of a public value type (without NAME: all of them).
     Schema {
         /// Type name, e.g. PendingElicitationRound.

@@ -63,6 +63,9 @@ pub fn main() -> ExitCode {
         } => {
             return commands::example_provider::run(out, &script, port, record);
         }
+        Command::McpRelay { handoff, command } => {
+            return commands::mcp_relay::run(&handoff, &command);
+        }
         Command::Schema { name } => {
             return finish(out, commands::schema::run(out, name.as_deref()));
         }
@@ -101,6 +104,7 @@ pub fn main() -> ExitCode {
             Command::Rounds { execution } => commands::inspect::rounds(out, &db, &execution).await,
             Command::ExampleServer { .. }
             | Command::ExampleProvider { .. }
+            | Command::McpRelay { .. }
             | Command::Schema { .. } => Ok(()),
         }
     });

@@ -1,27 +1,31 @@
-//! Test helper: the MCP relay as its own small binary
-//! (`m3-test-relay --handoff FILE -- <command> [args...]`), what `m3 mcp-relay`
-//! does, for the Codex tests of this package (cargo gives tests the paths of
-//! their own package's binaries only).
+//! Test helper: the relay process body (`m3_runtime::relay::run_relay`) on stdin/stdout.
+//!
+//! Usage: `m3-test-relay HANDOFF -- COMMAND [ARGS...]`; exits with the server's code.
 
-use std::path::PathBuf;
-
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
-    let (Some(flag), Some(handoff), Some(dashes)) = (args.next(), args.next(), args.next()) else {
-        return Err("usage: m3-test-relay --handoff FILE -- <command> [args...]".into());
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (handoff, command) = match args.split_first() {
+        Some((handoff, rest)) if rest.first().map(String::as_str) == Some("--") => {
+            (handoff.clone(), rest[1..].to_vec())
+        }
+        _ => {
+            eprintln!("usage: m3-test-relay HANDOFF -- COMMAND [ARGS...]");
+            std::process::exit(2);
+        }
     };
-    if flag != "--handoff" || dashes != "--" {
-        return Err("usage: m3-test-relay --handoff FILE -- <command> [args...]".into());
-    }
-    let command: Vec<String> = args.collect();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let code = runtime.block_on(m3_runtime::relay::run_relay(
-        &PathBuf::from(handoff),
+    let outcome = m3_runtime::relay::run_relay(
+        handoff.as_ref(),
         &command,
         tokio::io::stdin(),
         tokio::io::stdout(),
-    ))?;
-    std::process::exit(code);
+    )
+    .await;
+    match outcome {
+        Ok(code) => std::process::exit(code),
+        Err(error) => {
+            eprintln!("m3-test-relay: {error} ({})", error.code());
+            std::process::exit(1);
+        }
+    }
 }

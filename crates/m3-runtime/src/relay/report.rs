@@ -122,16 +122,16 @@ impl Reporter {
                 "{} observation line(s) were dropped: the observer fell behind",
                 queue.dropped
             );
-            if let Some(line) = json_line(&json!({"incomplete": {"reason": reason}})) {
-                if self.push(&queue.tx, line) {
-                    queue.dropped = 0;
-                }
+            if let Some(line) = json_line(&json!({"incomplete": {"reason": reason}}))
+                && self.push(&queue.tx, line)
+            {
+                queue.dropped = 0;
             }
         }
-        if let Some(line) = make(&mut queue) {
-            if !self.push(&queue.tx, line) {
-                queue.dropped += 1;
-            }
+        if let Some(line) = make(&mut queue)
+            && !self.push(&queue.tx, line)
+        {
+            queue.dropped += 1;
         }
     }
 
@@ -151,10 +151,10 @@ impl Reporter {
     /// Closes the socket after the queued observations were written (bounded wait).
     pub(crate) async fn finish(mut self) {
         self.queue = None;
-        if let Some(writer) = self.writer.take() {
-            if tokio::time::timeout(FLUSH_TIMEOUT, writer).await.is_err() {
-                tracing::warn!("relay observations were not all delivered in time");
-            }
+        if let Some(writer) = self.writer.take()
+            && tokio::time::timeout(FLUSH_TIMEOUT, writer).await.is_err()
+        {
+            tracing::warn!("relay observations were not all delivered in time");
         }
     }
 }

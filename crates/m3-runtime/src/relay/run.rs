@@ -28,7 +28,7 @@ const EXIT_GRACE: Duration = Duration::from_secs(5);
 /// Returns the server's exit code (128 + signal number when a signal ended it) once
 /// its stdout closed and it was reaped. End of `stdin` closes the server's stdin; a
 /// failed write to `stdout` (the client is gone) does too. A server that has not exited
-/// [`EXIT_GRACE`] after closing its stdout is killed; so is one whose relay future is
+/// 5 seconds after closing its stdout is killed; so is one whose relay future is
 /// dropped. The handoff file is left in place (the observer's directory owns it), so a
 /// harness that restarts the server gets a working relay again.
 ///
