@@ -13,6 +13,8 @@ template), e.g. ``name_confirm-login``. Request names:
 - ``confirm`` form, required boolean ``confirm``
 - ``login``   URL mode, https://example.com/login
 - ``nested``  form whose schema is outside the MCP restricted subset (a nested object)
+- ``twin``    exactly the ``name`` request (same message, same schema) under another key,
+  so a client that sees only the content cannot tell the two apart
 
 On 2026-07-28 one round is one ``InputRequiredResult`` carrying every request
 of the round under its own key; ``requestState`` holds the progress and is
@@ -58,7 +60,12 @@ SCHEMAS = {
         "properties": {"address": {"type": "object", "properties": {"city": {"type": "string"}}}},
     },
 }
+SCHEMAS["twin"] = SCHEMAS["name"]
 LOGIN_URL = "https://example.com/login"
+
+
+def message(key: str) -> str:
+    return f"Please provide {'name' if key == 'twin' else key}"
 
 
 def parse_plan(plan: str) -> list[list[str]]:
@@ -73,7 +80,7 @@ def parse_plan(plan: str) -> list[list[str]]:
 def modern_request(key: str) -> ElicitRequest:
     if key == "login":
         return ElicitRequest(params=ElicitRequestURLParams(message="Sign in to continue", url=LOGIN_URL))
-    return ElicitRequest(params=ElicitRequestFormParams(message=f"Please provide {key}", requested_schema=SCHEMAS[key]))
+    return ElicitRequest(params=ElicitRequestFormParams(message=message(key), requested_schema=SCHEMAS[key]))
 
 
 def dump(result) -> dict:
@@ -89,7 +96,7 @@ async def legacy_ask(ctx: Context, key: str) -> dict:
             "Sign in to continue", LOGIN_URL, str(uuid.uuid4()), related_request_id=ctx.request_id
         )
     else:
-        result = await session.elicit_form(f"Please provide {key}", SCHEMAS[key], related_request_id=ctx.request_id)
+        result = await session.elicit_form(message(key), SCHEMAS[key], related_request_id=ctx.request_id)
     return dump(result)
 
 

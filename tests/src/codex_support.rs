@@ -35,10 +35,19 @@ pub fn codex(version: &str) -> PathBuf {
 /// A provider that calls `target` (`"server:tool"`) with `{"weight_kg": 2}`,
 /// then says `text`.
 pub async fn provider(target: &str, text: &str) -> ExampleProvider {
+    provider_with(target, json!({"weight_kg": 2}), text).await
+}
+
+/// A provider that calls `target` with `arguments`, then says `text`.
+pub async fn provider_with(
+    target: &str,
+    arguments: serde_json::Value,
+    text: &str,
+) -> ExampleProvider {
     let script = json!({
         "model": "m3-example-model",
         "steps": [
-            {"call": target, "arguments": {"weight_kg": 2}},
+            {"call": target, "arguments": arguments},
             {"text": text}
         ]
     });

@@ -16,8 +16,11 @@ use m3_kit::{
     SubmitOptions,
 };
 use m3_runtime::mcp::AttemptOutcome;
-use m3_tests::codex_support::{CODEX, CODEX_OLD, codex, pid_recording_codex, provider, selection};
-use m3_tests::runtime_support::{WAIT, address, kit, pending, shipping};
+use m3_tests::codex_support::{
+    CODEX, CODEX_OLD, codex, pid_recording_codex, provider, provider_with, selection,
+};
+use m3_tests::runtime_support::{WAIT, address, kit, pending, python, shipping};
+use m3_types::StdioServer;
 use m3_types::{
     ElicitationResponse, ExecutionOutcome, ExecutionResult, HumanInput, ManagedInputStatus,
     ResponseMap,
@@ -536,4 +539,148 @@ async fn an_untested_codex_version_is_refused() {
     let error = result.error.unwrap();
     assert_eq!(error.code.as_str(), "invalid_argument");
     assert_eq!(error.details["reason"], "untested_codex_version");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_while_waiting_interrupts_the_turn_and_fails_the_round() {
+    let setup = setup("shipping:book_shipment").await;
+    let handle = setup
+        .submit(
+            setup.agent(CODEX, CodexMcpProtocol::V2026_07_28),
+            &["shipping:book_shipment"],
+            HumanInput::Managed,
+        )
+        .await;
+    let round = pending(&handle).await;
+    handle.cancel().await.unwrap();
+    let result = handle.result(Some(CODEX_WAIT)).await.unwrap();
+    assert_eq!(result.outcome(), Some(ExecutionOutcome::Cancelled));
+    let rounds = handle.rounds().await.unwrap();
+    assert_eq!(rounds[0].status, ManagedInputStatus::Failed);
+    assert_eq!(rounds[0].failure_code.as_deref(), Some("cancelled"));
+    let error = handle
+        .respond_elicitation(&round.round_id, address("shipping_address", "Pune"), "late")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "managed_input_state");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_tool_selection_codex_asks_and_m3_approves_the_started_call() {
+    let setup = setup("shipping:book_shipment").await;
+    let agent = setup
+        .kit
+        .agents([setup.agent(CODEX, CodexMcpProtocol::Legacy)])
+        .unwrap()
+        .remove(0);
+    // No `tools`: every tool is allowed, so Codex's own approval prompt is not
+    // suppressed and M3 must answer it from the started mcpToolCall item.
+    let handle = agent
+        .submit(
+            "Book the shipment.",
+            SubmitOptions::new()
+                .server(shipping(SERVER, "auto"))
+                .human_input(HumanInput::Managed),
+        )
+        .await
+        .unwrap();
+    let round = pending(&handle).await;
+    handle
+        .respond_elicitation(&round.round_id, address("elicitation", "Pune"), "a")
+        .await
+        .unwrap();
+    let result = handle.result(Some(CODEX_WAIT)).await.unwrap();
+    let trace = completed(&result);
+    assert_eq!(trace.tool_calls().count(), 1);
+}
+
+fn python_peer() -> StdioServer {
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/dual_era_server.py");
+    StdioServer::new("peer", python()).with_args([script.display().to_string()])
+}
+
+async fn python_peer_run(
+    plan: &str,
+    human_input: HumanInput,
+) -> (AsyncExecutionHandle, ExampleProvider, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let kit = kit(&dir.path().join("m3.sqlite")).await.unwrap();
+    let provider = provider_with("peer:ask", json!({"plan": plan}), "Done.").await;
+    let agent = kit
+        .agents([selection(
+            &codex(CODEX),
+            &provider,
+            CodexMcpProtocol::V2026_07_28,
+            RELAY,
+        )])
+        .unwrap()
+        .remove(0);
+    let handle = agent
+        .submit(
+            "Ask.",
+            SubmitOptions::new()
+                .server(python_peer())
+                .tools(["peer:ask"])
+                .human_input(human_input)
+                .timeout(Duration::from_secs(120)),
+        )
+        .await
+        .unwrap();
+    (handle, provider, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_python_sdk_server_gets_a_managed_answer_through_codex() {
+    let (handle, _provider, _dir) = python_peer_run("name-age", HumanInput::Managed).await;
+    let round = pending(&handle).await;
+    assert_eq!(round.requests.keys().collect::<Vec<_>>(), ["age", "name"]);
+    let mut name = Map::new();
+    name.insert("name".into(), json!("Ada"));
+    let mut age = Map::new();
+    age.insert("age".into(), json!(36));
+    handle
+        .respond_elicitation(
+            &round.round_id,
+            ResponseMap::from([
+                ("name".to_owned(), ElicitationResponse::accept(name)),
+                ("age".to_owned(), ElicitationResponse::accept(age)),
+            ]),
+            "peer-1",
+        )
+        .await
+        .unwrap();
+    let result = handle.result(Some(CODEX_WAIT)).await.unwrap();
+    let trace = completed(&result);
+    let call = trace.tool_calls().next().unwrap();
+    let AttemptOutcome::Complete { result, .. } = &call.last_attempt().unwrap().outcome else {
+        panic!("not complete: {call:?}")
+    };
+    let text = result["content"][0]["text"].as_str().unwrap();
+    let answers: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(answers["era"], "2026-07-28");
+    assert_eq!(answers["answers"]["name"]["content"]["name"], "Ada");
+    assert_eq!(answers["answers"]["age"]["content"]["age"], 36);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indistinguishable_native_prompts_fail_closed() {
+    let (handle, _provider, _dir) = python_peer_run("name-twin", HumanInput::Managed).await;
+    let result = handle.result(Some(CODEX_WAIT)).await.unwrap();
+    assert_eq!(result.outcome(), Some(ExecutionOutcome::Failed));
+    let error = result.error.as_ref().unwrap();
+    assert_eq!(error.code.as_str(), "protocol_error");
+    assert_eq!(error.details["reason"], "ambiguous_native_prompt");
+    assert_eq!(error.details["turn_interrupted"], true);
+    assert!(
+        handle.rounds().await.unwrap().is_empty(),
+        "nothing was persisted or answered"
+    );
+    let trace = ExecutionTrace::of(&result).unwrap();
+    let call = trace.tool_calls().next().unwrap();
+    assert_eq!(
+        call.attempts.len(),
+        1,
+        "no answer reached the server: {call:?}"
+    );
 }

@@ -361,26 +361,10 @@ impl<'a> Turn<'a> {
     /// Approves Codex's tool-approval prompt only for a selected tool that matches
     /// one started, not yet approved `mcpToolCall` item (a server cannot forge one).
     fn approve(&mut self, prompt: &NativePrompt) -> bool {
-        let Some(approval) = &prompt.approval else {
+        let Some(index) = approval_target(&self.tool_items, prompt) else {
             return false;
         };
-        let arguments = approval.arguments.as_ref().map(|a| canonical(Some(a)));
-        let candidates: Vec<usize> = self
-            .tool_items
-            .iter()
-            .enumerate()
-            .filter(|(_, item)| {
-                item.server == prompt.server
-                    && !item.approved
-                    && approval.tool.as_ref().is_none_or(|t| *t == item.tool)
-                    && arguments.as_ref().is_none_or(|a| *a == item.arguments)
-            })
-            .map(|(i, _)| i)
-            .collect();
-        let [index] = candidates.as_slice() else {
-            return false;
-        };
-        let Some(item) = self.tool_items.get_mut(*index) else {
+        let Some(item) = self.tool_items.get_mut(index) else {
             return false;
         };
         let selected = self
@@ -690,6 +674,29 @@ impl<'a> Turn<'a> {
     }
 }
 
+/// The one started, unapproved tool item an approval prompt is about (same
+/// server, same tool when the prompt names it, same canonical arguments), or
+/// `None` when there is none or more than one.
+fn approval_target(items: &[ToolItem], prompt: &NativePrompt) -> Option<usize> {
+    let approval = prompt.approval.as_ref()?;
+    let arguments = approval.arguments.as_ref().map(|a| canonical(Some(a)));
+    let candidates: Vec<usize> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| {
+            item.server == prompt.server
+                && !item.approved
+                && approval.tool.as_ref().is_none_or(|t| *t == item.tool)
+                && arguments.as_ref().is_none_or(|a| *a == item.arguments)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    match candidates.as_slice() {
+        [index] => Some(*index),
+        _ => None,
+    }
+}
+
 async fn poll_answer(answering: &mut Option<(usize, Answering)>) -> (usize, Result<ResponseMap>) {
     match answering {
         Some((index, future)) => {
@@ -743,5 +750,96 @@ fn canonical(value: Option<&Value>) -> String {
     match value {
         None | Some(Value::Null) => "{}".into(),
         Some(value) => canonical_json(value).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(tool: &str, weight: u32, approved: bool) -> ToolItem {
+        ToolItem {
+            server: "shipping".into(),
+            tool: tool.into(),
+            arguments: canonical(Some(&json!({"weight_kg": weight}))),
+            approved,
+        }
+    }
+
+    fn approval(meta: Value) -> NativePrompt {
+        NativePrompt::parse(
+            json!(7),
+            &json!({"serverName": "shipping", "mode": "form", "message": "Allow?",
+                    "requestedSchema": {"type": "object", "properties": {}}, "_meta": meta}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn approvals_need_exactly_one_matching_started_item() {
+        let prompt = approval(json!({"codex_approval_kind": "mcp_tool_call",
+            "tool_name": "book_shipment", "tool_params": {"weight_kg": 2}}));
+        // Forged: no started item at all.
+        assert_eq!(approval_target(&[], &prompt), None);
+        assert_eq!(
+            approval_target(&[item("book_shipment", 2, false)], &prompt),
+            Some(0)
+        );
+        // Other arguments, another tool, or already approved: no match.
+        assert_eq!(
+            approval_target(&[item("book_shipment", 3, false)], &prompt),
+            None
+        );
+        assert_eq!(approval_target(&[item("quote", 2, false)], &prompt), None);
+        assert_eq!(
+            approval_target(&[item("book_shipment", 2, true)], &prompt),
+            None
+        );
+        // Two indistinguishable items: ambiguous, declined.
+        let twins = [
+            item("book_shipment", 2, false),
+            item("book_shipment", 2, false),
+        ];
+        assert_eq!(approval_target(&twins, &prompt), None);
+        // 0.156.1 sends no tool_name: the arguments decide.
+        let old = approval(
+            json!({"codex_approval_kind": "mcp_tool_call", "tool_params": {"weight_kg": 2}}),
+        );
+        assert_eq!(
+            approval_target(
+                &[item("quote", 3, false), item("book_shipment", 2, false)],
+                &old
+            ),
+            Some(1)
+        );
+        // A server's own question is not an approval.
+        let question = approval(json!({"tool_name": "book_shipment"}));
+        assert_eq!(
+            approval_target(&[item("book_shipment", 2, false)], &question),
+            None
+        );
+    }
+
+    #[test]
+    fn native_answers_follow_the_mode() {
+        let mut content = serde_json::Map::new();
+        content.insert("city".into(), json!("Pune"));
+        let accept = m3_types::ElicitationResponse::accept(content);
+        assert_eq!(
+            native_result(&accept, false),
+            json!({"action": "accept", "content": {"city": "Pune"}})
+        );
+        assert_eq!(
+            native_result(&m3_types::ElicitationResponse::accept_url(), true),
+            json!({"action": "accept", "content": {}})
+        );
+        assert_eq!(
+            native_result(&m3_types::ElicitationResponse::decline(), false),
+            json!({"action": "decline"})
+        );
+        assert_eq!(
+            native_result(&m3_types::ElicitationResponse::cancel(), false),
+            json!({"action": "cancel"})
+        );
     }
 }
