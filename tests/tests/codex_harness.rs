@@ -231,23 +231,25 @@ async fn a_round_with_two_keys_is_answered_together() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_successive_rounds_in_one_logical_tool_call() {
+async fn two_successive_rounds(protocol: CodexMcpProtocol) {
+    let legacy = protocol == CodexMcpProtocol::Legacy;
+    let (address_key, url_key) = if legacy {
+        ("elicitation", "elicitation")
+    } else {
+        ("shipping_address", "verification")
+    };
     let setup = setup("shipping:book_verified_shipment").await;
     let handle = setup
         .submit(
-            setup.agent(CODEX, CodexMcpProtocol::V2026_07_28),
+            setup.agent(CODEX, protocol),
             &["shipping:book_verified_shipment"],
             HumanInput::Managed,
         )
         .await;
     let first = pending(&handle).await;
-    assert_eq!(
-        first.requests.keys().collect::<Vec<_>>(),
-        ["shipping_address"]
-    );
+    assert_eq!(first.requests.keys().collect::<Vec<_>>(), [address_key]);
     handle
-        .respond_elicitation(&first.round_id, address("shipping_address", "Pune"), "r1")
+        .respond_elicitation(&first.round_id, address(address_key, "Pune"), "r1")
         .await
         .unwrap();
     let second = loop {
@@ -257,11 +259,15 @@ async fn two_successive_rounds_in_one_logical_tool_call() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert_eq!(second.requests.keys().collect::<Vec<_>>(), ["verification"]);
+    assert_eq!(second.requests.keys().collect::<Vec<_>>(), [url_key]);
+    assert!(matches!(
+        second.requests[url_key],
+        m3_types::ElicitationRequest::Url(_)
+    ));
     handle
         .respond_elicitation(
             &second.round_id,
-            ResponseMap::from([("verification".to_owned(), ElicitationResponse::accept_url())]),
+            ResponseMap::from([(url_key.to_owned(), ElicitationResponse::accept_url())]),
             "r2",
         )
         .await
@@ -270,8 +276,14 @@ async fn two_successive_rounds_in_one_logical_tool_call() {
     let trace = completed(&result);
     let calls: Vec<_> = trace.tool_calls().collect();
     assert_eq!(calls.len(), 1, "one logical call: {calls:?}");
-    assert_eq!(calls[0].attempts.len(), 3);
+    assert_eq!(calls[0].attempts.len(), if legacy { 1 } else { 3 });
     assert_eq!(calls[0].rounds, 2);
+    let AttemptOutcome::Complete { result, is_error } = &calls[0].last_attempt().unwrap().outcome
+    else {
+        panic!("not complete: {calls:?}")
+    };
+    assert!(!is_error, "{result}");
+    assert_eq!(result["structuredContent"]["city"], "Pune");
     let rounds = handle.rounds().await.unwrap();
     assert_eq!(rounds.len(), 2);
     assert!(
@@ -279,6 +291,16 @@ async fn two_successive_rounds_in_one_logical_tool_call() {
             .iter()
             .all(|r| r.status == ManagedInputStatus::Resolved)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_successive_rounds_in_one_logical_tool_call() {
+    two_successive_rounds(CodexMcpProtocol::V2026_07_28).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn form_then_url_rounds_in_the_legacy_era() {
+    two_successive_rounds(CodexMcpProtocol::Legacy).await;
 }
 
 async fn declined_or_cancelled(response: ElicitationResponse) {
