@@ -80,6 +80,20 @@ impl Setup {
     }
 }
 
+/// Codex 0.169.0 in the 2026-07-28 era calling `shipping:<tool>`, the only selected tool.
+async fn booking(tool: &str, human_input: HumanInput) -> (Setup, AsyncExecutionHandle) {
+    let target = format!("shipping:{tool}");
+    let setup = setup(&target).await;
+    let handle = setup
+        .submit(
+            setup.agent(CODEX, CodexMcpProtocol::V2026_07_28),
+            &[target.as_str()],
+            human_input,
+        )
+        .await;
+    (setup, handle)
+}
+
 fn completed(result: &ExecutionResult) -> ExecutionTrace {
     assert_eq!(
         result.outcome(),
@@ -134,6 +148,11 @@ async fn one_form_round(version: &str, protocol: CodexMcpProtocol) {
     let trace = completed(&result);
     assert_eq!(trace.harness, "codex");
     assert_eq!(trace.final_text.as_deref(), Some("Shipment booked."));
+    let usage = trace
+        .token_usage
+        .as_ref()
+        .expect("codex reported token usage");
+    assert!(usage.to_string().contains("totalTokens"), "{usage}");
     let calls: Vec<_> = trace.tool_calls().collect();
     assert_eq!(calls.len(), 1, "one logical tool call: {calls:?}");
     let call = calls[0];
@@ -195,14 +214,7 @@ async fn one_form_round_legacy_with_codex_0_156_1() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_with_two_keys_is_answered_together() {
-    let setup = setup("shipping:book_gift_shipment").await;
-    let handle = setup
-        .submit(
-            setup.agent(CODEX, CodexMcpProtocol::V2026_07_28),
-            &["shipping:book_gift_shipment"],
-            HumanInput::Managed,
-        )
-        .await;
+    let (_setup, handle) = booking("book_gift_shipment", HumanInput::Managed).await;
     let round = pending(&handle).await;
     assert_eq!(
         round.requests.keys().collect::<Vec<_>>(),
@@ -304,14 +316,7 @@ async fn form_then_url_rounds_in_the_legacy_era() {
 }
 
 async fn declined_or_cancelled(response: ElicitationResponse) {
-    let setup = setup("shipping:book_shipment").await;
-    let handle = setup
-        .submit(
-            setup.agent(CODEX, CodexMcpProtocol::V2026_07_28),
-            &["shipping:book_shipment"],
-            HumanInput::Managed,
-        )
-        .await;
+    let (_setup, handle) = booking("book_shipment", HumanInput::Managed).await;
     let round = pending(&handle).await;
     let action = response.action;
     handle
@@ -351,14 +356,7 @@ async fn cancel_reaches_the_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_content_is_rejected_before_codex_sees_it_then_replay_and_conflict() {
-    let setup = setup("shipping:book_shipment").await;
-    let handle = setup
-        .submit(
-            setup.agent(CODEX, CodexMcpProtocol::V2026_07_28),
-            &["shipping:book_shipment"],
-            HumanInput::Managed,
-        )
-        .await;
+    let (_setup, handle) = booking("book_shipment", HumanInput::Managed).await;
     let round = pending(&handle).await;
     let mut bad = Map::new();
     bad.insert("street".into(), json!(12));
@@ -417,14 +415,7 @@ async fn invalid_content_is_rejected_before_codex_sees_it_then_replay_and_confli
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_from_another_process_is_delivered() {
-    let setup = setup("shipping:book_shipment").await;
-    let handle = setup
-        .submit(
-            setup.agent(CODEX, CodexMcpProtocol::V2026_07_28),
-            &["shipping:book_shipment"],
-            HumanInput::Managed,
-        )
-        .await;
+    let (setup, handle) = booking("book_shipment", HumanInput::Managed).await;
     let output = tokio::process::Command::new(RESPONDER)
         .args([setup.db.to_str().unwrap(), handle.execution_id(), "Nagpur"])
         .output()
@@ -447,14 +438,7 @@ async fn a_response_from_another_process_is_delivered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn human_input_fail_interrupts_the_turn() {
-    let setup = setup("shipping:book_shipment").await;
-    let handle = setup
-        .submit(
-            setup.agent(CODEX, CodexMcpProtocol::V2026_07_28),
-            &["shipping:book_shipment"],
-            HumanInput::Fail,
-        )
-        .await;
+    let (_setup, handle) = booking("book_shipment", HumanInput::Fail).await;
     let result = handle.result(Some(CODEX_WAIT)).await.unwrap();
     assert_eq!(result.outcome(), Some(ExecutionOutcome::Failed));
     let error = result.error.as_ref().unwrap();
@@ -565,14 +549,7 @@ async fn an_untested_codex_version_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_while_waiting_interrupts_the_turn_and_fails_the_round() {
-    let setup = setup("shipping:book_shipment").await;
-    let handle = setup
-        .submit(
-            setup.agent(CODEX, CodexMcpProtocol::V2026_07_28),
-            &["shipping:book_shipment"],
-            HumanInput::Managed,
-        )
-        .await;
+    let (_setup, handle) = booking("book_shipment", HumanInput::Managed).await;
     let round = pending(&handle).await;
     handle.cancel().await.unwrap();
     let result = handle.result(Some(CODEX_WAIT)).await.unwrap();

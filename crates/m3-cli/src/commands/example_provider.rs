@@ -13,17 +13,7 @@ use crate::output::Output;
 
 /// Serves `script` until SIGINT or SIGTERM; prints the base URL as the first stdout line.
 pub(crate) fn run(out: Output, script: &Path, port: u16, record: Option<PathBuf>) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::plumbing_runtime(true) {
         Ok(runtime) => runtime,
         Err(error) => {
             return fail(

@@ -6,17 +6,7 @@ use m3_fixtures::{CRASH_EXIT_CODE, Era, Fault, ServeOutcome, ShippingOptions};
 
 /// Serves `name` on stdin/stdout until the client closes it.
 pub(crate) fn run(name: &str, era: Era, fault: Option<Fault>) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::plumbing_runtime(true) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("m3 example-server: cannot start the runtime: {error}");

@@ -6,17 +6,7 @@ use std::process::ExitCode;
 
 /// Relays stdin/stdout to `command` until the server ends; exits with the server's code.
 pub(crate) fn run(handoff: &Path, command: &[String]) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::plumbing_runtime(false) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("m3 mcp-relay: cannot start the runtime: {error}");

@@ -255,11 +255,7 @@ impl WireTracker {
         let Some(op) = self.operations.get_mut(operation) else {
             return Vec::new();
         };
-        let origin = Origin {
-            server: server.to_owned(),
-            kind: op.operation_kind,
-            name: op.operation_name.clone(),
-        };
+        let origin = origin_of(server, op);
         let now = OffsetDateTime::now_utc();
         let answer = match (payload.get("error"), payload.get("result")) {
             (Some(error), _) => Err(rpc_error(server, error)),
@@ -346,11 +342,7 @@ impl WireTracker {
         let Some(op) = self.operations.get_mut(operation) else {
             return Vec::new();
         };
-        let origin = Origin {
-            server: server.to_owned(),
-            kind: op.operation_kind,
-            name: op.operation_name.clone(),
-        };
+        let origin = origin_of(server, op);
         let params = payload.get("params").cloned().unwrap_or(Value::Null);
         let request = match wire::elicitation_request("elicitation", &params, &origin) {
             Ok(request) => request,
@@ -444,6 +436,14 @@ impl WireTracker {
             since: Instant::now(),
         });
         WireEvent::RoundObserved(self.rounds.len() - 1)
+    }
+}
+
+fn origin_of(server: &str, op: &LogicalOperation) -> Origin {
+    Origin {
+        server: server.to_owned(),
+        kind: op.operation_kind,
+        name: op.operation_name.clone(),
     }
 }
 
