@@ -10,10 +10,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use m3_fixtures::provider::ExampleProvider;
+use m3_fixtures::provider::{ExampleProvider, ProviderScript};
 use m3_kit::{
     AgentSelection, AsyncExecutionHandle, AsyncMcpTestKit, CodexMcpProtocol, ExecutionTrace,
-    SubmitOptions,
+    PermissionPolicy, SubmitOptions,
 };
 use m3_runtime::mcp::AttemptOutcome;
 use m3_tests::codex_support::{
@@ -681,5 +681,60 @@ async fn indistinguishable_native_prompts_fail_closed() {
         call.attempts.len(),
         1,
         "no answer reached the server: {call:?}"
+    );
+}
+
+async fn escalated_command(policy: PermissionPolicy) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let kit = kit(&dir.path().join("m3.sqlite")).await.unwrap();
+    let marker = dir.path().join("escalated-marker");
+    let script = json!({"steps": [
+        {"builtin": "exec_command", "arguments": {
+            "cmd": format!("touch '{}'", marker.display()),
+            "sandbox_permissions": "require_escalated",
+            "justification": "m3 permission policy test"
+        }},
+        {"text": "Done."}
+    ]});
+    let provider = ExampleProvider::start(ProviderScript::from_json(&script.to_string()).unwrap())
+        .await
+        .unwrap();
+    let agent = kit
+        .agents([selection(
+            &codex(CODEX),
+            &provider,
+            CodexMcpProtocol::V2026_07_28,
+            RELAY,
+        )])
+        .unwrap()
+        .remove(0);
+    let handle = agent
+        .submit(
+            "Touch the marker.",
+            SubmitOptions::new()
+                .server(shipping(SERVER, "auto"))
+                .tools(["shipping:book_shipment"])
+                .permission_policy(policy),
+        )
+        .await
+        .unwrap();
+    let result = handle.result(Some(CODEX_WAIT)).await.unwrap();
+    completed(&result);
+    marker.exists()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permission_policy_deny_declines_a_native_command_approval() {
+    assert!(
+        !escalated_command(PermissionPolicy::Deny).await,
+        "the command ran"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permission_policy_allow_approves_a_native_command_approval() {
+    assert!(
+        escalated_command(PermissionPolicy::Allow).await,
+        "the command did not run"
     );
 }

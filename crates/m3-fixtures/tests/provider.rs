@@ -233,6 +233,20 @@ async fn a_script_ending_in_a_call_is_exhausted_past_its_end() {
 }
 
 #[tokio::test]
+async fn a_builtin_step_calls_a_codex_tool_without_a_namespace() {
+    let script = ProviderScript::from_json(
+        r#"{"steps": [{"builtin": "exec_command", "arguments": {"cmd": "true"}}, {"text": "ok"}]}"#,
+    )
+    .unwrap();
+    let provider = ExampleProvider::start(script).await.unwrap();
+    let call = output_item(&post_responses(&provider, json!([user("go")])).await);
+    assert_eq!(call["type"], "function_call");
+    assert_eq!(call["name"], "exec_command");
+    assert!(call.get("namespace").is_none(), "{call}");
+    assert_eq!(call["arguments"], r#"{"cmd":"true"}"#);
+}
+
+#[tokio::test]
 async fn server_names_are_sanitised_into_the_namespace() {
     assert_eq!(tool_namespace("m3-ship.v2"), "mcp__m3_ship_v2");
     assert_eq!(tool_namespace("shipping"), "mcp__shipping");
@@ -424,12 +438,24 @@ fn script_errors_are_invalid_arguments() {
             r#"{"steps": [{"call": "s:t", "arguments": [1]}]}"#,
             "not an object",
         ),
-        (r#"{"steps": [{"text": "x", "call": "s:t"}]}"#, "not both"),
+        (
+            r#"{"steps": [{"text": "x", "call": "s:t"}]}"#,
+            "exactly one of",
+        ),
+        (
+            r#"{"steps": [{"builtin": "exec_command", "call": "s:t"}]}"#,
+            "exactly one of",
+        ),
+        (r#"{"steps": [{"builtin": ""}]}"#, "needs a function name"),
+        (
+            r#"{"steps": [{"builtin": "exec_command", "arguments": 1}]}"#,
+            "not an object",
+        ),
         (
             r#"{"steps": [{"text": "x", "arguments": {}}]}"#,
             "no arguments",
         ),
-        (r#"{"steps": [{}]}"#, "needs call or text"),
+        (r#"{"steps": [{}]}"#, "needs call, builtin or text"),
         (r#"{"steps": [{"text": "x", "extra": 1}]}"#, "unknown field"),
         (r#"{"steps": [{"text": "x"}], "extra": 1}"#, "unknown field"),
     ];

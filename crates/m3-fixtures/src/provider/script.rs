@@ -52,6 +52,15 @@ pub enum ProviderStep {
         /// The tool arguments (JSON: optional, default `{}`).
         arguments: Map<String, Value>,
     },
+    /// Call one of Codex's own tools, such as `exec_command` (JSON:
+    /// `{"builtin": "exec_command", "arguments": {"cmd": "..."}}`): a function call
+    /// without a namespace, for testing how native approvals are answered.
+    Builtin {
+        /// The built-in function name.
+        name: String,
+        /// Its arguments (JSON: optional, default `{}`).
+        arguments: Map<String, Value>,
+    },
     /// Answer with an assistant message (JSON: `{"text": "..."}`).
     Text {
         /// The message text.
@@ -66,40 +75,50 @@ struct RawStep {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     call: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    builtin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     arguments: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     text: Option<String>,
+}
+
+fn object_arguments(what: &str, arguments: Option<Value>) -> Result<Map<String, Value>, String> {
+    match arguments {
+        None => Ok(Map::new()),
+        Some(Value::Object(arguments)) => Ok(arguments),
+        Some(_) => Err(format!("the arguments of {what:?} are not an object")),
+    }
 }
 
 impl TryFrom<RawStep> for ProviderStep {
     type Error = String;
 
     fn try_from(raw: RawStep) -> Result<Self, Self::Error> {
-        match (raw.call, raw.text) {
-            (Some(call), None) => {
+        match (raw.call, raw.builtin, raw.text) {
+            (Some(call), None, None) => {
                 let Some((server, tool)) = call.split_once(':') else {
                     return Err(format!("call {call:?} is not SERVER:TOOL"));
                 };
                 if server.is_empty() || tool.is_empty() {
                     return Err(format!("call {call:?} is not SERVER:TOOL"));
                 }
-                let arguments = match raw.arguments {
-                    None => Map::new(),
-                    Some(Value::Object(arguments)) => arguments,
-                    Some(_) => return Err(format!("the arguments of {call:?} are not an object")),
-                };
                 Ok(ProviderStep::Call {
                     server: server.to_owned(),
                     tool: tool.to_owned(),
-                    arguments,
+                    arguments: object_arguments(&call, raw.arguments)?,
                 })
             }
-            (None, Some(text)) => match raw.arguments {
+            (None, Some(name), None) if !name.is_empty() => Ok(ProviderStep::Builtin {
+                arguments: object_arguments(&name, raw.arguments)?,
+                name,
+            }),
+            (None, Some(_), None) => Err("a builtin step needs a function name".to_owned()),
+            (None, None, Some(text)) => match raw.arguments {
                 None => Ok(ProviderStep::Text { text }),
                 Some(_) => Err("a text step has no arguments".to_owned()),
             },
-            (Some(_), Some(_)) => Err("a step has either call or text, not both".to_owned()),
-            (None, None) => Err("a step needs call or text".to_owned()),
+            (None, None, None) => Err("a step needs call, builtin or text".to_owned()),
+            _ => Err("a step has exactly one of call, builtin or text".to_owned()),
         }
     }
 }
@@ -113,11 +132,19 @@ impl From<ProviderStep> for RawStep {
                 arguments,
             } => RawStep {
                 call: Some(format!("{server}:{tool}")),
+                builtin: None,
+                arguments: Some(Value::Object(arguments)),
+                text: None,
+            },
+            ProviderStep::Builtin { name, arguments } => RawStep {
+                call: None,
+                builtin: Some(name),
                 arguments: Some(Value::Object(arguments)),
                 text: None,
             },
             ProviderStep::Text { text } => RawStep {
                 call: None,
+                builtin: None,
                 arguments: None,
                 text: Some(text),
             },

@@ -38,6 +38,14 @@ pub(crate) fn output_item(script: &ProviderScript, outputs: usize) -> Value {
             "namespace": tool_namespace(&server),
             "arguments": Value::Object(arguments).to_string(),
         }),
+        ProviderStep::Builtin { name, arguments } => json!({
+            "type": "function_call",
+            "id": format!("fc_{number}"),
+            "call_id": format!("call_{number}"),
+            "status": "completed",
+            "name": name,
+            "arguments": Value::Object(arguments).to_string(),
+        }),
         ProviderStep::Text { text } => json!({
             "type": "message",
             "role": "assistant",
