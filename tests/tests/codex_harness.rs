@@ -30,6 +30,7 @@ use serde_json::{Map, json};
 const SERVER: &str = env!("CARGO_BIN_EXE_m3-test-shipping-server");
 const RELAY: &str = env!("CARGO_BIN_EXE_m3-test-relay");
 const RESPONDER: &str = env!("CARGO_BIN_EXE_m3-test-responder");
+const WORKER: &str = env!("CARGO_BIN_EXE_m3-test-worker");
 
 /// Codex needs a moment longer than the scripted agent (app-server start-up).
 const CODEX_WAIT: Duration = Duration::from_secs(90);
@@ -737,4 +738,73 @@ async fn permission_policy_allow_approves_a_native_command_approval() {
         escalated_command(PermissionPolicy::Allow).await,
         "the command did not run"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_with_sigkill_is_recovered_and_codex_goes_away() {
+    use std::io::{BufRead, BufReader};
+    let setup = setup("shipping:book_shipment").await;
+    let pid_dir = tempfile::tempdir().unwrap();
+    let pid_file = pid_dir.path().join("codex.pid");
+    let wrapper = pid_recording_codex(&codex(CODEX), pid_dir.path(), &pid_file);
+    let agent = serde_json::to_string(&selection(
+        &wrapper,
+        &setup.provider,
+        CodexMcpProtocol::V2026_07_28,
+        RELAY,
+    ))
+    .unwrap();
+    let mut worker = std::process::Command::new(WORKER)
+        .args([setup.db.to_str().unwrap(), SERVER, "1500", &agent])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(worker.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let mut ids = line.split_whitespace();
+    let (execution_id, round_id) = (
+        ids.next().unwrap().to_owned(),
+        ids.next().unwrap().to_owned(),
+    );
+    let app_server: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    worker.kill().unwrap(); // SIGKILL: no cleanup runs
+    worker.wait().unwrap();
+
+    // The app-server sees its stdin close and exits (it is not left behind).
+    let gone = tokio::time::Instant::now() + WAIT;
+    while std::path::Path::new(&format!("/proc/{app_server}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{app_server}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+    {
+        assert!(
+            tokio::time::Instant::now() < gone,
+            "codex app-server {app_server} outlived its worker"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    tokio::time::sleep(Duration::from_millis(1700)).await; // the leases expire
+    let kit = kit(&setup.db).await.unwrap(); // opening runs recovery
+    let handle = kit.attach(&execution_id).await.unwrap();
+    let result = handle.result(Some(WAIT)).await.unwrap();
+    assert_eq!(result.outcome(), Some(ExecutionOutcome::Failed));
+    let rounds = handle.rounds().await.unwrap();
+    assert_eq!(rounds[0].round_id, round_id);
+    assert_eq!(rounds[0].status, ManagedInputStatus::Failed);
+    assert_eq!(
+        rounds[0].failure_code.as_deref(),
+        Some("recovery_unavailable")
+    );
+    let error = handle
+        .respond_elicitation(&round_id, address("shipping_address", "Pune"), "late")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "managed_input_state");
 }

@@ -1,8 +1,11 @@
 //! Test helper: a worker process that submits a managed execution and keeps
 //! waiting on its round (to be killed with SIGKILL by the test).
 //!
-//! Usage: `m3-test-worker <database> <shipping-server-exe> <lease-ms>`. Prints
-//! `<execution-id> <round-id>` once the round is pending, then sleeps.
+//! Usage: `m3-test-worker <database> <shipping-server-exe> <lease-ms> [<agent-json>]`.
+//! The agent is a scripted `shipping:book_shipment` call unless an agent selection
+//! (JSON, e.g. a codex one) is given; then `shipping:book_shipment` is the only
+//! selected tool. Prints `<execution-id> <round-id>` once the round is pending,
+//! then sleeps.
 
 use std::time::Duration;
 
@@ -18,15 +21,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let lease = Duration::from_millis(lease_ms.parse()?);
     let kit = McpTestKit::builder().sqlite(&database).build()?;
-    let agent = kit.agents([call("book_shipment")])?.remove(0);
-    let handle = agent.submit(
-        "Book a shipment.",
-        SubmitOptions::new()
-            .server(shipping(&server, "modern"))
-            .human_input(HumanInput::Managed)
-            .lease(lease)
-            .renew_every(lease / 3),
-    )?;
+    let mut options = SubmitOptions::new()
+        .human_input(HumanInput::Managed)
+        .lease(lease)
+        .renew_every(lease / 3);
+    let selection = match args.next() {
+        Some(json) => {
+            options = options
+                .server(shipping(&server, "auto"))
+                .tools(["shipping:book_shipment"]);
+            serde_json::from_str(&json)?
+        }
+        None => {
+            options = options.server(shipping(&server, "modern"));
+            call("book_shipment")
+        }
+    };
+    let agent = kit.agents([selection])?.remove(0);
+    let handle = agent.submit("Book a shipment.", options)?;
     let round = handle
         .wait_for_pending(Duration::from_secs(30))?
         .ok_or("finished without asking")?;
