@@ -149,6 +149,9 @@ impl Coordinator {
             // committed right after create_round is never missed.
             (state.rounds, self.notifier.register(&round_id)?)
         };
+        // Unregistered on every way out, also when a harness drops this future
+        // (the codex harness does when the app-server dies mid-wait).
+        let registration = notify::Registration::new(&self.notifier, &round_id);
         let result = self
             .create_and_wait(
                 pending,
@@ -158,7 +161,7 @@ impl Coordinator {
                 &waiter,
             )
             .await;
-        self.notifier.unregister(&round_id);
+        drop(registration);
         match result {
             Ok(delivery) => Ok(delivery),
             Err(error) => {

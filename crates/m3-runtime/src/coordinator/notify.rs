@@ -72,3 +72,22 @@ impl ResponseNotifier {
             .len()
     }
 }
+
+/// Unregisters a round's waiter when dropped.
+#[derive(Debug)]
+pub(super) struct Registration<'a> {
+    notifier: &'a ResponseNotifier,
+    round_id: &'a str,
+}
+
+impl<'a> Registration<'a> {
+    pub(super) fn new(notifier: &'a ResponseNotifier, round_id: &'a str) -> Self {
+        Self { notifier, round_id }
+    }
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        self.notifier.unregister(self.round_id);
+    }
+}
