@@ -1,11 +1,11 @@
 //! The delivery transitions: `start_delivery`, `mark_delivered`, `resolve`.
 
 use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Result};
+use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
 use super::checks::{authorize, bind_lease_guard, fetch_existing, require_lease, require_round};
 use super::codec::{decode_record, record_columns, timestamp_text};
-use super::connect::ScriptTx;
 use super::error::storage;
 use super::store::SqliteManagedInputStore;
 use crate::{LeaseRef, RoundRef};
@@ -35,28 +35,24 @@ impl Transition {
         }
     }
 
-    /// `BEGIN IMMEDIATE`, the guarded UPDATE and `COMMIT` in one script (one round
-    /// trip to sqlx's connection thread); parameters: timestamp, updated_at,
-    /// execution_id, round_id, owner_id, lease_token, now.
+    /// `BEGIN IMMEDIATE` and the guarded UPDATE in one script; parameters: timestamp,
+    /// updated_at, execution_id, round_id, owner_id, lease_token, now.
     fn statement(self) -> &'static str {
         match self {
             Self::StartDelivery => concat!(
                 "BEGIN IMMEDIATE;UPDATE m3_managed_input_rounds SET status='delivery_started',delivery_started_at=?,updated_at=?,delivery_attempts=delivery_attempts+1 ",
                 "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='response_validated' AND lease_expires_at>? RETURNING ",
-                record_columns!(),
-                ";COMMIT"
+                record_columns!()
             ),
             Self::MarkDelivered => concat!(
                 "BEGIN IMMEDIATE;UPDATE m3_managed_input_rounds SET status='delivered',delivered_at=?,updated_at=? ",
                 "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='delivery_started' AND lease_expires_at>? RETURNING ",
-                record_columns!(),
-                ";COMMIT"
+                record_columns!()
             ),
             Self::Resolve => concat!(
                 "BEGIN IMMEDIATE;UPDATE m3_managed_input_rounds SET status='resolved',resolved_at=?,updated_at=? ",
                 "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='delivered' AND lease_expires_at>? RETURNING ",
-                record_columns!(),
-                ";COMMIT"
+                record_columns!()
             ),
         }
     }
@@ -82,14 +78,12 @@ impl SqliteManagedInputStore {
     }
 }
 
-/// The guarded UPDATE in its own committed transaction (one round trip): when every
-/// precondition holds (owner, token, live lease, expected status) it changes the row and
-/// returns it. Otherwise nothing changed, and a read of the round picks the outcome: an
-/// idempotent repeat returns the round, anything else the typed error. (The read is
-/// after the empty transaction: it only classifies a refusal, and every state it can
-/// see is one the refusal was right for.)
+/// Opens the transaction with the guarded UPDATE (one round trip): when every precondition
+/// holds (owner, token, live lease, expected status) it changes the row and returns it.
+/// Otherwise nothing changed and a read inside the same transaction picks the outcome: an
+/// idempotent repeat returns the round, anything else the typed error.
 async fn step(
-    write: &mut ScriptTx,
+    conn: &mut SqliteConnection,
     round: &RoundRef,
     lease: &LeaseRef,
     transition: Transition,
@@ -104,14 +98,13 @@ async fn step(
         lease,
         &now_text,
     )
-    .fetch_all(&mut **write)
+    .fetch_all(&mut *conn)
     .await
     .map_err(|e| storage("cannot update a managed-input round", e))?;
-    write.mark_committed();
     if let [row] = rows.as_slice() {
         return decode_record(row);
     }
-    let current = fetch_existing(write, round).await?;
+    let current = fetch_existing(conn, round).await?;
     authorize(&current, lease, now, false)?;
     if current.status == transition.target() {
         return Ok(current);
