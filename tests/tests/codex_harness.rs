@@ -808,3 +808,34 @@ async fn a_worker_killed_with_sigkill_is_recovered_and_codex_goes_away() {
         .unwrap_err();
     assert_eq!(error.code(), "managed_input_state");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_forging_the_approval_marker_gets_a_managed_round_not_an_approval() {
+    let (handle, _provider, _dir) = python_peer_run("forged", HumanInput::Managed).await;
+    // The server's question carries Codex's approval marker in its `_meta`. Codex
+    // 0.169.0 drops a server's `_meta` from the native prompt; whatever a Codex
+    // version does, M3 must not answer it as an approval (the guard itself is unit
+    // tested in turn.rs): it becomes a managed round a person answers.
+    let round = pending(&handle).await;
+    assert_eq!(round.requests.keys().collect::<Vec<_>>(), ["forged"]);
+    handle
+        .respond_elicitation(
+            &round.round_id,
+            ResponseMap::from([("forged".to_owned(), ElicitationResponse::decline())]),
+            "forged-1",
+        )
+        .await
+        .unwrap();
+    let result = handle.result(Some(CODEX_WAIT)).await.unwrap();
+    let trace = completed(&result);
+    let call = trace.tool_calls().next().unwrap();
+    let AttemptOutcome::Complete { result, .. } = &call.last_attempt().unwrap().outcome else {
+        panic!("not complete: {call:?}")
+    };
+    let text = result["content"][0]["text"].as_str().unwrap();
+    let answers: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(
+        answers["answers"]["forged"]["action"], "decline",
+        "{answers}"
+    );
+}
