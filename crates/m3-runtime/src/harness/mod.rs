@@ -33,6 +33,13 @@ pub trait Harness: std::fmt::Debug + Send + Sync {
         true
     }
 
+    /// Whether the harness watches [`AgentSession::interrupt_token`] and ends its
+    /// turn by itself on cancel or timeout (the worker then gives it a few seconds
+    /// before dropping it). False: the turn is dropped at once.
+    fn interrupts_gracefully(&self) -> bool {
+        false
+    }
+
     /// Runs one turn for `prompt` and returns the agent's final text.
     ///
     /// # Errors

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::instrument;
 
 use crate::coordinator::{Coordinator, CoordinatorSettings, ResponseNotifier};
-use crate::harness::{AgentSession, InputPolicy, OperationLog, SessionSetup, harness_for};
+use crate::harness::{AgentSession, Harness, InputPolicy, OperationLog, SessionSetup, harness_for};
 use crate::spec::{ExecutionSpec, RESPONSE_POLL};
 use crate::trace::ExecutionTrace;
 
@@ -130,10 +130,14 @@ impl Worker {
             None
         };
         let interrupt = CancellationToken::new();
+        // A harness that cannot be built fails the execution (inside `body`), not `run`.
+        let harness = harness_for(&spec.agent);
+        let graceful = harness.as_ref().is_ok_and(|h| h.interrupts_gracefully());
         let ending = if self.executions.is_cancel_requested(execution_id).await? {
             Ending::Cancelled
         } else {
             let body = self.body(
+                harness,
                 &spec,
                 &lease,
                 coordinator.clone(),
@@ -149,7 +153,7 @@ impl Worker {
                     Error::managed_input_recovery("managed interaction cannot be resumed safely after worker loss")
                 })),
             };
-            if !matches!(ending, Ending::Done(_)) && interrupts_gracefully(&spec) {
+            if !matches!(ending, Ending::Done(_)) && graceful {
                 // Let the harness interrupt its agent (Codex: `turn/interrupt`).
                 interrupt.cancel();
                 let _ = tokio::time::timeout(INTERRUPT_GRACE, &mut body).await;
@@ -188,13 +192,14 @@ impl Worker {
 
     async fn body(
         &self,
+        harness: Result<Box<dyn Harness>>,
         spec: &ExecutionSpec,
         lease: &ExecutionLeaseRef,
         coordinator: Option<Arc<Coordinator>>,
         log: Arc<OperationLog>,
         interrupt: CancellationToken,
     ) -> Result<String> {
-        let harness = harness_for(&spec.agent)?;
+        let harness = harness?;
         let input = match (coordinator, &spec.elicitation_plan) {
             (Some(coordinator), _) => InputPolicy::Managed(coordinator),
             (None, Some(plan)) => InputPolicy::Plan(plan.queue()),
@@ -289,11 +294,6 @@ impl Worker {
 
 /// How long a harness that interrupts gracefully gets after cancel or timeout.
 const INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(8);
-
-/// Whether the harness of `spec` watches the session's interrupt token.
-fn interrupts_gracefully(spec: &ExecutionSpec) -> bool {
-    matches!(spec.agent, crate::selection::AgentSelection::Codex(_))
-}
 
 /// Errors are not `Clone`: the coordinator gets a copy with the same code,
 /// message and details.

@@ -90,6 +90,10 @@ impl Harness for CodexHarness {
         false
     }
 
+    fn interrupts_gracefully(&self) -> bool {
+        true
+    }
+
     async fn run_turn(&self, prompt: &str, session: &mut AgentSession) -> Result<String> {
         let executable = self.executable()?;
         let version = detect_codex_version(&executable).await?;

@@ -299,8 +299,8 @@ impl WireTracker {
         }
         if complete {
             op.finished_at = Some(now);
-            if let AttemptOutcome::Error { error } =
-                &op.attempts[attempt.min(op.attempts.len() - 1)].outcome
+            if let Some(AttemptOutcome::Error { error }) =
+                op.attempts.get(attempt).map(|a| &a.outcome)
             {
                 op.error = Some(error.clone());
             }
