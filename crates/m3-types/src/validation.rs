@@ -1,6 +1,7 @@
 //! Response validation: the one rule set every backend applies before accepting responses.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
 
@@ -104,20 +105,9 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
     if measure_map(content).0 > MAX_SCHEMA_DEPTH {
         return Err(mismatch("response content is too deeply nested"));
     }
-    let schema = Value::Object(schema.clone());
+    let validator =
+        compiled(schema).map_err(|e| mismatch(&format!("invalid request schema: {e}")))?;
     let content = Value::Object(content.clone());
-    let validator = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .should_validate_formats(true)
-        .offline()
-        .with_pattern_options(
-            jsonschema::PatternOptions::fancy_regex()
-                .backtrack_limit(REGEX_BACKTRACK_LIMIT)
-                .size_limit(REGEX_SIZE_LIMIT)
-                .dfa_size_limit(REGEX_SIZE_LIMIT),
-        )
-        .build(&schema)
-        .map_err(|e| mismatch(&format!("invalid request schema: {e}")))?;
     let errors: Vec<Value> = validator
         .iter_errors(&content)
         .take(10)
@@ -133,6 +123,47 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
     } else {
         Err(Error::managed_input_validation(SCHEMA_MISMATCH).with_detail("errors", errors))
     }
+}
+
+/// Most compiled schemas kept (past it the cache starts over).
+const COMPILED_CAPACITY: usize = 256;
+
+/// Compiled request schemas, process-wide, by their JSON text: compiling (meta-validation,
+/// `$ref` resolution, regexes) costs far more than checking content, and one schema is
+/// checked at every submission to its round. Compilation errors are not kept.
+static COMPILED: LazyLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> =
+    LazyLock::new(Mutex::default);
+
+/// The compiled validator of `schema` (Draft 2020-12 unless it names another draft, formats
+/// asserted, offline, bounded regexes), from the cache when this schema was compiled before.
+fn compiled(
+    schema: &Map<String, Value>,
+) -> std::result::Result<Arc<jsonschema::Validator>, String> {
+    let key = serde_json::to_string(schema).map_err(|e| e.to_string())?;
+    // The map holds no invariant a panicking holder could break half-way.
+    let cache = || COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(validator) = cache().get(&key) {
+        return Ok(Arc::clone(validator));
+    }
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .should_validate_formats(true)
+        .offline()
+        .with_pattern_options(
+            jsonschema::PatternOptions::fancy_regex()
+                .backtrack_limit(REGEX_BACKTRACK_LIMIT)
+                .size_limit(REGEX_SIZE_LIMIT)
+                .dfa_size_limit(REGEX_SIZE_LIMIT),
+        )
+        .build(&Value::Object(schema.clone()))
+        .map_err(|e| e.to_string())?;
+    let validator = Arc::new(validator);
+    let mut compiled = cache();
+    if compiled.len() >= COMPILED_CAPACITY {
+        compiled.clear();
+    }
+    compiled.insert(key, Arc::clone(&validator));
+    Ok(validator)
 }
 
 /// Nesting depth and node count of a JSON object, computed without recursion.

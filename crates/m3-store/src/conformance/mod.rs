@@ -43,6 +43,7 @@ mod fixture;
 pub mod leases;
 pub mod responses;
 mod sqlite;
+pub mod staleness;
 pub mod transitions;
 
 use std::any::Any;
@@ -320,6 +321,10 @@ pub const CASES: &[(&str, Case)] = store_cases![
     concurrency::pending_submit_races_fail_recovery_safely,
     concurrency::concurrent_start_delivery_counts_one_attempt,
     concurrency::concurrent_identical_creates_return_one_round,
+    staleness::transitions_after_a_peer_renewed_see_the_renewed_lease,
+    staleness::a_transition_after_a_peer_failed_the_round_is_a_state_error,
+    staleness::a_submission_after_a_peer_accepted_is_a_replay_or_a_conflict,
+    staleness::a_submission_after_a_peer_failed_the_round_is_a_state_error,
     corruption::corrupt_pending_json_is_a_stored_validation_error,
     corruption::corrupt_responses_json_is_a_stored_validation_error,
     corruption::corrupt_operation_parameters_are_a_stored_validation_error,

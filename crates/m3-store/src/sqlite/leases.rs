@@ -12,6 +12,7 @@ use super::checks::{
 };
 use super::codec::{decode_record, new_lease_token, record_columns, timestamp_text};
 use super::error::storage;
+use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::{ClaimRound, LeaseRef, RoundFailure, RoundRef};
 
@@ -42,9 +43,18 @@ const FAIL_RECOVERY: &str = concat!(
     record_columns!()
 );
 
-fn single(rows: &[sqlx::sqlite::SqliteRow], race: &'static str) -> Result<ManagedInputRecord> {
+/// The one row a guarded UPDATE changed, decoded and remembered as the round's image.
+fn single(
+    rows: &[sqlx::sqlite::SqliteRow],
+    images: &ImageCache,
+    race: &'static str,
+) -> Result<ManagedInputRecord> {
     match rows {
-        [row] => decode_record(row),
+        [row] => {
+            let record = decode_record(row)?;
+            images.remember(row, &record);
+            Ok(record)
+        }
         _ => Err(Error::managed_input_conflict(race)),
     }
 }
@@ -70,7 +80,7 @@ impl SqliteManagedInputStore {
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => claim_in_tx(&mut write, round, &claim, now).await,
+            Ok(now) => claim_in_tx(&mut write, &inner.images, round, &claim, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -93,7 +103,9 @@ impl SqliteManagedInputStore {
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => renew_in_tx(&mut write, round, lease, lease_duration, now).await,
+            Ok(now) => {
+                renew_in_tx(&mut write, &inner.images, round, lease, lease_duration, now).await
+            }
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -113,7 +125,7 @@ impl SqliteManagedInputStore {
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => fail_in_tx(&mut write, round, lease, failure, now).await,
+            Ok(now) => fail_in_tx(&mut write, &inner.images, round, lease, failure, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -133,7 +145,15 @@ impl SqliteManagedInputStore {
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
             Ok(now) => {
-                fail_recovery_in_tx(&mut write, round, expected_lease_token, message, now).await
+                fail_recovery_in_tx(
+                    &mut write,
+                    &inner.images,
+                    round,
+                    expected_lease_token,
+                    message,
+                    now,
+                )
+                .await
             }
             Err(error) => Err(error),
         };
@@ -210,6 +230,7 @@ fn claimed_status(current: &ManagedInputRecord, claim: &ClaimRound) -> Result<Ma
 
 async fn claim_in_tx(
     conn: &mut SqliteConnection,
+    images: &ImageCache,
     round: &RoundRef,
     claim: &ClaimRound,
     now: OffsetDateTime,
@@ -252,11 +273,16 @@ async fn claim_in_tx(
         .fetch_all(&mut *conn)
         .await
         .map_err(|e| storage("cannot claim a managed-input round", e))?;
-    single(&rows, "managed-input lease was changed concurrently")
+    single(
+        &rows,
+        images,
+        "managed-input lease was changed concurrently",
+    )
 }
 
 async fn renew_in_tx(
     conn: &mut SqliteConnection,
+    images: &ImageCache,
     round: &RoundRef,
     lease: &LeaseRef,
     lease_duration: Duration,
@@ -290,12 +316,14 @@ async fn renew_in_tx(
     .map_err(|e| storage("cannot renew a managed-input lease", e))?;
     single(
         &rows,
+        images,
         "managed-input lease renewal raced with another owner",
     )
 }
 
 async fn fail_in_tx(
     conn: &mut SqliteConnection,
+    images: &ImageCache,
     round: &RoundRef,
     lease: &LeaseRef,
     failure: &RoundFailure,
@@ -335,11 +363,16 @@ async fn fail_in_tx(
     .fetch_all(&mut *conn)
     .await
     .map_err(|e| storage("cannot fail a managed-input round", e))?;
-    single(&rows, "managed-input failure raced with another owner")
+    single(
+        &rows,
+        images,
+        "managed-input failure raced with another owner",
+    )
 }
 
 async fn fail_recovery_in_tx(
     conn: &mut SqliteConnection,
+    images: &ImageCache,
     round: &RoundRef,
     expected_lease_token: &str,
     message: &str,
@@ -386,6 +419,7 @@ async fn fail_recovery_in_tx(
         .map_err(|e| storage("cannot record a managed-input recovery failure", e))?;
     single(
         &rows,
+        images,
         "managed-input recovery decision raced with another owner",
     )
 }

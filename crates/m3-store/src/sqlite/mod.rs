@@ -9,6 +9,7 @@ mod codec;
 pub(crate) mod connect;
 pub(crate) mod error;
 pub(crate) mod file;
+mod image;
 mod leases;
 mod options;
 mod responses;

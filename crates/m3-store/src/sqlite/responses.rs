@@ -11,18 +11,45 @@ use super::checks::{
 use super::codec::{decode_record, json_text, record_columns, timestamp_text, to_json_value};
 use super::connect::ScriptTx;
 use super::error::storage;
+use super::image::{ImageCache, image_guard};
 use super::store::SqliteManagedInputStore;
 use crate::{LeaseRef, ResponseSubmission, RoundRef};
 
-/// The guarded accept plus the redacted projection upsert, one script.
+/// The guarded accept, up to (not including) `RETURNING`; parameters: responses_json, key,
+/// response_validated_at, updated_at, execution_id, round_id, owner_id, lease_token, now.
+macro_rules! accept {
+    () => {
+        "UPDATE m3_managed_input_rounds SET status='response_validated',responses_json=?,response_idempotency_key=?,response_validated_at=?,updated_at=?,failure_code=NULL,failure_message=NULL WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='pending' AND lease_expires_at>?"
+    };
+}
+
+/// The redacted projection, only if the UPDATE changed the row, and the commit; parameters:
+/// execution_id, round_id, responses_redacted_json.
+macro_rules! project_and_commit {
+    () => {
+        ";INSERT INTO m3_managed_input_diagnostics(execution_id,round_id,responses_redacted_json) SELECT ?,?,? WHERE changes()=1 ON CONFLICT(execution_id,round_id) DO UPDATE SET responses_redacted_json=excluded.responses_redacted_json;COMMIT"
+    };
+}
+
+/// The guarded accept plus the redacted projection upsert and the commit, one script, inside
+/// the transaction the read opened (the UPDATE cannot miss: its conditions were checked in
+/// this transaction).
 const ACCEPT_RESPONSES: &str = concat!(
-    "UPDATE m3_managed_input_rounds SET status='response_validated',responses_json=?,response_idempotency_key=?,response_validated_at=?,updated_at=?,failure_code=NULL,failure_message=NULL ",
-    "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='pending' AND lease_expires_at>? RETURNING ",
+    accept!(),
+    " RETURNING ",
     record_columns!(),
-    // The redacted projection, only if the UPDATE changed the row (it cannot miss: its
-    // conditions were checked inside this transaction), and the commit, in the same round trip.
-    ";INSERT INTO m3_managed_input_diagnostics(execution_id,round_id,responses_redacted_json) SELECT ?,?,? WHERE changes()=1 ON CONFLICT(execution_id,round_id) DO UPDATE SET responses_redacted_json=excluded.responses_redacted_json",
-    ";COMMIT"
+    project_and_commit!()
+);
+
+/// The one-trip form for a round with a validated image: the transaction, the accept pinned
+/// to the image (25 more parameters after `now`), the projection and the commit.
+const BEGIN_ACCEPT_IMAGED: &str = concat!(
+    "BEGIN IMMEDIATE;",
+    accept!(),
+    image_guard!(),
+    " RETURNING ",
+    record_columns!(),
+    project_and_commit!()
 );
 
 impl SqliteManagedInputStore {
@@ -37,17 +64,83 @@ impl SqliteManagedInputStore {
         require_lease(lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
+        if let Some(record) = self.imaged_submit(round, lease, &submission).await? {
+            return Ok(record);
+        }
         let mut write = inner.begin_script().await?;
         let result = match inner.now() {
-            Ok(now) => submit(&mut write, round, lease, &submission, now).await,
+            Ok(now) => submit(&mut write, &inner.images, round, lease, &submission, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
+    }
+
+    /// The one-trip accept, when this store object holds a validated image of the round
+    /// showing it `pending` under the caller's live lease and the responses validate against
+    /// its schema. `Ok(None)`: no such image, the responses do not validate (the full path
+    /// reports the authoritative error), or the stored row is not the image any more (nothing
+    /// changed); the caller takes the read-validate-write path.
+    async fn imaged_submit(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        submission: &ResponseSubmission,
+    ) -> Result<Option<ManagedInputRecord>> {
+        let inner = self.inner();
+        let Some(validated) = inner.images.get(round) else {
+            return Ok(None);
+        };
+        let now = inner.now()?;
+        let Some(pending) = &validated.pending else {
+            return Ok(None);
+        };
+        if !validated.allows(ManagedInputStatus::Pending, lease, now)
+            || validate_responses(pending, &submission.responses).is_err()
+        {
+            return Ok(None);
+        }
+        let payload = to_json_value(&submission.responses)?;
+        let payload_json = json_text(&payload)?;
+        let redacted_json = json_text(&redact(&payload))?;
+        let now_text = timestamp_text(now);
+        let mut write = inner.begin_script().await?;
+        let query = bind_lease_guard(
+            sqlx::query(BEGIN_ACCEPT_IMAGED)
+                .bind(&payload_json)
+                .bind(&submission.idempotency_key)
+                .bind(&now_text)
+                .bind(&now_text),
+            round,
+            lease,
+            &now_text,
+        );
+        let rows = validated
+            .image
+            .bind(query)
+            .bind(&round.execution_id)
+            .bind(&round.round_id)
+            .bind(&redacted_json)
+            .fetch_all(&mut *write)
+            .await
+            .map_err(|e| storage("cannot store the managed-input responses", e));
+        if rows.is_ok() {
+            write.mark_committed();
+        }
+        let rows = write.finish(rows).await?;
+        let [row] = rows.as_slice() else {
+            inner.images.forget(round);
+            return Ok(None);
+        };
+        // The row was the image, which decoded, with only the accepted columns changed.
+        let record = decode_record(row)?;
+        inner.images.remember(row, &record);
+        Ok(Some(record))
     }
 }
 
 async fn submit(
     write: &mut ScriptTx,
+    images: &ImageCache,
     round: &RoundRef,
     lease: &LeaseRef,
     submission: &ResponseSubmission,
@@ -109,5 +202,7 @@ async fn submit(
             "managed-input response submission raced with another owner",
         ));
     };
-    decode_record(row)
+    let record = decode_record(row)?;
+    images.remember(row, &record);
+    Ok(record)
 }

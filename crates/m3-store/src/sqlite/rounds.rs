@@ -10,6 +10,7 @@ use super::codec::{
 };
 use super::connect::ScriptTx;
 use super::error::{is_integrity_violation, storage};
+use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::{CreateRound, RoundRef};
 
@@ -25,6 +26,12 @@ const LIST_ROUNDS: &str = concat!(
     "SELECT ",
     record_columns!(),
     " FROM m3_managed_input_rounds WHERE execution_id=? ORDER BY round_index"
+);
+
+const SELECT_ROUND: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    " FROM m3_managed_input_rounds WHERE execution_id=? AND round_id=?"
 );
 
 const SELECT_REDACTED: &str = "SELECT responses_redacted_json FROM m3_managed_input_diagnostics WHERE execution_id=? AND round_id=?";
@@ -118,7 +125,7 @@ impl SqliteManagedInputStore {
         let mut write = inner.begin_script().await?;
         let now = inner.now();
         let result = match now {
-            Ok(now) => insert_round(&mut write, &new, now).await,
+            Ok(now) => insert_round(&mut write, &inner.images, &new, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -130,13 +137,19 @@ impl SqliteManagedInputStore {
     ) -> Result<Option<ManagedInputRecord>> {
         require_round(round)?;
         self.ensure_schema().await?;
-        let mut conn = self
-            .inner()
-            .pool
-            .acquire()
+        let rows = sqlx::query(SELECT_ROUND)
+            .bind(&round.execution_id)
+            .bind(&round.round_id)
+            .fetch_all(&self.inner().pool)
             .await
-            .map_err(|e| storage("cannot acquire a managed-input connection", e))?;
-        fetch_round(&mut conn, round).await
+            .map_err(|e| storage("cannot read a managed-input round", e))?;
+        let Some(row) = rows.first() else {
+            self.inner().images.forget(round);
+            return Ok(None);
+        };
+        let record = decode_record(row)?;
+        self.inner().images.remember(row, &record);
+        Ok(Some(record))
     }
 
     pub(crate) async fn list_rounds_impl(
@@ -150,7 +163,14 @@ impl SqliteManagedInputStore {
             .fetch_all(&self.inner().pool)
             .await
             .map_err(|e| storage("cannot list managed-input rounds", e))?;
-        rows.iter().map(decode_record).collect()
+        let images = &self.inner().images;
+        rows.iter()
+            .map(|row| {
+                let record = decode_record(row)?;
+                images.remember(row, &record);
+                Ok(record)
+            })
+            .collect()
     }
 
     pub(crate) async fn redacted_responses_impl(
@@ -192,6 +212,7 @@ fn redacted_invalid(reason: impl Into<String>) -> Error {
 /// replay, other data a conflict.
 async fn insert_round(
     write: &mut ScriptTx,
+    images: &ImageCache,
     new: &NewRound,
     now: time::OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
@@ -236,6 +257,7 @@ async fn insert_round(
             [row] => {
                 let record = decode_record(row)?;
                 debug_assert_eq!(record.status, ManagedInputStatus::Pending);
+                images.remember(row, &record);
                 Ok(record)
             }
             _ => Err(Error::storage("managed-input insert returned no row")),

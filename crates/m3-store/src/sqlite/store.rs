@@ -12,6 +12,7 @@ use tokio::sync::OnceCell;
 use super::connect::{ScriptTx, WriteTx, begin_script, begin_write, open_pool};
 use super::error::storage;
 use super::file::{WriteGate, restrict_permissions, write_gate};
+use super::image::ImageCache;
 use super::options::SqliteStoreOptions;
 use super::schema;
 
@@ -50,6 +51,9 @@ pub(crate) struct Inner {
     gate: Arc<WriteGate>,
     schema: OnceCell<()>,
     path: PathBuf,
+    /// Validated images of the rounds this store object read or wrote last (the one-trip
+    /// write path, see [`super::image`]).
+    pub(crate) images: ImageCache,
 }
 
 impl SqliteManagedInputStore {
@@ -105,6 +109,7 @@ impl SqliteManagedInputStore {
                 gate,
                 schema: OnceCell::new(),
                 path,
+                images: ImageCache::default(),
             }),
         }
     }

@@ -7,6 +7,7 @@ use time::OffsetDateTime;
 use super::checks::{authorize, bind_lease_guard, fetch_existing, require_lease, require_round};
 use super::codec::{decode_record, record_columns, timestamp_text};
 use super::error::storage;
+use super::image::{ImageCache, image_guard};
 use super::store::SqliteManagedInputStore;
 use crate::{LeaseRef, RoundRef};
 
@@ -40,23 +41,76 @@ impl Transition {
     fn statement(self) -> &'static str {
         match self {
             Self::StartDelivery => concat!(
-                "BEGIN IMMEDIATE;UPDATE m3_managed_input_rounds SET status='delivery_started',delivery_started_at=?,updated_at=?,delivery_attempts=delivery_attempts+1 ",
-                "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='response_validated' AND lease_expires_at>? RETURNING ",
+                "BEGIN IMMEDIATE;",
+                start_delivery!(),
+                " RETURNING ",
                 record_columns!()
             ),
             Self::MarkDelivered => concat!(
-                "BEGIN IMMEDIATE;UPDATE m3_managed_input_rounds SET status='delivered',delivered_at=?,updated_at=? ",
-                "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='delivery_started' AND lease_expires_at>? RETURNING ",
+                "BEGIN IMMEDIATE;",
+                mark_delivered!(),
+                " RETURNING ",
                 record_columns!()
             ),
             Self::Resolve => concat!(
-                "BEGIN IMMEDIATE;UPDATE m3_managed_input_rounds SET status='resolved',resolved_at=?,updated_at=? ",
-                "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='delivered' AND lease_expires_at>? RETURNING ",
+                "BEGIN IMMEDIATE;",
+                resolve!(),
+                " RETURNING ",
                 record_columns!()
             ),
         }
     }
+
+    /// The one-trip form for a round with a validated image: as [`statement`](Self::statement)
+    /// with the image guard (its 25 parameters after `now`) and the `COMMIT` in the same
+    /// script.
+    fn imaged_statement(self) -> &'static str {
+        match self {
+            Self::StartDelivery => concat!(
+                "BEGIN IMMEDIATE;",
+                start_delivery!(),
+                image_guard!(),
+                " RETURNING ",
+                record_columns!(),
+                ";COMMIT"
+            ),
+            Self::MarkDelivered => concat!(
+                "BEGIN IMMEDIATE;",
+                mark_delivered!(),
+                image_guard!(),
+                " RETURNING ",
+                record_columns!(),
+                ";COMMIT"
+            ),
+            Self::Resolve => concat!(
+                "BEGIN IMMEDIATE;",
+                resolve!(),
+                image_guard!(),
+                " RETURNING ",
+                record_columns!(),
+                ";COMMIT"
+            ),
+        }
+    }
 }
+
+/// The guarded UPDATE of each transition, up to (not including) `RETURNING`.
+macro_rules! start_delivery {
+    () => {
+        "UPDATE m3_managed_input_rounds SET status='delivery_started',delivery_started_at=?,updated_at=?,delivery_attempts=delivery_attempts+1 WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='response_validated' AND lease_expires_at>?"
+    };
+}
+macro_rules! mark_delivered {
+    () => {
+        "UPDATE m3_managed_input_rounds SET status='delivered',delivered_at=?,updated_at=? WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='delivery_started' AND lease_expires_at>?"
+    };
+}
+macro_rules! resolve {
+    () => {
+        "UPDATE m3_managed_input_rounds SET status='resolved',resolved_at=?,updated_at=? WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status='delivered' AND lease_expires_at>?"
+    };
+}
+use {mark_delivered, resolve, start_delivery};
 
 impl SqliteManagedInputStore {
     pub(crate) async fn transition_impl(
@@ -69,12 +123,63 @@ impl SqliteManagedInputStore {
         require_lease(lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
+        if let Some(record) = self.imaged_transition(round, lease, transition).await? {
+            return Ok(record);
+        }
         let mut write = inner.begin_script().await?;
         let result = match inner.now() {
-            Ok(now) => step(&mut write, round, lease, transition, now).await,
+            Ok(now) => step(&mut write, &inner.images, round, lease, transition, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
+    }
+
+    /// The one-trip transition, when this store object holds a validated image of the round
+    /// that shows the expected status under the caller's live lease. `Ok(None)`: no image, or
+    /// the stored row is not the image any more (nothing changed); the caller takes the
+    /// read-check-write path, which decides the outcome.
+    async fn imaged_transition(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        transition: Transition,
+    ) -> Result<Option<ManagedInputRecord>> {
+        let inner = self.inner();
+        let Some(validated) = inner.images.get(round) else {
+            return Ok(None);
+        };
+        let now = inner.now()?;
+        if !validated.allows(transition.expected(), lease, now) {
+            return Ok(None);
+        }
+        let now_text = timestamp_text(now);
+        let mut write = inner.begin_script().await?;
+        let query = bind_lease_guard(
+            sqlx::query(transition.imaged_statement())
+                .bind(&now_text)
+                .bind(&now_text),
+            round,
+            lease,
+            &now_text,
+        );
+        let rows = validated
+            .image
+            .bind(query)
+            .fetch_all(&mut *write)
+            .await
+            .map_err(|e| storage("cannot update a managed-input round", e));
+        if rows.is_ok() {
+            write.mark_committed();
+        }
+        let rows = write.finish(rows).await?;
+        let [row] = rows.as_slice() else {
+            inner.images.forget(round);
+            return Ok(None);
+        };
+        // The row was the image, which decoded, with only this transition's columns changed.
+        let record = decode_record(row)?;
+        inner.images.remember(row, &record);
+        Ok(Some(record))
     }
 }
 
@@ -84,6 +189,7 @@ impl SqliteManagedInputStore {
 /// idempotent repeat returns the round, anything else the typed error.
 async fn step(
     conn: &mut SqliteConnection,
+    images: &ImageCache,
     round: &RoundRef,
     lease: &LeaseRef,
     transition: Transition,
@@ -102,7 +208,10 @@ async fn step(
     .await
     .map_err(|e| storage("cannot update a managed-input round", e))?;
     if let [row] = rows.as_slice() {
-        return decode_record(row);
+        let record = decode_record(row)?;
+        // Remembered before the commit: should the commit fail, the image just stops matching.
+        images.remember(row, &record);
+        return Ok(record);
     }
     let current = fetch_existing(conn, round).await?;
     authorize(&current, lease, now, false)?;
