@@ -21,9 +21,12 @@ use super::schema;
 ///
 /// One long-lived connection pool per store object (cloning the store shares it; dropping the
 /// last clone closes it, so no `close()` is needed). The database runs in WAL mode. Every
-/// mutation is one `BEGIN IMMEDIATE` transaction: read the row, check the preconditions,
-/// issue one `UPDATE ... WHERE` that repeats the compare-and-set conditions (owner, token,
-/// status, lease expiry), and require exactly one affected row. No transaction is held across
+/// mutation is one `BEGIN IMMEDIATE` transaction whose `UPDATE ... WHERE` repeats the
+/// compare-and-set conditions (owner, token, status, lease expiry) and must change exactly
+/// one row; when it does not, a read in the same transaction decides the outcome. A round
+/// this store object read or wrote before is written in one round trip to SQLite, guarded by
+/// the exact stored values it last decoded (a row changed by anyone else falls back to the
+/// full path); a row that does not decode is never changed. No transaction is held across
 /// anything but database calls.
 ///
 /// Reopening the same path (a new store object) reads the same rounds; several store objects
