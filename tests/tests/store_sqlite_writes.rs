@@ -143,3 +143,27 @@ async fn a_repaired_row_is_written_again() -> TestResult {
     assert_eq!((status.as_str(), attempts), ("delivery_started", 1));
     Ok(())
 }
+
+#[tokio::test]
+async fn every_one_trip_write_returns_exactly_the_stored_record() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("m3.sqlite");
+    let store = created(&path).await?;
+    // A second store object decodes each row afresh.
+    let fresh = SqliteManagedInputStore::open(&path).await?;
+    let accepted = store
+        .submit_responses(
+            &round(),
+            &lease(),
+            ResponseSubmission::new(address_response("1 Main Street"), "key-1"),
+        )
+        .await?;
+    assert_eq!(Some(accepted), fresh.get_round(&round()).await?);
+    let started = store.start_delivery(&round(), &lease()).await?;
+    assert_eq!(Some(started), fresh.get_round(&round()).await?);
+    let delivered = store.mark_delivered(&round(), &lease()).await?;
+    assert_eq!(Some(delivered), fresh.get_round(&round()).await?);
+    let resolved = store.resolve(&round(), &lease()).await?;
+    assert_eq!(Some(resolved), fresh.get_round(&round()).await?);
+    Ok(())
+}

@@ -15,8 +15,8 @@ use std::time::Duration;
 use m3_types::Result;
 use sqlx::pool::{PoolConnection, PoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
-use sqlx::{Sqlite, SqliteConnection, Transaction};
-use tokio::sync::OwnedMutexGuard;
+use sqlx::{ConnectOptions, Sqlite, SqliteConnection, Transaction};
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::error::storage;
 use super::file::{WriteGate, prepare_database_file, restrict_permissions};
@@ -121,35 +121,123 @@ impl DerefMut for WriteTx {
     }
 }
 
+/// The store object's own connection, outside the pool: every hot write runs on it, and
+/// reads use it while no write does. Two reasons. sqlx pings a pooled connection on every
+/// return to the pool, which is one more hand-off to the connection's worker thread per
+/// operation; and a connection that did the last write keeps its page cache, while another
+/// one must drop its cache after every commit it did not make. `None` until first used, and
+/// again after an operation was cancelled half-way (its connection was closed, see
+/// [`ScriptTx`]).
+#[derive(Debug, Default)]
+pub(crate) struct Primary {
+    home: Arc<Mutex<Option<SqliteConnection>>>,
+}
+
+impl Primary {
+    /// Takes the connection (opening it with the pool's options if there is none), holding
+    /// the slot until it is put back.
+    async fn take(
+        &self,
+        pool: &SqlitePool,
+    ) -> Result<(SqliteConnection, OwnedMutexGuard<Option<SqliteConnection>>)> {
+        let mut home = Arc::clone(&self.home).lock_owned().await;
+        let conn = match home.take() {
+            Some(conn) => conn,
+            None => pool
+                .connect_options()
+                .connect()
+                .await
+                .map_err(|e| storage("cannot open the store's connection", e))?,
+        };
+        Ok((conn, home))
+    }
+
+    /// The connection for a read: the primary one if it is idle and open, else a pooled one.
+    pub(crate) async fn reader(&self, pool: &SqlitePool) -> Result<Reader> {
+        if let Ok(mut home) = Arc::clone(&self.home).try_lock_owned()
+            && let Some(conn) = home.take()
+        {
+            return Ok(Reader::Primary { conn, home });
+        }
+        let conn = pool
+            .acquire()
+            .await
+            .map_err(|e| storage("cannot acquire a managed-input connection", e))?;
+        Ok(Reader::Pooled(conn))
+    }
+}
+
+/// A connection lent for reads (see [`Primary::reader`]). [`done`](Self::done) returns it;
+/// dropped instead (an error or a cancelled read), a primary connection is closed and
+/// reopened on next use.
+pub(crate) enum Reader {
+    Primary {
+        conn: SqliteConnection,
+        home: OwnedMutexGuard<Option<SqliteConnection>>,
+    },
+    Pooled(PoolConnection<Sqlite>),
+}
+
+impl Reader {
+    /// Returns the connection.
+    pub(crate) fn done(self) {
+        if let Self::Primary { conn, mut home } = self {
+            *home = Some(conn);
+        }
+    }
+}
+
+impl Deref for Reader {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        match self {
+            Self::Primary { conn, .. } => conn,
+            Self::Pooled(conn) => conn,
+        }
+    }
+}
+
+impl DerefMut for Reader {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        match self {
+            Self::Primary { conn, .. } => conn,
+            Self::Pooled(conn) => conn,
+        }
+    }
+}
+
 /// A write transaction that the caller's first statement opens itself (a script starting
 /// with `BEGIN IMMEDIATE;`), so opening the transaction and the first read or guarded write
-/// cost one round trip to the connection's worker thread instead of two. The connection is
-/// held exclusively with the writer queue slot; [`finish`](Self::finish) commits or rolls
-/// back. A `ScriptTx` dropped before `finish` (a cancelled operation) closes its connection
-/// instead of returning it to the pool, so SQLite rolls the transaction back and no pooled
-/// connection is ever left inside a transaction.
+/// cost one round trip to the connection's worker thread instead of two. It runs on the
+/// store object's [`Primary`] connection, held exclusively with the writer queue slot;
+/// [`finish`](Self::finish) commits or rolls back and puts the connection back. A `ScriptTx`
+/// dropped before `finish` (a cancelled operation) drops its connection, which closes it:
+/// SQLite rolls the transaction back, and no connection is ever reused inside a transaction.
 pub(crate) struct ScriptTx {
-    conn: PoolConnection<Sqlite>,
-    finished: bool,
+    conn: SqliteConnection,
     committed: bool,
+    home: OwnedMutexGuard<Option<SqliteConnection>>,
     _slot: OwnedMutexGuard<()>,
 }
 
-/// Queues behind this process's other writers on the file (`gate`) and acquires a connection
-/// for a [`ScriptTx`]. The caller's first statement must begin with `BEGIN IMMEDIATE;`.
+/// Queues behind this process's other writers on the file (`gate`) and takes the store
+/// object's primary connection for a [`ScriptTx`]. The caller's first statement must begin
+/// with `BEGIN IMMEDIATE;`.
 ///
 /// # Errors
-/// `storage_error` if no connection is available.
-pub(crate) async fn begin_script(pool: &SqlitePool, gate: &Arc<WriteGate>) -> Result<ScriptTx> {
+/// `storage_error` if the connection cannot be opened.
+pub(crate) async fn begin_script(
+    pool: &SqlitePool,
+    primary: &Primary,
+    gate: &Arc<WriteGate>,
+) -> Result<ScriptTx> {
     let slot = Arc::clone(gate).lock_owned().await;
-    let conn = pool
-        .acquire()
-        .await
-        .map_err(|e| storage("cannot acquire a connection for a write", e))?;
+    let (conn, home) = primary.take(pool).await?;
     Ok(ScriptTx {
         conn,
-        finished: false,
         committed: false,
+        home,
         _slot: slot,
     })
 }
@@ -161,37 +249,37 @@ impl ScriptTx {
     }
 
     /// Commits on success, rolls back on failure (or if the commit fails), and returns
-    /// `result`. Nothing is left to do after [`mark_committed`](Self::mark_committed).
-    pub(crate) async fn finish<T>(mut self, result: Result<T>) -> Result<T> {
-        if self.committed {
-            self.finished = true;
+    /// `result`. Nothing is left to do after [`mark_committed`](Self::mark_committed). The
+    /// connection goes back to the store object unless its transaction could not be closed.
+    pub(crate) async fn finish<T>(self, result: Result<T>) -> Result<T> {
+        let Self {
+            mut conn,
+            committed,
+            mut home,
+            _slot,
+        } = self;
+        if committed {
+            *home = Some(conn);
             return result;
         }
         let result = match result {
-            Ok(value) => match sqlx::query("COMMIT").execute(&mut *self.conn).await {
+            Ok(value) => match sqlx::query("COMMIT").execute(&mut conn).await {
                 Ok(_) => {
-                    self.finished = true;
+                    *home = Some(conn);
                     return Ok(value);
                 }
                 Err(e) => Err(storage("cannot commit a write transaction", e)),
             },
             Err(error) => Err(error),
         };
-        match sqlx::query("ROLLBACK").execute(&mut *self.conn).await {
-            Ok(_) => self.finished = true,
+        match sqlx::query("ROLLBACK").execute(&mut conn).await {
+            Ok(_) => *home = Some(conn),
             // The failed script never opened the transaction (e.g. BEGIN timed out).
-            Err(e) if e.to_string().contains("no transaction is active") => self.finished = true,
+            Err(e) if e.to_string().contains("no transaction is active") => *home = Some(conn),
+            // Dropped: closing the connection ends the transaction.
             Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
         }
         result
-    }
-}
-
-impl Drop for ScriptTx {
-    fn drop(&mut self) {
-        if !self.finished {
-            self.conn.close_on_drop();
-        }
     }
 }
 

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use m3_types::{ManagedInputRecord, ManagedInputStatus, PendingElicitationRound};
+use m3_types::{ManagedInputRecord, ManagedInputStatus};
 use sqlx::Row;
 use sqlx::query::Query;
 use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteRow};
@@ -69,7 +69,14 @@ enum Kind {
     Text,
 }
 
-#[derive(Debug)]
+/// A new stored value for [`RowImage::changed`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Change<'a> {
+    Integer(i64),
+    Text(&'a str),
+}
+
+#[derive(Debug, Clone)]
 enum Stored {
     Integer(i64),
     Text(Option<String>),
@@ -99,6 +106,22 @@ impl RowImage {
         Some(Self { values })
     }
 
+    /// The image after an UPDATE that matched it set `changes` (column, new integer or text).
+    pub(crate) fn changed(&self, changes: &[(&str, Change<'_>)]) -> Self {
+        let values = COLUMNS
+            .iter()
+            .zip(&self.values)
+            .map(|((column, _), value)| {
+                match changes.iter().find(|(changed, _)| changed == column) {
+                    Some((_, Change::Integer(number))) => Stored::Integer(*number),
+                    Some((_, Change::Text(text))) => Stored::Text(Some((*text).to_owned())),
+                    None => value.clone(),
+                }
+            })
+            .collect();
+        Self { values }
+    }
+
     /// Binds the image's values for an [`image_guard!`] tail.
     pub(crate) fn bind<'q>(
         &'q self,
@@ -114,16 +137,11 @@ impl RowImage {
     }
 }
 
-/// A row image together with what the fast paths check before trying it: the status, the
-/// lease, and (for a pending round, which a submission validates against) the round.
+/// A row image together with the record it decoded into.
 #[derive(Debug)]
 pub(crate) struct Validated {
     pub(crate) image: RowImage,
-    pub(crate) status: ManagedInputStatus,
-    owner_id: String,
-    lease_token: String,
-    expires_at: OffsetDateTime,
-    pub(crate) pending: Option<PendingElicitationRound>,
+    pub(crate) record: ManagedInputRecord,
 }
 
 impl Validated {
@@ -135,10 +153,10 @@ impl Validated {
         lease: &LeaseRef,
         now: OffsetDateTime,
     ) -> bool {
-        self.status == status
-            && self.owner_id == lease.owner_id
-            && self.lease_token == lease.lease_token
-            && self.expires_at > now
+        self.record.status == status
+            && self.record.lease.owner_id == lease.owner_id
+            && self.record.lease.lease_token == lease.lease_token
+            && self.record.lease.expires_at > now
     }
 }
 
@@ -156,29 +174,31 @@ impl ImageCache {
     /// Remembers `row` (which decoded into `record`) as the round's image; a terminal round
     /// is forgotten instead, since no write can follow.
     pub(crate) fn remember(&self, row: &SqliteRow, record: &ManagedInputRecord) {
+        if is_terminal(record) {
+            self.forget(&RoundRef::of_pending(&record.pending));
+            return;
+        }
+        match RowImage::capture(row) {
+            Some(image) => self.keep(image, record.clone()),
+            None => self.forget(&RoundRef::of_pending(&record.pending)),
+        }
+    }
+
+    /// Remembers an image derived from a known one (see [`RowImage::changed`]).
+    pub(crate) fn remember_image(&self, image: RowImage, record: &ManagedInputRecord) {
+        if is_terminal(record) {
+            self.forget(&RoundRef::of_pending(&record.pending));
+        } else {
+            self.keep(image, record.clone());
+        }
+    }
+
+    fn keep(&self, image: RowImage, record: ManagedInputRecord) {
         let key = (
             record.pending.execution_id.clone(),
             record.pending.round_id.clone(),
         );
-        if matches!(
-            record.status,
-            ManagedInputStatus::Resolved | ManagedInputStatus::Failed
-        ) {
-            self.lock().remove(&key);
-            return;
-        }
-        let Some(image) = RowImage::capture(row) else {
-            self.lock().remove(&key);
-            return;
-        };
-        let validated = Arc::new(Validated {
-            image,
-            status: record.status,
-            owner_id: record.lease.owner_id.clone(),
-            lease_token: record.lease.lease_token.clone(),
-            expires_at: record.lease.expires_at,
-            pending: (record.status == ManagedInputStatus::Pending).then(|| record.pending.clone()),
-        });
+        let validated = Arc::new(Validated { image, record });
         let mut images = self.lock();
         if images.len() >= CAPACITY && !images.contains_key(&key) {
             images.clear();
@@ -203,4 +223,11 @@ impl ImageCache {
         // The map holds no invariant a panicking holder could break half-way.
         self.images.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+fn is_terminal(record: &ManagedInputRecord) -> bool {
+    matches!(
+        record.status,
+        ManagedInputStatus::Resolved | ManagedInputStatus::Failed
+    )
 }

@@ -91,11 +91,8 @@ impl SqliteManagedInputStore {
             return Ok(None);
         };
         let now = inner.now()?;
-        let Some(pending) = &validated.pending else {
-            return Ok(None);
-        };
         if !validated.allows(ManagedInputStatus::Pending, lease, now)
-            || validate_responses(pending, &submission.responses).is_err()
+            || validate_responses(&validated.record.pending, &submission.responses).is_err()
         {
             return Ok(None);
         }

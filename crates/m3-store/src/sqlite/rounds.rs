@@ -137,12 +137,14 @@ impl SqliteManagedInputStore {
     ) -> Result<Option<ManagedInputRecord>> {
         require_round(round)?;
         self.ensure_schema().await?;
+        let mut reader = self.inner().reader().await?;
         let rows = sqlx::query(SELECT_ROUND)
             .bind(&round.execution_id)
             .bind(&round.round_id)
-            .fetch_all(&self.inner().pool)
+            .fetch_all(&mut *reader)
             .await
             .map_err(|e| storage("cannot read a managed-input round", e))?;
+        reader.done();
         let Some(row) = rows.first() else {
             self.inner().images.forget(round);
             return Ok(None);
@@ -158,11 +160,13 @@ impl SqliteManagedInputStore {
     ) -> Result<Vec<ManagedInputRecord>> {
         require_text(execution_id, "execution_id")?;
         self.ensure_schema().await?;
+        let mut reader = self.inner().reader().await?;
         let rows = sqlx::query(LIST_ROUNDS)
             .bind(execution_id)
-            .fetch_all(&self.inner().pool)
+            .fetch_all(&mut *reader)
             .await
             .map_err(|e| storage("cannot list managed-input rounds", e))?;
+        reader.done();
         let images = &self.inner().images;
         rows.iter()
             .map(|row| {

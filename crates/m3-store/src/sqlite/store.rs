@@ -9,7 +9,7 @@ use sqlx::sqlite::SqlitePool;
 use time::{OffsetDateTime, UtcOffset};
 use tokio::sync::OnceCell;
 
-use super::connect::{ScriptTx, WriteTx, begin_script, begin_write, open_pool};
+use super::connect::{Primary, Reader, ScriptTx, WriteTx, begin_script, begin_write, open_pool};
 use super::error::storage;
 use super::file::{WriteGate, restrict_permissions, write_gate};
 use super::image::ImageCache;
@@ -57,6 +57,8 @@ pub(crate) struct Inner {
     /// Validated images of the rounds this store object read or wrote last (the one-trip
     /// write path, see [`super::image`]).
     pub(crate) images: ImageCache,
+    /// The store object's own connection for hot writes and idle-time reads.
+    primary: Primary,
 }
 
 impl SqliteManagedInputStore {
@@ -113,6 +115,7 @@ impl SqliteManagedInputStore {
                 schema: OnceCell::new(),
                 path,
                 images: ImageCache::default(),
+                primary: Primary::default(),
             }),
         }
     }
@@ -176,7 +179,13 @@ impl Inner {
     /// Queues behind this process's other writers on the file and acquires a connection for a
     /// write whose first statement begins with `BEGIN IMMEDIATE;` (the hot paths).
     pub(crate) async fn begin_script(&self) -> Result<ScriptTx> {
-        begin_script(&self.pool, &self.gate).await
+        begin_script(&self.pool, &self.primary, &self.gate).await
+    }
+
+    /// A connection for reads: the store object's own one while no write uses it (its page
+    /// cache is warm), else a pooled one.
+    pub(crate) async fn reader(&self) -> Result<Reader> {
+        self.primary.reader(&self.pool).await
     }
 }
 

@@ -5,9 +5,9 @@ use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
 use super::checks::{authorize, bind_lease_guard, fetch_existing, require_lease, require_round};
-use super::codec::{decode_record, record_columns, timestamp_text};
+use super::codec::{decode_record, record_columns, stored_invalid, timestamp_text};
 use super::error::storage;
-use super::image::{ImageCache, image_guard};
+use super::image::{Change, ImageCache, image_guard};
 use super::store::SqliteManagedInputStore;
 use crate::{LeaseRef, RoundRef};
 
@@ -26,6 +26,47 @@ impl Transition {
             Self::MarkDelivered => ManagedInputStatus::DeliveryStarted,
             Self::Resolve => ManagedInputStatus::Delivered,
         }
+    }
+
+    /// The record this transition leaves behind when applied at `now` to `record` (exactly
+    /// what decoding the updated row gives: `now` is already at stored precision).
+    fn apply(self, record: &ManagedInputRecord, now: OffsetDateTime) -> ManagedInputRecord {
+        let mut next = record.clone();
+        next.status = self.target();
+        next.updated_at = now;
+        match self {
+            Self::StartDelivery => {
+                next.delivery_started_at = Some(now);
+                next.delivery_attempts = next.delivery_attempts.saturating_add(1);
+            }
+            Self::MarkDelivered => next.delivered_at = Some(now),
+            Self::Resolve => next.resolved_at = Some(now),
+        }
+        next
+    }
+
+    /// The stored columns this transition's UPDATE sets, with their new values.
+    fn changes<'a>(
+        self,
+        next: &ManagedInputRecord,
+        now_text: &'a str,
+    ) -> Vec<(&'static str, Change<'a>)> {
+        let mut changes = vec![
+            ("status", Change::Text(self.target().as_str())),
+            ("updated_at", Change::Text(now_text)),
+        ];
+        match self {
+            Self::StartDelivery => {
+                changes.push(("delivery_started_at", Change::Text(now_text)));
+                changes.push((
+                    "delivery_attempts",
+                    Change::Integer(i64::from(next.delivery_attempts)),
+                ));
+            }
+            Self::MarkDelivered => changes.push(("delivered_at", Change::Text(now_text))),
+            Self::Resolve => changes.push(("resolved_at", Change::Text(now_text))),
+        }
+        changes
     }
 
     fn target(self) -> ManagedInputStatus {
@@ -63,32 +104,27 @@ impl Transition {
 
     /// The one-trip form for a round with a validated image: as [`statement`](Self::statement)
     /// with the image guard (its 25 parameters after `now`) and the `COMMIT` in the same
-    /// script.
+    /// script. It returns one row if it changed the round, none otherwise; the new record is
+    /// [`apply`](Self::apply)'d to the image's, so no row needs decoding.
     fn imaged_statement(self) -> &'static str {
         match self {
             Self::StartDelivery => concat!(
                 "BEGIN IMMEDIATE;",
                 start_delivery!(),
                 image_guard!(),
-                " RETURNING ",
-                record_columns!(),
-                ";COMMIT"
+                " RETURNING status;COMMIT"
             ),
             Self::MarkDelivered => concat!(
                 "BEGIN IMMEDIATE;",
                 mark_delivered!(),
                 image_guard!(),
-                " RETURNING ",
-                record_columns!(),
-                ";COMMIT"
+                " RETURNING status;COMMIT"
             ),
             Self::Resolve => concat!(
                 "BEGIN IMMEDIATE;",
                 resolve!(),
                 image_guard!(),
-                " RETURNING ",
-                record_columns!(),
-                ";COMMIT"
+                " RETURNING status;COMMIT"
             ),
         }
     }
@@ -172,13 +208,20 @@ impl SqliteManagedInputStore {
             write.mark_committed();
         }
         let rows = write.finish(rows).await?;
-        let [row] = rows.as_slice() else {
+        if rows.len() != 1 {
             inner.images.forget(round);
             return Ok(None);
-        };
-        // The row was the image, which decoded, with only this transition's columns changed.
-        let record = decode_record(row)?;
-        inner.images.remember(row, &record);
+        }
+        // The row was the image, which decoded, and the UPDATE set only this transition's
+        // columns: the new record and image follow without reading the row back.
+        let record = transition.apply(&validated.record, now);
+        record
+            .validate()
+            .map_err(|e| stored_invalid(e.to_string()))?;
+        let image = validated
+            .image
+            .changed(&transition.changes(&record, &now_text));
+        inner.images.remember_image(image, &record);
         Ok(Some(record))
     }
 }
