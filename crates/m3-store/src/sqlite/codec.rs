@@ -5,7 +5,7 @@
 //! the record invariants. Anything else is `managed_input_invalid`
 //! ("stored managed-input record is invalid").
 
-use m3_types::{Error, ManagedInputRecord, Result, canonical_json};
+use m3_types::{Error, ManagedInputLease, ManagedInputRecord, Result, canonical_json};
 use serde_json::{Map, Value};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
@@ -52,118 +52,94 @@ fn text(row: &SqliteRow, column: &str) -> Result<String> {
         .map_err(|e| stored_invalid(format!("column {column}: {e}")))
 }
 
-fn optional_text(row: &SqliteRow, column: &str) -> Result<Value> {
-    let value = row
-        .try_get::<Option<String>, _>(column)
-        .map_err(|e| stored_invalid(format!("column {column}: {e}")))?;
-    Ok(value.map_or(Value::Null, Value::String))
+fn optional_text(row: &SqliteRow, column: &str) -> Result<Option<String>> {
+    row.try_get::<Option<String>, _>(column)
+        .map_err(|e| stored_invalid(format!("column {column}: {e}")))
+}
+
+fn timestamp(row: &SqliteRow, column: &str) -> Result<OffsetDateTime> {
+    parse_timestamp(&text(row, column)?, column)
 }
 
 /// Optional timestamps: NULL and the empty string both mean "not set", as in the original.
-fn optional_timestamp(row: &SqliteRow, column: &str) -> Result<Value> {
-    let value = row
-        .try_get::<Option<String>, _>(column)
-        .map_err(|e| stored_invalid(format!("column {column}: {e}")))?;
-    Ok(match value {
-        Some(text) if !text.is_empty() => Value::String(text),
-        _ => Value::Null,
-    })
+fn optional_timestamp(row: &SqliteRow, column: &str) -> Result<Option<OffsetDateTime>> {
+    match optional_text(row, column)? {
+        Some(text) if !text.is_empty() => parse_timestamp(&text, column).map(Some),
+        _ => Ok(None),
+    }
 }
 
-fn integer(row: &SqliteRow, column: &str) -> Result<Value> {
+fn parse_timestamp(text: &str, column: &str) -> Result<OffsetDateTime> {
+    m3_types::timestamp::parse(text).map_err(|e| stored_invalid(format!("column {column}: {e}")))
+}
+
+fn count(row: &SqliteRow, column: &str) -> Result<u32> {
     let value = row
         .try_get::<i64, _>(column)
         .map_err(|e| stored_invalid(format!("column {column}: {e}")))?;
-    Ok(Value::from(value))
+    u32::try_from(value)
+        .map_err(|_| stored_invalid(format!("column {column}: {value} is out of range")))
 }
 
-fn json_object(row: &SqliteRow, column: &str) -> Result<Map<String, Value>> {
-    let raw = text(row, column)?;
-    match serde_json::from_str::<Value>(&raw) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(stored_invalid(format!(
+/// A JSON column that must hold an object, parsed straight into `T` (no `Value` tree). The
+/// object check comes first: serde would also read a struct from a JSON array.
+fn json_object<T: serde::de::DeserializeOwned>(row: &SqliteRow, column: &str) -> Result<T> {
+    parse_object(&text(row, column)?, column)
+}
+
+fn optional_json_object<T: serde::de::DeserializeOwned>(
+    row: &SqliteRow,
+    column: &str,
+) -> Result<Option<T>> {
+    optional_text(row, column)?
+        .map(|raw| parse_object(&raw, column))
+        .transpose()
+}
+
+fn parse_object<T: serde::de::DeserializeOwned>(raw: &str, column: &str) -> Result<T> {
+    if !raw.trim_start().starts_with('{') {
+        return Err(stored_invalid(format!(
             "column {column} must hold a JSON object"
-        ))),
-        Err(e) => Err(stored_invalid(format!("column {column}: {e}"))),
+        )));
     }
+    serde_json::from_str(raw).map_err(|e| stored_invalid(format!("column {column}: {e}")))
 }
 
-fn optional_json_object(row: &SqliteRow, column: &str) -> Result<Value> {
-    let raw = row
-        .try_get::<Option<String>, _>(column)
-        .map_err(|e| stored_invalid(format!("column {column}: {e}")))?;
-    match raw {
-        None => Ok(Value::Null),
-        Some(raw) => match serde_json::from_str::<Value>(&raw) {
-            Ok(Value::Object(map)) => Ok(Value::Object(map)),
-            Ok(_) => Err(stored_invalid(format!(
-                "column {column} must hold a JSON object"
-            ))),
-            Err(e) => Err(stored_invalid(format!("column {column}: {e}"))),
-        },
-    }
-}
-
-/// Decodes one row selected with `record_columns!()` into a validated record.
+/// Decodes one row selected with `record_columns!()` into a validated record: the same
+/// strict rules as the original's model validation, read straight from the columns.
 pub(crate) fn decode_record(row: &SqliteRow) -> Result<ManagedInputRecord> {
-    let mut lease = Map::new();
-    lease.insert("owner_id".into(), Value::String(text(row, "owner_id")?));
-    lease.insert(
-        "lease_token".into(),
-        Value::String(text(row, "lease_token")?),
-    );
-    lease.insert(
-        "expires_at".into(),
-        Value::String(text(row, "lease_expires_at")?),
-    );
-
-    let mut record = Map::new();
-    record.insert(
-        "pending".into(),
-        Value::Object(json_object(row, "pending_json")?),
-    );
-    record.insert("round_index".into(), integer(row, "round_index")?);
-    record.insert("round_limit".into(), integer(row, "round_limit")?);
-    record.insert("status".into(), Value::String(text(row, "status")?));
-    record.insert("lease".into(), Value::Object(lease));
-    record.insert(
-        "responses".into(),
-        optional_json_object(row, "responses_json")?,
-    );
-    for column in [
-        "response_idempotency_key",
-        "harness_session_id",
-        "native_resume_token",
-        "delivery_idempotency_key",
-        "session_id",
-        "turn_id",
-        "failure_code",
-        "failure_message",
-    ] {
-        record.insert(column.into(), optional_text(row, column)?);
-    }
-    record.insert(
-        "operation_parameters".into(),
-        Value::Object(json_object(row, "operation_parameters_json")?),
-    );
-    record.insert(
-        "delivery_attempts".into(),
-        integer(row, "delivery_attempts")?,
-    );
-    record.insert("created_at".into(), Value::String(text(row, "created_at")?));
-    record.insert("updated_at".into(), Value::String(text(row, "updated_at")?));
-    for column in [
-        "response_validated_at",
-        "delivery_started_at",
-        "delivered_at",
-        "resolved_at",
-        "failed_at",
-    ] {
-        record.insert(column.into(), optional_timestamp(row, column)?);
-    }
-
-    let record: ManagedInputRecord =
-        serde_json::from_value(Value::Object(record)).map_err(|e| stored_invalid(e.to_string()))?;
+    let status = text(row, "status")?;
+    let record = ManagedInputRecord {
+        pending: json_object(row, "pending_json")?,
+        round_index: count(row, "round_index")?,
+        round_limit: count(row, "round_limit")?,
+        status: status
+            .parse()
+            .map_err(|e| stored_invalid(format!("column status: {e}")))?,
+        lease: ManagedInputLease {
+            owner_id: text(row, "owner_id")?,
+            lease_token: text(row, "lease_token")?,
+            expires_at: timestamp(row, "lease_expires_at")?,
+        },
+        responses: optional_json_object(row, "responses_json")?,
+        response_idempotency_key: optional_text(row, "response_idempotency_key")?,
+        harness_session_id: optional_text(row, "harness_session_id")?,
+        native_resume_token: optional_text(row, "native_resume_token")?,
+        delivery_idempotency_key: optional_text(row, "delivery_idempotency_key")?,
+        session_id: optional_text(row, "session_id")?,
+        turn_id: optional_text(row, "turn_id")?,
+        operation_parameters: json_object::<Map<String, Value>>(row, "operation_parameters_json")?,
+        delivery_attempts: count(row, "delivery_attempts")?,
+        created_at: timestamp(row, "created_at")?,
+        updated_at: timestamp(row, "updated_at")?,
+        response_validated_at: optional_timestamp(row, "response_validated_at")?,
+        delivery_started_at: optional_timestamp(row, "delivery_started_at")?,
+        delivered_at: optional_timestamp(row, "delivered_at")?,
+        resolved_at: optional_timestamp(row, "resolved_at")?,
+        failed_at: optional_timestamp(row, "failed_at")?,
+        failure_code: optional_text(row, "failure_code")?,
+        failure_message: optional_text(row, "failure_message")?,
+    };
     record
         .validate()
         .map_err(|e| stored_invalid(e.to_string()))?;
