@@ -73,7 +73,9 @@ impl SqliteStoreOptions {
     }
 
     /// The most pooled connections (default 4, minimum 1). Writers are serialized anyway;
-    /// more connections only let reads run beside a write.
+    /// more connections only let reads run beside a write. Besides the pool, a store object
+    /// opens one connection of its own on its first write (the hot writes, and reads while
+    /// it is idle, run there), so it holds at most `max_connections + 1`.
     pub fn max_connections(mut self, max_connections: u32) -> Self {
         self.max_connections = max_connections.max(1);
         self
