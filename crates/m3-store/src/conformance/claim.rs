@@ -3,12 +3,13 @@
 use m3_types::{DeliveryState, ManagedInputStatus};
 
 use super::check::{ensure, expect_error, expect_same, expect_status};
+use super::fixture::cancelled;
 use super::fixture::{
     LEASE, OWNER, TOKEN, advance, delivery_started, lease, pending, reload, resolved, round_ref,
     start_time, submission, validated,
 };
 use super::{CaseResult, Harness};
-use crate::{ClaimRound, LeaseRef, RoundFailure, RoundRef};
+use crate::{ClaimRound, LeaseRef, RoundRef};
 
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
@@ -299,13 +300,7 @@ pub async fn claim_of_other_failures_and_resolved_rounds_are_state_errors(
         )
         .await?;
     let other_ref = RoundRef::of(&other);
-    h.store
-        .fail(
-            &other_ref,
-            &lease(),
-            RoundFailure::new("cancelled", "operation cancelled"),
-        )
-        .await?;
+    h.store.fail(&other_ref, &lease(), cancelled()).await?;
     advance(&h.clock, LEASE.as_secs());
     expect_error(
         h.store

@@ -1,14 +1,14 @@
 //! Concurrent writers through two independent store objects on the same data.
 
-use m3_types::{ElicitationResponse, ManagedInputStatus};
+use m3_types::ManagedInputStatus;
 
 use super::check::{ensure, expect_error, expect_same, expect_status};
+use super::fixture::other_address;
 use super::fixture::{
-    ADDRESS, LEASE, TOKEN, accept_address, address_content, advance, create_request, lease,
-    pending, reload, round_ref, submission, validated,
+    LEASE, TOKEN, accept_address, advance, create_request, lease, pending, reload, round_ref,
+    submission, validated,
 };
 use super::{CaseResult, Harness};
-use crate::ResponseSubmission;
 
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
@@ -39,11 +39,7 @@ pub async fn concurrent_different_submissions_have_one_winner(h: &Harness) -> Ca
     pending(h).await?;
     let round = round_ref();
     let lease = lease();
-    let other = ResponseSubmission::single(
-        ADDRESS,
-        ElicitationResponse::accept(address_content("2 Side Road")),
-        "key-2",
-    );
+    let other = other_address("key-2");
     let (a, b) = tokio::join!(
         h.store
             .submit_responses(&round, &lease, submission("key-1")),

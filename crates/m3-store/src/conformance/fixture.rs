@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 
 use super::Harness;
 use super::check::{CaseFailure, ensure};
-use crate::{CreateRound, LeaseRef, ResponseSubmission, RoundRef};
+use crate::{CreateRound, LeaseRef, ResponseSubmission, RoundFailure, RoundRef};
 
 /// The time every case starts at: 2026-01-01T00:00:00Z.
 pub fn start_time() -> OffsetDateTime {
@@ -92,6 +92,20 @@ pub(crate) fn accept_address() -> ResponseMap {
 
 pub(crate) fn submission(key: &str) -> ResponseSubmission {
     ResponseSubmission::new(accept_address(), key)
+}
+
+/// A valid submission with another address than [`submission`]'s.
+pub(crate) fn other_address(key: &str) -> ResponseSubmission {
+    ResponseSubmission::single(
+        ADDRESS,
+        ElicitationResponse::accept(address_content("2 Side Road")),
+        key,
+    )
+}
+
+/// The failure the cases use: `cancelled`, "operation cancelled".
+pub(crate) fn cancelled() -> RoundFailure {
+    RoundFailure::new("cancelled", "operation cancelled")
 }
 
 pub(crate) fn round_ref() -> RoundRef {

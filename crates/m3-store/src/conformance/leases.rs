@@ -5,6 +5,7 @@ use std::time::Duration;
 use m3_types::{ManagedInputRecord, ManagedInputStatus};
 
 use super::check::{CaseFailure, ensure, expect_error, expect_same, expect_status};
+use super::fixture::cancelled;
 use super::fixture::{
     LEASE, OWNER, Step, TOKEN, advance, delivered, delivery_started, lease, pending, reload,
     resolved, round_ref, start_time, submission, validated,
@@ -16,10 +17,6 @@ const INVALID: &str = "managed_input_invalid";
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
 const RECOVERY: &str = "recovery_unavailable";
-
-fn cancelled() -> RoundFailure {
-    RoundFailure::new("cancelled", "operation cancelled")
-}
 
 /// `renew` moves the expiry to now + duration and keeps the token.
 pub async fn renew_extends_the_lease_and_keeps_the_token(h: &Harness) -> CaseResult {

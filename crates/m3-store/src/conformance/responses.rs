@@ -11,8 +11,9 @@ use super::fixture::{
     form_and_url_round, lease, pending, reload, resolved, round_ref, start_time, submission,
     validated,
 };
+use super::fixture::{cancelled, other_address};
 use super::{CaseResult, Harness};
-use crate::{CreateRound, LeaseRef, ResponseSubmission, RoundFailure, RoundRef};
+use crate::{CreateRound, LeaseRef, ResponseSubmission, RoundRef};
 
 const INVALID: &str = "managed_input_invalid";
 const CONFLICT: &str = "managed_input_conflict";
@@ -280,11 +281,7 @@ pub async fn submit_replay_with_same_key_and_payload_returns_the_stored_record(
 /// Same key, other payload: conflict (decline vs cancel too).
 pub async fn submit_replay_with_same_key_and_other_payload_conflicts(h: &Harness) -> CaseResult {
     let first = validated(h).await?;
-    let other = ResponseSubmission::single(
-        ADDRESS,
-        ElicitationResponse::accept(address_content("2 Side Road")),
-        "key-1",
-    );
+    let other = other_address("key-1");
     expect_error(
         h.store
             .submit_responses(&round_ref(), &lease(), other)
@@ -373,13 +370,7 @@ pub async fn submit_replay_validates_before_comparing(h: &Harness) -> CaseResult
 /// A failed round refuses responses with a state error, whatever the key.
 pub async fn submit_to_a_failed_round_is_a_state_error(h: &Harness) -> CaseResult {
     validated(h).await?;
-    h.store
-        .fail(
-            &round_ref(),
-            &lease(),
-            RoundFailure::new("cancelled", "operation cancelled"),
-        )
-        .await?;
+    h.store.fail(&round_ref(), &lease(), cancelled()).await?;
     expect_error(
         h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
@@ -404,13 +395,7 @@ pub async fn submit_to_a_failed_round_is_a_state_error(h: &Harness) -> CaseResul
         .await?;
     let other_ref = RoundRef::of(&other);
     let other_lease = LeaseRef::of(&other.lease);
-    h.store
-        .fail(
-            &other_ref,
-            &other_lease,
-            RoundFailure::new("cancelled", "operation cancelled"),
-        )
-        .await?;
+    h.store.fail(&other_ref, &other_lease, cancelled()).await?;
     expect_error(
         h.store
             .submit_responses(&other_ref, &other_lease, submission("key-1"))

@@ -8,11 +8,10 @@ use std::time::Duration;
 use m3_types::{ElicitationResponse, ManagedInputStatus};
 
 use super::check::{ensure, expect_error, expect_same, expect_status};
-use super::fixture::{
-    ADDRESS, address_content, advance, lease, pending, reload, round_ref, submission, validated,
-};
+use super::fixture::{advance, lease, pending, reload, round_ref, submission, validated};
+use super::fixture::{cancelled, other_address};
 use super::{CaseResult, Harness};
-use crate::{ResponseSubmission, RoundFailure};
+use crate::ResponseSubmission;
 
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
@@ -46,13 +45,7 @@ pub async fn a_transition_after_a_peer_failed_the_round_is_a_state_error(
     h: &Harness,
 ) -> CaseResult {
     validated(h).await?;
-    h.peer
-        .fail(
-            &round_ref(),
-            &lease(),
-            RoundFailure::new("cancelled", "operation cancelled"),
-        )
-        .await?;
+    h.peer.fail(&round_ref(), &lease(), cancelled()).await?;
     expect_error(
         h.store.start_delivery(&round_ref(), &lease()).await,
         STATE,
@@ -76,11 +69,7 @@ pub async fn a_submission_after_a_peer_accepted_is_a_replay_or_a_conflict(
         .submit_responses(&round_ref(), &lease(), submission("key-1"))
         .await?;
     expect_same(&replay, &accepted, "replay vs the peer's record")?;
-    let other = ResponseSubmission::single(
-        ADDRESS,
-        ElicitationResponse::accept(address_content("2 Side Road")),
-        "key-2",
-    );
+    let other = other_address("key-2");
     expect_error(
         h.store
             .submit_responses(&round_ref(), &lease(), other)
@@ -98,13 +87,7 @@ pub async fn a_submission_after_a_peer_failed_the_round_is_a_state_error(
     h: &Harness,
 ) -> CaseResult {
     pending(h).await?;
-    h.peer
-        .fail(
-            &round_ref(),
-            &lease(),
-            RoundFailure::new("cancelled", "operation cancelled"),
-        )
-        .await?;
+    h.peer.fail(&round_ref(), &lease(), cancelled()).await?;
     let invalid =
         ResponseSubmission::single("not_requested", ElicitationResponse::decline(), "key-1");
     expect_error(

@@ -100,37 +100,30 @@ impl SqliteManagedInputStore {
         let payload_json = json_text(&payload)?;
         let redacted_json = json_text(&redact(&payload))?;
         let now_text = timestamp_text(now);
-        let mut write = inner.begin_script().await?;
-        let query = bind_lease_guard(
-            sqlx::query(BEGIN_ACCEPT_IMAGED)
-                .bind(&payload_json)
-                .bind(&submission.idempotency_key)
-                .bind(&now_text)
-                .bind(&now_text),
-            round,
-            lease,
-            &now_text,
-        );
-        let rows = validated
+        let script = validated
             .image
-            .bind(query)
+            .bind(bind_lease_guard(
+                sqlx::query(BEGIN_ACCEPT_IMAGED)
+                    .bind(&payload_json)
+                    .bind(&submission.idempotency_key)
+                    .bind(&now_text)
+                    .bind(&now_text),
+                round,
+                lease,
+                &now_text,
+            ))
             .bind(&round.execution_id)
             .bind(&round.round_id)
-            .bind(&redacted_json)
-            .fetch_all(&mut *write)
-            .await
-            .map_err(|e| storage("cannot store the managed-input responses", e));
-        if rows.is_ok() {
-            write.mark_committed();
-        }
-        let rows = write.finish(rows).await?;
-        let [row] = rows.as_slice() else {
-            inner.images.forget(round);
+            .bind(&redacted_json);
+        let Some(row) = inner
+            .write_if_unchanged(round, script, "cannot store the managed-input responses")
+            .await?
+        else {
             return Ok(None);
         };
         // The row was the image, which decoded, with only the accepted columns changed.
-        let record = decode_record(row)?;
-        inner.images.remember(row, &record);
+        let record = decode_record(&row)?;
+        inner.images.remember(&row, &record);
         Ok(Some(record))
     }
 }

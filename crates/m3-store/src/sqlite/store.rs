@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use m3_types::{Clock, Error, Result};
-use sqlx::sqlite::SqlitePool;
+use sqlx::query::Query;
+use sqlx::sqlite::{Sqlite, SqliteArguments, SqlitePool, SqliteRow};
 use time::{OffsetDateTime, UtcOffset};
 use tokio::sync::OnceCell;
 
@@ -15,6 +16,7 @@ use super::file::{WriteGate, restrict_permissions, write_gate};
 use super::image::ImageCache;
 use super::options::SqliteStoreOptions;
 use super::schema;
+use crate::RoundRef;
 
 /// The SQLite [`ManagedInputStore`](crate::ManagedInputStore), on-disk compatible with the
 /// Python original (sf-m3 0.3.1).
@@ -180,6 +182,37 @@ impl Inner {
     /// write whose first statement begins with `BEGIN IMMEDIATE;` (the hot paths).
     pub(crate) async fn begin_script(&self) -> Result<ScriptTx> {
         begin_script(&self.pool, &self.primary, &self.gate).await
+    }
+
+    /// Runs a one-trip write script (`BEGIN IMMEDIATE; <UPDATE pinned to the round's image>
+    /// RETURNING ...; ...; COMMIT`, see [`super::image`]) and returns the row it changed.
+    /// `None` when it matched no row: the stored round is not the image any more, which is
+    /// forgotten, and nothing was written.
+    ///
+    /// # Errors
+    /// `storage_error` (`what` says which write) if the script fails; it is rolled back.
+    pub(crate) async fn write_if_unchanged<'q>(
+        &self,
+        round: &RoundRef,
+        script: Query<'q, Sqlite, SqliteArguments>,
+        what: &'static str,
+    ) -> Result<Option<SqliteRow>> {
+        let mut write = self.begin_script().await?;
+        let rows = script
+            .fetch_all(&mut *write)
+            .await
+            .map_err(|e| storage(what, e));
+        if rows.is_ok() {
+            write.mark_committed();
+        }
+        let mut rows = write.finish(rows).await?;
+        match (rows.pop(), rows.is_empty()) {
+            (Some(row), true) => Ok(Some(row)),
+            _ => {
+                self.images.forget(round);
+                Ok(None)
+            }
+        }
     }
 
     /// A connection for reads: the store object's own one while no write uses it (its page

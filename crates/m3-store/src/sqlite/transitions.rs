@@ -189,27 +189,19 @@ impl SqliteManagedInputStore {
             return Ok(None);
         }
         let now_text = timestamp_text(now);
-        let mut write = inner.begin_script().await?;
-        let query = bind_lease_guard(
+        let script = validated.image.bind(bind_lease_guard(
             sqlx::query(transition.imaged_statement())
                 .bind(&now_text)
                 .bind(&now_text),
             round,
             lease,
             &now_text,
-        );
-        let rows = validated
-            .image
-            .bind(query)
-            .fetch_all(&mut *write)
-            .await
-            .map_err(|e| storage("cannot update a managed-input round", e));
-        if rows.is_ok() {
-            write.mark_committed();
-        }
-        let rows = write.finish(rows).await?;
-        if rows.len() != 1 {
-            inner.images.forget(round);
+        ));
+        if inner
+            .write_if_unchanged(round, script, "cannot update a managed-input round")
+            .await?
+            .is_none()
+        {
             return Ok(None);
         }
         // The row was the image, which decoded, and the UPDATE set only this transition's
