@@ -167,6 +167,34 @@ async fn form_fidelity(era: &str) {
     kit.close().await.unwrap();
 }
 
+async fn url_task_context(era: &str) {
+    let params = json!({
+        "mode": "url",
+        "message": "Verify on the web.",
+        "url": "https://example.test/verify/1",
+        "elicitationId": "el-1",
+        "_meta": meta(),
+        "task": task(),
+    });
+    let Started { _dir, kit, handle } = start(era, &params).await;
+    let round = pending(&handle).await;
+    let (key, request) = round.requests.iter().next().unwrap();
+    let ElicitationRequest::Url(url) = request else {
+        panic!("URL request expected, got {request:?}")
+    };
+    assert_eq!(url.url, "https://example.test/verify/1");
+    assert_eq!(url.elicitation_id.as_deref(), Some("el-1"));
+    assert_eq!(url.meta.clone().map(Value::Object), Some(meta()), "{era}");
+    assert_eq!(url.task.clone().map(Value::Object), Some(task()), "{era}");
+    let answer = ResponseMap::from([(key.clone(), ElicitationResponse::accept_url())]);
+    handle
+        .respond_elicitation(&round.round_id, answer, "url")
+        .await
+        .unwrap();
+    assert_eq!(delivered(&handle).await, json!({"action": "accept"}));
+    kit.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_form_schema_survives_and_is_enforced_modern_era() {
     form_fidelity("modern").await;
@@ -175,4 +203,14 @@ async fn raw_form_schema_survives_and_is_enforced_modern_era() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_form_schema_survives_and_is_enforced_legacy_era() {
     form_fidelity("legacy").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_url_request_keeps_task_and_meta_modern_era() {
+    url_task_context("modern").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_url_request_keeps_task_and_meta_legacy_era() {
+    url_task_context("legacy").await;
 }
