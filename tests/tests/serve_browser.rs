@@ -432,6 +432,7 @@ fn object(value: Value) -> serde_json::Map<String, Value> {
 
 async fn store_round(
     kit: &AsyncMcpTestKit,
+    (server, operation): (&str, &str),
     requests: Vec<ElicitationRequest>,
 ) -> PendingElicitationRound {
     let store = kit.store();
