@@ -105,7 +105,7 @@ pub use execution::{
     HumanInput,
 };
 pub use record::{DeliveryState, ManagedInputLease, ManagedInputRecord, ManagedInputStatus};
-pub use redact::{REDACTED, redact, redact_with};
+pub use redact::{REDACTED, redact, redact_echoes, redact_with, secret_values};
 pub use round::PendingElicitationRound;
 pub use schema::{value_schema, value_schemas};
 pub use server::{StdioServer, ToolName, ToolSelection};

@@ -427,7 +427,7 @@ impl Driver {
         let timeout = self.shared.options.request_timeout;
         tokio::select! {
             answer = tokio::time::timeout(timeout, response) => match answer {
-                Ok(Ok(Ok(result))) => self.classify(result),
+                Ok(Ok(Ok(result))) => self.classify(result, request_id),
                 Ok(Ok(Err(error))) => Err(match error {
                     ServiceError::McpError(_) => wire::service_error(error, &self.origin),
                     other => self.closed_error(Some(other)).await,
@@ -457,7 +457,12 @@ impl Driver {
         )
     }
 
-    fn classify(&self, result: ServerResult) -> Result<Answer> {
+    /// Classify the answer to `request_id`, from the raw JSON when the reader
+    /// kept it (an `input_required` the typed model would change).
+    fn classify(&self, result: ServerResult, request_id: &RequestId) -> Result<Answer> {
+        if let Some(raw) = self.shared.raw.take_result(request_id) {
+            return wire::classify(raw, &self.origin);
+        }
         let value = match result {
             ServerResult::CustomResult(custom) => custom.0,
             ServerResult::EmptyResult(_) if self.origin.kind == OperationKind::Tool => {
@@ -563,9 +568,10 @@ impl Driver {
         match step {
             Step::Answer(answer) => {
                 call.finished = true;
+                let request_id = call.request_id.clone();
                 drop(call);
                 let answer = match *answer {
-                    Ok(Ok(result)) => self.classify(result),
+                    Ok(Ok(result)) => self.classify(result, &request_id),
                     Ok(Err(error @ ServiceError::McpError(_))) => {
                         Err(wire::service_error(error, &self.origin))
                     }
