@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
-use super::field::{Choice, Field, FieldKind};
+use m3_types::form::{Choice, Field, FieldKind};
 
 /// What one line typed at a field's prompt means.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,7 +165,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::form::field::fields;
+    use m3_types::form::fields;
 
     fn field(schema: Value, required: bool) -> Field {
         let schema = json!({"type": "object", "properties": {"f": schema},

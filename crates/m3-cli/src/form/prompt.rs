@@ -9,7 +9,7 @@ use m3_types::{
 use serde_json::{Map, Value};
 
 use super::answer::{Parsed, format_hint, parse};
-use super::field::{Field, FieldKind, fields};
+use m3_types::form::{Field, FieldKind, fields};
 
 /// Typed at any field prompt: decline the request.
 pub const DECLINE_WORD: &str = ":decline";
