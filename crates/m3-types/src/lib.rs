@@ -78,6 +78,9 @@
 #![deny(unused_must_use)]
 #![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 
+#[macro_use]
+mod wire_enum;
+
 pub mod canonical;
 pub mod clock;
 pub mod elicitation;

@@ -1,8 +1,5 @@
 //! Managed-input records: status, lease and the stored round record.
 
-use std::fmt;
-use std::str::FromStr;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -36,29 +33,18 @@ pub enum ManagedInputStatus {
     Failed,
 }
 
+wire_enum!(ManagedInputStatus, [
+    Pending => "pending",
+    ResponseValidated => "response_validated",
+    DeliveryStarted => "delivery_started",
+    Delivered => "delivered",
+    Resolved => "resolved",
+    Failed => "failed",
+], unknown = |s: &str| {
+    Error::managed_input_validation(format!("unknown managed-input status '{s}'"))
+});
+
 impl ManagedInputStatus {
-    /// Every status, in state-machine order.
-    pub const ALL: [Self; 6] = [
-        Self::Pending,
-        Self::ResponseValidated,
-        Self::DeliveryStarted,
-        Self::Delivered,
-        Self::Resolved,
-        Self::Failed,
-    ];
-
-    /// The stored string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::ResponseValidated => "response_validated",
-            Self::DeliveryStarted => "delivery_started",
-            Self::Delivered => "delivered",
-            Self::Resolved => "resolved",
-            Self::Failed => "failed",
-        }
-    }
-
     /// `resolved` and `failed` are terminal.
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Resolved | Self::Failed)
@@ -70,27 +56,6 @@ impl ManagedInputStatus {
             self,
             Self::ResponseValidated | Self::DeliveryStarted | Self::Delivered | Self::Resolved
         )
-    }
-}
-
-impl fmt::Display for ManagedInputStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ManagedInputStatus {
-    type Err = Error;
-
-    /// # Errors
-    /// `managed_input_invalid` for an unknown status, quoting it.
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| {
-                Error::managed_input_validation(format!("unknown managed-input status '{s}'"))
-            })
     }
 }
 
@@ -112,39 +77,15 @@ pub enum DeliveryState {
     Delivered,
 }
 
-impl DeliveryState {
-    /// Every state.
-    pub const ALL: [Self; 3] = [Self::NotStarted, Self::NotDelivered, Self::Delivered];
-
-    /// The wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::NotStarted => "not_started",
-            Self::NotDelivered => "not_delivered",
-            Self::Delivered => "delivered",
-        }
-    }
-}
-
-impl fmt::Display for DeliveryState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for DeliveryState {
-    type Err = Error;
-
-    /// # Errors
-    /// `managed_input_invalid` for an unknown state, quoting it.
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL.into_iter().find(|v| v.as_str() == s).ok_or_else(|| {
-            Error::managed_input_validation(format!(
-                "delivery_state must be 'not_started', 'not_delivered' or 'delivered', got '{s}'"
-            ))
-        })
-    }
-}
+wire_enum!(DeliveryState, [
+    NotStarted => "not_started",
+    NotDelivered => "not_delivered",
+    Delivered => "delivered",
+], unknown = |s: &str| {
+    Error::managed_input_validation(format!(
+        "delivery_state must be 'not_started', 'not_delivered' or 'delivered', got '{s}'"
+    ))
+});
 
 /// The compare-and-set token currently allowed to mutate a round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
