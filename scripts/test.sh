@@ -55,6 +55,16 @@ for codex_version in 0.169.0 0.156.1; do
 done
 export M3_TEST_CODEX_DIR="$tools"
 
+# A real browser for the answer page's tests (m3-tests serve_browser): Debian's
+# chromium and its WebDriver, used offline.
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  step "installing chromium and chromium-driver"
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver > /dev/null
+fi
+
 # --- checks ------------------------------------------------------------------
 step "cargo fmt --check"
 cargo fmt --all -- --check
