@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use m3_store::{ExecutionEvent, ExecutionRecord, LeaseRef, ResponseSubmission, RoundRef};
+use m3_store::{
+    ExecutionEvent, ExecutionLease, ExecutionRecord, LeaseRef, ResponseSubmission, RoundRef,
+};
 use m3_types::{
     Error, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, ManagedInputStatus,
     PendingElicitationRound, ResponseMap, Result, messages,
@@ -183,6 +185,17 @@ impl AsyncExecutionHandle {
     /// `managed_input_invalid` (`not_found`) if the execution is gone; `storage_error`.
     pub async fn snapshot(&self) -> Result<ExecutionState> {
         Ok(self.record().await?.state())
+    }
+
+    /// The worker lease while a worker holds one (live or expired): who runs the execution
+    /// and until when. `None` before a worker claimed it and once it finished. An expired
+    /// lease on an unfinished execution means its worker is gone: recovery (opening the store,
+    /// `recover`) terminalizes it.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` (`not_found`) if the execution is gone; `storage_error`.
+    pub async fn worker_lease(&self) -> Result<Option<ExecutionLease>> {
+        Ok(self.record().await?.lease)
     }
 
     /// Waits for the terminal result (`None`: no limit).
