@@ -96,3 +96,8 @@ mod documentation {
     #[doc = include_str!("../../../docs/decisions.md")]
     struct Decisions;
 }
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;
