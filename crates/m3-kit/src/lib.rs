@@ -61,13 +61,13 @@ mod options;
 
 pub use agent::AsyncAgent;
 pub use blocking::{Agent, ExecutionHandle, McpTestKit, McpTestKitBuilder};
-pub use handle::{AsyncExecutionHandle, RoundDiagnostics};
+pub use handle::{AsyncExecutionHandle, RoundDetails, RoundDiagnostics};
 pub use kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
 pub use m3_runtime::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, ElicitationPlan,
     ExecutionTrace, PermissionPolicy, RecoveryReport, Script, ScriptStep,
 };
-pub use m3_store::{ExecutionEvent, ExecutionLease};
+pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions};
 pub use options::{HumanInputValue, SubmitOptions};
 
 /// The repository's README and guides, compiled and run as doctests (`cargo test --doc`), so

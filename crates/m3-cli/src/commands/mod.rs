@@ -8,6 +8,7 @@ pub(crate) mod mcp_relay;
 pub(crate) mod respond;
 pub(crate) mod run;
 pub(crate) mod schema;
+pub(crate) mod serve;
 
 /// Logging to stderr: `RUST_LOG` when set, else `quiet` (the level without `-v`: `off` for
 /// the commands whose stderr carries the one error line or JSON object, `warn` for the

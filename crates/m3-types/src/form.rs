@@ -1,6 +1,7 @@
 //! The fields of a requested schema, classified the way MCP's restricted schema subset is
 //! decoded (boolean, number/integer, single- and multi-select enums, strings), plus a JSON
-//! fallback for anything outside the subset.
+//! fallback for anything outside the subset. Every form renderer (the terminal's, the answer
+//! page's) starts from [`fields`].
 
 use serde_json::{Map, Value};
 
