@@ -118,3 +118,8 @@ pub use validation::validate_responses;
 pub fn new_id() -> String {
     ulid::Ulid::generate().to_string()
 }
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;
