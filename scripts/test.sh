@@ -79,11 +79,14 @@ step "tests (nextest)"
 cargo build --workspace --all-targets --all-features --quiet
 cargo nextest run --workspace --all-features --no-fail-fast --failure-output final --no-tests=warn
 
-step "doctests"
-cargo test --workspace --all-features --doc --quiet
+step "doctests (rustdoc, README.md and docs/*.md)"
+# The README and the guides are doctests of m3-kit (and docs/custom-backend.md of
+# m3-store): every Rust block in them is compiled and run as pasted. The guide's
+# program starts the `m3` binary by name, as a reader who installed it would.
+PATH="$CARGO_TARGET_DIR/debug:$PATH" cargo test --workspace --all-features --doc --quiet
 
 step "examples"
-# The seed's Codex example runs against real Codex and the local provider:
+# The Codex example runs against real Codex and the local provider:
 # `m3 example-provider` prints its URL first, then serves until killed.
 run_codex_example() {
   local provider_out provider_pid url

@@ -87,3 +87,8 @@ pub use shipping::{
     CONFIRMATION_KEY, GIFT_MESSAGE_KEY, LABEL_PROMPT, QUOTE_RESOURCE_URI, SHIPPING_ADDRESS_KEY,
     SHIPPING_ADDRESS_MESSAGE, SHIPPING_SERVER_NAME, VERIFICATION_KEY, VERIFICATION_URL_PREFIX,
 };
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

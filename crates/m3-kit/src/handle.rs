@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use m3_store::{
-    ExecutionEvent, ExecutionRecord, LeaseRef, ManagedInputStore, ResponseSubmission, RoundRef,
+    ExecutionEvent, ExecutionLease, ExecutionRecord, LeaseRef, ManagedInputStore,
+    ResponseSubmission, RoundRef,
 };
 use m3_types::{
     Error, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, ManagedInputRecord,
@@ -196,6 +197,17 @@ impl AsyncExecutionHandle {
     /// `managed_input_invalid` (`not_found`) if the execution is gone; `storage_error`.
     pub async fn snapshot(&self) -> Result<ExecutionState> {
         Ok(self.record().await?.state())
+    }
+
+    /// The worker lease while a worker holds one (live or expired): who runs the execution
+    /// and until when. `None` before a worker claimed it and once it finished. An expired
+    /// lease on an unfinished execution means its worker is gone: recovery (opening the store,
+    /// `recover`) terminalizes it.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` (`not_found`) if the execution is gone; `storage_error`.
+    pub async fn worker_lease(&self) -> Result<Option<ExecutionLease>> {
+        Ok(self.record().await?.lease)
     }
 
     /// Waits for the terminal result (`None`: no limit).

@@ -51,3 +51,8 @@ pub use spec::{
 };
 pub use trace::ExecutionTrace;
 pub use worker::Worker;
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

@@ -77,3 +77,8 @@ pub use execution::{
     ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
     ListExecutions, NewExecution, SqliteExecutionStore, TerminalizeExpired, Terminalized,
 };
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;
