@@ -115,6 +115,19 @@ for example in $(cargo metadata --format-version 1 --no-deps \
   fi
 done
 
+step "MSRV: the workspace builds with the rust-version it declares"
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+case "$msrv" in *.*.*) ;; *) msrv="$msrv.0" ;; esac  # rustup names toolchains X.Y.Z
+rustup run "$msrv" cargo check --workspace --all-targets --all-features --quiet
+
+step "cargo package (every publishable crate)"
+# Packs each crate as a registry user gets it (manifest, README, licenses, the
+# crates' versions resolving against each other). --no-verify: verifying rebuilds
+# every dependency outside this workspace's profile (about 2 GB and the length of a
+# second full build); the workspace build and tests above already compile the same
+# sources. See docs/decisions.md.
+cargo package --workspace --exclude m3-tests --allow-dirty --no-verify --quiet
+
 step "cargo deny"
 cargo deny --log-level error check bans licenses sources
 

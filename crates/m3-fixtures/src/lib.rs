@@ -64,6 +64,7 @@
 //! ```
 //!
 //! As a process: `m3 example-provider --script FILE [--port N] [--record FILE]`.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]

@@ -33,6 +33,12 @@ impl AsyncAgent {
     /// invalid tool selection or server binding, a server command that is a bare name not
     /// found on the caller's `PATH` (bare names are resolved here, because server processes
     /// start with a cleared environment); `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped mid-way, the execution may already be stored (`queued`, listed by
+    /// `executions()`) while this process never started its worker. Do not race it in
+    /// `select!`.
     pub async fn submit(
         &self,
         prompt: impl Into<String>,

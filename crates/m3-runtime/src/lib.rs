@@ -25,6 +25,7 @@
 //!   of each stdio server, and the [`RelayObserver`](relay::RelayObserver) it reports
 //!   every frame to, so the worker sees the MCP wire of a harness-owned connection.
 //! - [`recover`]: terminalizes executions whose worker disappeared.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]

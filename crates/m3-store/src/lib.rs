@@ -45,6 +45,7 @@
 //! # Feature flags
 //!
 //! - `conformance`: exposes `m3_store::conformance` (not semver-stable).
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
