@@ -3,10 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use m3_store::{ExecutionEvent, ExecutionRecord, LeaseRef, ResponseSubmission, RoundRef};
+use m3_store::{
+    ExecutionEvent, ExecutionLease, ExecutionRecord, LeaseRef, ManagedInputStore,
+    ResponseSubmission, RoundRef,
+};
 use m3_types::{
-    Error, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, ManagedInputStatus,
-    PendingElicitationRound, ResponseMap, Result, messages,
+    Error, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, ManagedInputRecord,
+    ManagedInputStatus, PendingElicitationRound, ResponseMap, Result, messages,
 };
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -59,6 +62,17 @@ pub struct RoundDiagnostics {
     pub redacted_responses: Option<Map<String, Value>>,
 }
 
+/// One round with its requests and its redacted diagnostics, from
+/// [`AsyncExecutionHandle::round`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RoundDetails {
+    /// The public round: server, operation, requests, deadline.
+    pub round: PendingElicitationRound,
+    /// Status, timestamps, failure and the redacted responses.
+    pub diagnostics: RoundDiagnostics,
+}
+
 /// A handle on one execution, from [`AsyncAgent::submit`](crate::AsyncAgent::submit)
 /// or [`AsyncMcpTestKit::attach`](crate::AsyncMcpTestKit::attach). Cheap to clone.
 #[derive(Debug, Clone)]
@@ -108,6 +122,10 @@ impl AsyncExecutionHandle {
     /// # Errors
     /// `managed_input_state` ("multiple") if storage holds more than one pending
     /// round; `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn pending_elicitation(&self) -> Result<Option<PendingElicitationRound>> {
         if self.human_input != HumanInput::Managed {
             return Ok(None);
@@ -140,6 +158,12 @@ impl AsyncExecutionHandle {
     ///   lease that expired;
     /// - `managed_input_state` for a failed or terminal round (for example after
     ///   recovery).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel-safe in the strict sense: dropped mid-way, the responses may or may not have been
+    /// committed (the commit is one transaction, never half). Call it again with the same
+    /// idempotency key and the same responses to learn which: it succeeds either way.
     pub async fn respond_elicitation(
         &self,
         round_id: &str,
@@ -181,8 +205,27 @@ impl AsyncExecutionHandle {
     ///
     /// # Errors
     /// `managed_input_invalid` (`not_found`) if the execution is gone; `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn snapshot(&self) -> Result<ExecutionState> {
         Ok(self.record().await?.state())
+    }
+
+    /// The worker lease while a worker holds one (live or expired): who runs the execution
+    /// and until when. `None` before a worker claimed it and once it finished. An expired
+    /// lease on an unfinished execution means its worker is gone: recovery (opening the store,
+    /// `recover`) terminalizes it.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` (`not_found`) if the execution is gone; `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
+    pub async fn worker_lease(&self) -> Result<Option<ExecutionLease>> {
+        Ok(self.record().await?.lease)
     }
 
     /// Waits for the terminal result (`None`: no limit).
@@ -190,6 +233,11 @@ impl AsyncExecutionHandle {
     /// # Errors
     /// `invalid_argument` for a zero timeout; `timeout` (detail `wait_only`) when
     /// the wait expires; the execution keeps running.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it waits by reading the store; dropping it leaves the execution running and a
+    /// later call waits again.
     pub async fn result(&self, timeout: Option<Duration>) -> Result<ExecutionResult> {
         if timeout == Some(Duration::ZERO) {
             return Err(Error::model_validation(messages::WAIT_TIMEOUT_POSITIVE));
@@ -215,6 +263,12 @@ impl AsyncExecutionHandle {
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped mid-way, the durable cancel request may already be recorded (the execution then
+    /// still ends `cancelled`); calling again is harmless. The wait for the outcome (when this kit
+    /// runs the execution) is cancel-safe.
     pub async fn cancel(&self) -> Result<()> {
         let record = self.record().await?;
         if record.is_finished() {
@@ -235,6 +289,10 @@ impl AsyncExecutionHandle {
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn events(&self, after_sequence: Option<u64>) -> Result<Vec<ExecutionEvent>> {
         self.kit
             .store
@@ -246,34 +304,48 @@ impl AsyncExecutionHandle {
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn rounds(&self) -> Result<Vec<RoundDiagnostics>> {
         if self.human_input != HumanInput::Managed {
             return Ok(Vec::new());
         }
         let store = self.kit.store.managed_input_store().await?;
         let mut out = Vec::new();
-        for r in store.list_rounds(&self.execution_id).await? {
-            let redacted_responses = store.redacted_responses(&RoundRef::of(&r)).await?;
-            out.push(RoundDiagnostics {
-                round_id: r.pending.round_id.clone(),
-                round_index: r.round_index,
-                status: r.status,
-                request_keys: r.pending.requests.keys().cloned().collect(),
-                server: r.pending.server.clone(),
-                operation_kind: r.pending.operation_kind,
-                operation_name: r.pending.operation_name.clone(),
-                delivery_attempts: r.delivery_attempts,
-                created_at: r.created_at,
-                response_validated_at: r.response_validated_at,
-                resolved_at: r.resolved_at,
-                failed_at: r.failed_at,
-                failure_code: r.failure_code.clone(),
-                failure_message: r.failure_message.clone(),
-                response_idempotency_key: r.response_idempotency_key.clone(),
-                redacted_responses,
-            });
+        for record in store.list_rounds(&self.execution_id).await? {
+            out.push(diagnostics(&*store, &record).await?);
         }
         Ok(out)
+    }
+
+    /// One round in any status: its requests (the public round) and its
+    /// redacted diagnostics.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` with detail `not_found = true` for an unknown
+    /// round (or a handle that is not managed); `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
+    pub async fn round(&self, round_id: &str) -> Result<RoundDetails> {
+        let missing =
+            || not_found("managed-input round", round_id).with_detail("round_id", round_id);
+        if self.human_input != HumanInput::Managed || round_id.is_empty() {
+            return Err(missing());
+        }
+        let store = self.kit.store.managed_input_store().await?;
+        let record = store
+            .get_round(&RoundRef::new(self.execution_id.clone(), round_id))
+            .await?
+            .ok_or_else(missing)?;
+        let diagnostics = diagnostics(&*store, &record).await?;
+        Ok(RoundDetails {
+            round: record.pending,
+            diagnostics,
+        })
     }
 
     /// Polls until a round is pending (returns it), the execution finishes
@@ -282,6 +354,11 @@ impl AsyncExecutionHandle {
     /// # Errors
     /// `timeout` when nothing happened in time; as
     /// [`pending_elicitation`](Self::pending_elicitation).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it waits by reading the store; dropping it loses no round, and a later call
+    /// returns the same pending round.
     pub async fn wait_for_pending(
         &self,
         timeout: Duration,
@@ -304,6 +381,32 @@ impl AsyncExecutionHandle {
             tokio::time::sleep(WAIT_POLL).await;
         }
     }
+}
+
+/// The redacted diagnostics of one stored round.
+async fn diagnostics(
+    store: &dyn ManagedInputStore,
+    r: &ManagedInputRecord,
+) -> Result<RoundDiagnostics> {
+    let redacted_responses = store.redacted_responses(&RoundRef::of(r)).await?;
+    Ok(RoundDiagnostics {
+        round_id: r.pending.round_id.clone(),
+        round_index: r.round_index,
+        status: r.status,
+        request_keys: r.pending.requests.keys().cloned().collect(),
+        server: r.pending.server.clone(),
+        operation_kind: r.pending.operation_kind,
+        operation_name: r.pending.operation_name.clone(),
+        delivery_attempts: r.delivery_attempts,
+        created_at: r.created_at,
+        response_validated_at: r.response_validated_at,
+        resolved_at: r.resolved_at,
+        failed_at: r.failed_at,
+        failure_code: r.failure_code.clone(),
+        failure_message: r.failure_message.clone(),
+        response_idempotency_key: r.response_idempotency_key.clone(),
+        redacted_responses,
+    })
 }
 
 /// The result of a finished record: the worker's, or one rebuilt from the

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use m3_runtime::{AgentSelection, RecoveryReport, ResponseNotifier, Worker};
 use m3_store::{ExecutionStore, ListExecutions, SqliteExecutionStore};
-use m3_types::{Error, ExecutionState, HumanInput, ManagedInputStatus, Result};
+use m3_types::{
+    Error, ExecutionState, HumanInput, ManagedInputStatus, PendingElicitationRound, Result,
+};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -133,6 +135,10 @@ impl AsyncMcpTestKit {
     /// # Errors
     /// `managed_input_invalid` with detail `not_found = true` for an unknown id;
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn attach(&self, execution_id: &str) -> Result<AsyncExecutionHandle> {
         let record = self
             .inner
@@ -157,12 +163,25 @@ impl AsyncMcpTestKit {
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn executions(&self) -> Result<Vec<ExecutionSummary>> {
-        let records = self
-            .inner
-            .store
-            .list_executions(ListExecutions::new())
-            .await?;
+        self.executions_where(ListExecutions::new()).await
+    }
+
+    /// The stored executions that `query` selects (lifecycle, human input,
+    /// limit), oldest first.
+    ///
+    /// # Errors
+    /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
+    pub async fn executions_where(&self, query: ListExecutions) -> Result<Vec<ExecutionSummary>> {
+        let records = self.inner.store.list_executions(query).await?;
         let mut out = Vec::with_capacity(records.len());
         for record in records {
             let pending_rounds = if record.human_input == HumanInput::Managed {
@@ -185,11 +204,50 @@ impl AsyncMcpTestKit {
         Ok(out)
     }
 
+    /// The inbox: every pending round of every execution, oldest first
+    /// (by creation time, then round id).
+    ///
+    /// # Errors
+    /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
+    pub async fn pending_rounds(&self) -> Result<Vec<PendingElicitationRound>> {
+        let records = self
+            .inner
+            .store
+            .list_executions(ListExecutions::new())
+            .await?;
+        let mut pending = Vec::new();
+        for record in records {
+            if record.human_input != HumanInput::Managed || record.is_finished() {
+                continue;
+            }
+            let store = self.inner.store.managed_input_store().await?;
+            pending.extend(
+                store
+                    .list_rounds(&record.execution_id)
+                    .await?
+                    .into_iter()
+                    .filter(|r| r.status == ManagedInputStatus::Pending)
+                    .map(|r| r.pending),
+            );
+        }
+        pending.sort_by(|a, b| (a.created_at, &a.round_id).cmp(&(b.created_at, &b.round_id)));
+        Ok(pending)
+    }
+
     /// Terminalizes executions whose worker lease expired (see
     /// [`m3_runtime::recover`]).
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped mid-way, some executions may already be terminalized (each one in its own
+    /// transaction); running it again finishes the rest and reports only those.
     pub async fn recover(&self) -> Result<RecoveryReport> {
         m3_runtime::recover(&*self.inner.store).await
     }
@@ -199,6 +257,11 @@ impl AsyncMcpTestKit {
     ///
     /// # Errors
     /// None today; the `Result` leaves room for cleanup failures.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not meant for `select!`: dropped mid-way, background workers may still be stopping; the kit
+    /// is consumed either way.
     pub async fn close(self) -> Result<()> {
         self.inner.shutdown.cancel();
         self.inner.tasks.close();
@@ -253,6 +316,11 @@ impl AsyncMcpTestKitBuilder {
     ///
     /// # Errors
     /// `storage_error` (and the store's open errors).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped mid-way, nothing is left open; recovery on open may have terminalized some
+    /// executions (idempotent, see `recover`).
     pub async fn build(self) -> Result<AsyncMcpTestKit> {
         let (store, persistent, ephemeral): (Arc<dyn ExecutionStore>, bool, _) =
             match (self.store, self.path) {

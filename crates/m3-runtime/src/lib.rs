@@ -25,6 +25,7 @@
 //!   of each stdio server, and the [`RelayObserver`](relay::RelayObserver) it reports
 //!   every frame to, so the worker sees the MCP wire of a harness-owned connection.
 //! - [`recover`]: terminalizes executions whose worker disappeared.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
@@ -51,3 +52,8 @@ pub use spec::{
 };
 pub use trace::ExecutionTrace;
 pub use worker::Worker;
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

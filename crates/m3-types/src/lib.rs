@@ -58,6 +58,8 @@
 //!   never re-implement it.
 //! - [`execution`]: [`HumanInput`], the [`ExecutionStatus`] transition table, outcomes, state,
 //!   results and [`ErrorInfo`].
+//! - [`form`]: the fields of a requested schema ([`form::fields`]), classified by MCP's
+//!   restricted subset, for every form renderer.
 //! - [`server`]: [`StdioServer`] bindings and [`ToolSelection`] (`"server:tool"`).
 //! - [`error`]: one [`Error`] enum with stable [`Error::code`] strings; [`messages`] holds the
 //!   reference's message texts so every crate and backend uses the same words.
@@ -71,16 +73,21 @@
 //! # Feature flags
 //!
 //! None.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
 #![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
+
+#[macro_use]
+mod wire_enum;
 
 pub mod canonical;
 pub mod clock;
 pub mod elicitation;
 pub mod error;
 pub mod execution;
+pub mod form;
 pub mod messages;
 pub mod record;
 pub mod redact;
@@ -112,3 +119,8 @@ pub use validation::validate_responses;
 pub fn new_id() -> String {
     ulid::Ulid::generate().to_string()
 }
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

@@ -24,7 +24,7 @@ use crate::messages::{
     EXACT_KEYS, FORM_REQUIRES_CONTENT, SCHEMA_MISMATCH, UNEXPECTED_KEYS, URL_CONTENT,
 };
 
-/// Checks `responses` against the pending round, exactly as the reference's store does.
+/// Checks `responses` against the pending round, exactly as the store of sf-m3 (the Python implementation) does.
 ///
 /// 1. The keys equal the pending request keys: extra keys → "responses contain unexpected
 ///    request keys"; missing keys (including an empty map) → "responses must contain exactly the

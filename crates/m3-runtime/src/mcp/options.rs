@@ -25,6 +25,10 @@ pub enum ProtocolEra {
 }
 
 impl ProtocolEra {
+    /// The protocol version of the modern era, `"2026-07-28"` (rmcp's
+    /// `ProtocolVersion::V_2026_07_28`; a test keeps the two equal).
+    pub const MODERN_VERSION: &'static str = "2026-07-28";
+
     /// The stable string: `"modern"` or `"legacy"`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -192,5 +196,13 @@ mod tests {
         }
         let error = "2026".parse::<ProtocolEra>().unwrap_err();
         assert!(error.message().contains("'2026'"));
+    }
+
+    #[test]
+    fn the_modern_version_is_rmcps() {
+        assert_eq!(
+            ProtocolEra::MODERN_VERSION,
+            rmcp::model::ProtocolVersion::V_2026_07_28.as_str()
+        );
     }
 }

@@ -1,11 +1,13 @@
 //! The fields of a requested schema, classified the way MCP's restricted schema subset is
 //! decoded (boolean, number/integer, single- and multi-select enums, strings), plus a JSON
-//! fallback for anything outside the subset.
+//! fallback for anything outside the subset. Every form renderer (the terminal's, the answer
+//! page's) starts from [`fields`].
 
 use serde_json::{Map, Value};
 
 /// One option of an enum field.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Choice {
     /// The value submitted (`enum` item or `const`).
     pub value: String,
@@ -15,7 +17,10 @@ pub struct Choice {
 
 /// What kind of answer a field takes.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "every renderer matches each kind: a new kind must fail to compile in each of them"
+)]
 pub enum FieldKind {
     /// `type: "string"`, with optional `format` (email, uri, date, date-time) and length bounds.
     Text {
@@ -57,6 +62,7 @@ pub enum FieldKind {
 
 /// One property of the requested schema.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Field {
     /// The property name (the content key).
     pub name: String,
