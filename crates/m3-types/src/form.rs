@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 /// One option of an enum field.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Choice {
     /// The value submitted (`enum` item or `const`).
     pub value: String,
@@ -58,6 +59,7 @@ pub enum FieldKind {
 
 /// One property of the requested schema.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Field {
     /// The property name (the content key).
     pub name: String,

@@ -240,7 +240,7 @@ fn prompt_line(field: &Field) -> String {
         FieldKind::MultiSelect { .. } => {
             "choose any: numbers or values, comma-separated".to_owned()
         }
-        FieldKind::Json => "JSON".to_owned(),
+        _ => "JSON".to_owned(),
     });
     let mut line = format!("  {} ({})", field.label(), hints.join(", "));
     if let Some(default) = &field.default {
