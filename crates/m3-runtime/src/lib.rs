@@ -33,6 +33,7 @@
 //! can reach them. Like `sqlx-core`, they are exempt from semver: anything in them may
 //! change in any release. Applications use `m3-kit`. Public types of this crate are
 //! `#[non_exhaustive]` unless an `#[expect(clippy::exhaustive_*)]` says why not.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
@@ -60,3 +61,8 @@ pub use spec::{
 };
 pub use trace::ExecutionTrace;
 pub use worker::Worker;
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

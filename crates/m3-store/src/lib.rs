@@ -45,6 +45,7 @@
 //! # Feature flags
 //!
 //! - `conformance`: exposes `m3_store::conformance` (not semver-stable).
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
@@ -77,3 +78,8 @@ pub use execution::{
     ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
     ListExecutions, NewExecution, SqliteExecutionStore, TerminalizeExpired, Terminalized,
 };
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

@@ -333,6 +333,13 @@ impl UrlElicitationRequest {
         self.meta = Some(meta);
         self
     }
+
+    /// Sets `task`.
+    #[must_use]
+    pub fn with_task(mut self, task: Map<String, Value>) -> Self {
+        self.task = Some(task);
+        self
+    }
 }
 
 /// The mode of an elicitation request.

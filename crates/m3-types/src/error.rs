@@ -243,7 +243,7 @@ impl Error {
         self.body().source.as_deref()
     }
 
-    /// Whether the reference's `retryable` flag is set for this kind (only timeouts are).
+    /// Whether sf-m3's `retryable` flag is set for this kind (only timeouts are).
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::OperationTimeout(_))
     }
@@ -315,7 +315,7 @@ impl Error {
     }
 }
 
-/// Stable error codes: those of [`Error`] plus the execution-level codes of the reference.
+/// Stable error codes: those of [`Error`] plus the execution-level codes of sf-m3, the Python implementation.
 #[derive(
     Debug,
     Clone,

@@ -81,7 +81,7 @@ wire_enum!(ExecutionStatus, "execution status", [
 ]);
 
 impl ExecutionStatus {
-    /// The reference's transition table: whether `self -> next` is allowed.
+    /// The transition table of sf-m3 (the Python implementation): whether `self -> next` is allowed.
     ///
     /// created→{queued, starting, finished}; queued→{starting, finished};
     /// starting→{idle, running_turn, closing, finished}; idle→{running_turn, closing, finished};
@@ -138,7 +138,7 @@ wire_enum!(ExecutionOutcome, "execution outcome", [
 ]);
 
 impl ExecutionOutcome {
-    /// The reference's outcome mapping: no error → completed, timeout → timed_out,
+    /// The outcome mapping of sf-m3: no error → completed, timeout → timed_out,
     /// cancelled → cancelled, anything else → failed.
     pub fn for_error(error: Option<&Error>) -> Self {
         match error {

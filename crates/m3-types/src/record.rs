@@ -9,7 +9,8 @@ use crate::elicitation::ResponseMap;
 use crate::error::{Error, Result};
 use crate::round::{PendingElicitationRound, require_non_empty};
 
-/// Status of a stored round (the six states of the reference's state machine).
+/// Status of a stored round (the six states of the state machine shared with sf-m3, the Python
+/// implementation).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -136,7 +137,8 @@ impl ManagedInputLease {
 
 /// A stored round: the pending round plus lease, status, responses and lifecycle data.
 ///
-/// Fields and invariants are the reference's (section 2.6); see [`ManagedInputRecord::validate`].
+/// Fields and invariants are those of sf-m3, the Python implementation; see
+/// [`ManagedInputRecord::validate`].
 /// Deserialization validates.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, remote = "Self")]
@@ -298,7 +300,7 @@ impl ManagedInputRecord {
         &self.lease.owner_id
     }
 
-    /// Checks every record invariant of the reference.
+    /// Checks every record invariant of sf-m3 (the Python implementation).
     ///
     /// - the pending round and the lease are valid;
     /// - `round_limit > 0` and `round_index < round_limit` ("round index must be below the round

@@ -1,4 +1,4 @@
-//! `m3 demo`: the seed's scenario on the embedded defaults. A scripted agent calls
+//! `m3 demo`: a shipment booked through one managed input round, on the embedded defaults. A scripted agent calls
 //! `shipping:book_shipment` on the bundled shipping server (`<this exe> example-server
 //! shipping`) with `human_input=managed`; the round is answered with the sample address (or
 //! by the person with `--interactive`); the result and the round's final status are printed.
@@ -19,7 +19,7 @@ use crate::failure::Failure;
 use crate::output::Output;
 use crate::render;
 
-/// The seed's sample address.
+/// The sample delivery address the demo answers with.
 fn sample_address(round: &PendingElicitationRound) -> ResponseMap {
     let content = json!({"street": "1 Main Street", "city": "Pune"});
     round
@@ -97,7 +97,7 @@ async fn run_demo(
         )
         .await?;
     if out.is_json() {
-        out.json_line(&json!({"execution_id": handle.execution_id()}))?;
+        out.event("execution", &json!({"execution_id": handle.execution_id()}))?;
     }
     out.say(format!(
         "1. submitted execution {}: a scripted agent calls shipping:book_shipment with human_input=managed",
@@ -119,13 +119,13 @@ async fn run_demo(
         out.say(format!(
             "3. round {} is {}",
             round.get("round_id").and_then(Value::as_str).unwrap_or("?"),
-            round.get("status").and_then(Value::as_str).unwrap_or("?")
+            out.status(round.get("status").and_then(Value::as_str).unwrap_or("?"))
         ));
     }
     out.say("4. result:");
     print_result(out, &result)?;
     if out.is_json() {
-        out.json_line(&json!({"rounds": rounds}))?;
+        out.event("rounds", &json!({"rounds": rounds}))?;
     }
     Ok(result)
 }

@@ -83,7 +83,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Fai
             .ok_or_else(|| Failure::other("internal", "the kit returned no agent"))?;
         let handle = agent.submit(prompt, options).await?;
         if out.is_json() {
-            out.json_line(&json!({"execution_id": handle.execution_id()}))?;
+            out.event("execution", &json!({"execution_id": handle.execution_id()}))?;
         } else {
             out.say(format!("execution {}", handle.execution_id()));
         }
@@ -118,7 +118,9 @@ pub(crate) enum Answer {
 }
 
 /// Prints each new pending round, answers it as `answer` says, and returns the final result.
-/// Ctrl-C requests cancellation of the execution and keeps following it to its end.
+/// Ctrl-C requests cancellation of the execution, follows it to its end and then fails with
+/// `interrupted` (exit 130); a second Ctrl-C stops following at once (the execution is then
+/// cancelled by its worker's end, or failed by recovery once the lease expires).
 pub(crate) async fn follow(
     out: Output,
     handle: &AsyncExecutionHandle,
@@ -152,16 +154,29 @@ pub(crate) async fn follow(
         }
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
-            _ = &mut ctrl_c, if !interrupted => {
+            _ = &mut ctrl_c => {
+                if interrupted {
+                    return Err(Failure::interrupted(handle.execution_id()));
+                }
                 interrupted = true;
                 ticker.stop();
-                out.say("interrupted: cancelling the execution");
-                handle.cancel().await?;
+                out.say("interrupted: cancelling the execution (Ctrl-C again to stop waiting)");
+                // A fresh wait for the second Ctrl-C (a finished future is never polled again).
+                ctrl_c.set(tokio::signal::ctrl_c());
+                tokio::select! {
+                    cancelled = handle.cancel() => cancelled?,
+                    _ = &mut ctrl_c => return Err(Failure::interrupted(handle.execution_id())),
+                }
             }
         }
     }
     ticker.stop();
-    Ok(handle.result(None).await?)
+    let result = handle.result(None).await?;
+    if interrupted {
+        print_result(out, &result)?;
+        return Err(Failure::interrupted(handle.execution_id()));
+    }
+    Ok(result)
 }
 
 /// The responses this process gives to `round`, if it answers at all.
@@ -199,7 +214,10 @@ async fn commit_answer(
     {
         Ok(()) => {
             if out.is_json() {
-                out.json_line(&json!({"round_id": round.round_id, "committed": true}))?;
+                out.event(
+                    "round_committed",
+                    &json!({"round_id": round.round_id, "committed": true}),
+                )?;
             } else {
                 out.say(format!("responses committed to round {}", round.round_id));
             }
@@ -219,7 +237,7 @@ fn show_round(
     answer: &Answer,
 ) -> Result<(), Failure> {
     if out.is_json() {
-        return out.json_line(round);
+        return out.event("round_pending", round);
     }
     out.say(render::round(round));
     if matches!(answer, Answer::AnyProcess) {
@@ -243,9 +261,9 @@ async fn ask_terminal(round: &PendingElicitationRound) -> Result<ResponseMap, Fa
 
 pub(crate) fn print_result(out: Output, result: &ExecutionResult) -> Result<(), Failure> {
     if out.is_json() {
-        out.json_line(result)
+        out.event("result", result)
     } else {
-        out.say(render::result(result));
+        out.say(render::result(out, result));
         Ok(())
     }
 }

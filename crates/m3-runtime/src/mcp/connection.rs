@@ -17,6 +17,7 @@ use super::handler::{LegacyRouter, M3ClientHandler};
 use super::operation::{OperationProgress, OperationRequest, ResumeRequest};
 use super::options::{ConnectOptions, ProtocolEra};
 use super::process::{self, ServerProcess, SpawnSettings};
+use super::raw::RawMessages;
 use super::record::LogicalOperation;
 
 /// How many operation records a connection keeps for [`McpConnection::operation_log`].
@@ -58,6 +59,8 @@ pub(crate) struct Shared {
     pub(crate) fault_tx: FaultSender,
     pub(crate) process: ServerProcess,
     pub(crate) router: Arc<LegacyRouter>,
+    /// Raw `input_required` results and `elicitation/create` params, by id.
+    pub(crate) raw: Arc<RawMessages>,
     pub(crate) legacy_slot: Arc<Semaphore>,
     pub(crate) options: ConnectOptions,
     pub(crate) log: Mutex<Vec<LogicalOperation>>,
@@ -175,15 +178,17 @@ impl McpConnection {
         };
         let (process, pipes) = process::spawn(server, &settings)?;
         let (fault_tx, faults) = FaultSender::new();
+        let raw = Arc::new(RawMessages::default());
         let reader = frames::spawn_reader(
             pipes.stdout,
             options.max_frame_bytes,
             fault_tx.clone(),
             process.kill_token(),
             process.exit_watch(),
+            Arc::clone(&raw),
         );
         let router = Arc::new(LegacyRouter::default());
-        let handler = M3ClientHandler::new(Arc::clone(&router));
+        let handler = M3ClientHandler::new(Arc::clone(&router), Arc::clone(&raw));
         let (mode, timeout) = lifecycle_mode(lifecycle, options);
         let serving = handler.serve_with_lifecycle((reader, pipes.stdin), mode);
         let service = match handshake(serving, timeout, &server.name, faults.clone()).await {
@@ -205,6 +210,7 @@ impl McpConnection {
             fault_tx,
             process,
             router,
+            raw,
             legacy_slot: Arc::new(Semaphore::new(1)),
             options: options.clone(),
             log: Mutex::new(Vec::new()),

@@ -313,20 +313,13 @@ impl Worker {
         snapshot.tool_call_count = trace.tool_calls().count() as u64;
         let mut result = ExecutionResult::new(snapshot)?;
         result.activity_health = trace.activity_health();
-        result.turns = vec![serde_json::json!({
-            "prompt": trace.prompt,
-            "final_text": trace.final_text,
-        })];
-        result.error = error.as_ref().map(Error::to_error_info);
-        result.trace = Some(
-            serde_json::to_value(&trace)
-                .map_err(|e| Error::protocol("trace is not serializable").with_source(e))?,
-        );
+        trace.persist_into(&mut result, error.as_ref())?;
+        let stored_error = result.error.clone();
         let mut request = FinishExecution::new(&record.execution_id, outcome)
             .with_result(result)
             .with_lease(lease.clone());
-        if let Some(error) = &error {
-            request = request.with_error(error.to_error_info());
+        if let Some(error) = stored_error {
+            request = request.with_error(error);
         }
         match self.executions.finish(request).await {
             Ok(finished) => {

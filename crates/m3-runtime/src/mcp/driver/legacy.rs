@@ -137,8 +137,9 @@ impl Driver {
         match step {
             LegacyStep::Answer(answer) => {
                 call.finished = true;
+                let request_id = call.request_id.clone();
                 drop(call);
-                self.legacy_answer(*answer, waited).await
+                self.legacy_answer(*answer, &request_id, waited).await
             }
             LegacyStep::Input(input) => self.legacy_round(call, input),
             LegacyStep::Fault(error) => {
@@ -167,10 +168,11 @@ impl Driver {
     async fn legacy_answer(
         mut self,
         answer: LegacyResponse,
+        request_id: &RequestId,
         waited: Duration,
     ) -> Result<OperationProgress> {
         let answer = match answer {
-            Ok(Ok(result)) => self.classify(result),
+            Ok(Ok(result)) => self.classify(result, request_id),
             Ok(Err(error @ ServiceError::McpError(_))) => {
                 Err(wire::service_error(error, &self.origin))
             }

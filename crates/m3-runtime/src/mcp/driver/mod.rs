@@ -311,7 +311,12 @@ impl Driver {
         )
     }
 
-    fn classify(&self, result: ServerResult) -> Result<Answer> {
+    /// Classify the answer to `request_id`, from the raw JSON when the reader
+    /// kept it (an `input_required` the typed model would change).
+    fn classify(&self, result: ServerResult, request_id: &RequestId) -> Result<Answer> {
+        if let Some(raw) = self.shared.raw.take_result(request_id) {
+            return wire::classify(raw, &self.origin);
+        }
         let value = match result {
             ServerResult::CustomResult(custom) => custom.0,
             ServerResult::EmptyResult(_) if self.origin.kind == OperationKind::Tool => {

@@ -166,7 +166,7 @@ impl Driver {
         let timeout = self.shared.options.request_timeout;
         tokio::select! {
             answer = tokio::time::timeout(timeout, response) => match answer {
-                Ok(Ok(Ok(result))) => self.classify(result),
+                Ok(Ok(Ok(result))) => self.classify(result, request_id),
                 Ok(Ok(Err(error))) => Err(match error {
                     ServiceError::McpError(_) => wire::service_error(error, &self.origin),
                     other => self.closed_error(Some(other)).await,
