@@ -52,6 +52,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
+#![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 
 mod agent;
 mod blocking;

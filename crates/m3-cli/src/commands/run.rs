@@ -137,47 +137,17 @@ pub(crate) async fn follow(
         {
             ticker.stop();
             show_round(out, &round, &answer)?;
-            let answered = match &answer {
-                Answer::AnyProcess => None,
-                Answer::Terminal => Some(ask_terminal(&round).await?),
-                Answer::Fixed(build) => {
-                    let responses = build(&round);
-                    if !out.is_json() {
-                        let shown = serde_json::to_value(&responses).unwrap_or_default();
-                        out.say(format!("answering with {shown}"));
+            let waiting = match answer_for(out, &round, &answer).await? {
+                Some(responses) => {
+                    if !commit_answer(out, handle, &round, responses).await? {
+                        // Still pending: ask again.
+                        seen.remove(&round.round_id);
                     }
-                    Some(responses)
+                    "running"
                 }
+                None => "waiting for a response",
             };
-            if let Some(responses) = answered {
-                let key = format!("m3-run-{}", round.round_id);
-                match handle
-                    .respond_elicitation(&round.round_id, responses, &key)
-                    .await
-                {
-                    Ok(()) => {
-                        if out.is_json() {
-                            out.event(
-                                "round_committed",
-                                &json!({"round_id": round.round_id, "committed": true}),
-                            )?;
-                        } else {
-                            out.say(format!("responses committed to round {}", round.round_id));
-                        }
-                    }
-                    Err(error) => {
-                        let failure = Failure::from(error);
-                        out.fail(&failure);
-                        if failure.exit == crate::failure::exit::INVALID {
-                            // Still pending: ask again.
-                            seen.remove(&round.round_id);
-                        }
-                    }
-                }
-                ticker = Ticker::start(out.shows_progress(), "running");
-            } else {
-                ticker = Ticker::start(out.shows_progress(), "waiting for a response");
-            }
+            ticker = Ticker::start(out.shows_progress(), waiting);
         }
         if handle.snapshot().await?.lifecycle.is_terminal() {
             break;
@@ -207,6 +177,58 @@ pub(crate) async fn follow(
         return Err(Failure::interrupted(handle.execution_id()));
     }
     Ok(result)
+}
+
+/// The responses this process gives to `round`, if it answers at all.
+async fn answer_for(
+    out: Output,
+    round: &PendingElicitationRound,
+    answer: &Answer,
+) -> Result<Option<ResponseMap>, Failure> {
+    Ok(match answer {
+        Answer::AnyProcess => None,
+        Answer::Terminal => Some(ask_terminal(round).await?),
+        Answer::Fixed(build) => {
+            let responses = build(round);
+            if !out.is_json() {
+                let shown = serde_json::to_value(&responses).unwrap_or_default();
+                out.say(format!("answering with {shown}"));
+            }
+            Some(responses)
+        }
+    })
+}
+
+/// Commits `responses` to `round` and reports it; `false` when they were
+/// invalid and the round is still pending (other failures are reported too).
+async fn commit_answer(
+    out: Output,
+    handle: &AsyncExecutionHandle,
+    round: &PendingElicitationRound,
+    responses: ResponseMap,
+) -> Result<bool, Failure> {
+    let key = format!("m3-run-{}", round.round_id);
+    match handle
+        .respond_elicitation(&round.round_id, responses, &key)
+        .await
+    {
+        Ok(()) => {
+            if out.is_json() {
+                out.event(
+                    "round_committed",
+                    &json!({"round_id": round.round_id, "committed": true}),
+                )?;
+            } else {
+                out.say(format!("responses committed to round {}", round.round_id));
+            }
+            Ok(true)
+        }
+        Err(error) => {
+            let failure = Failure::from(error);
+            out.fail(&failure);
+            Ok(failure.exit != crate::failure::exit::INVALID)
+        }
+    }
 }
 
 fn show_round(

@@ -15,6 +15,10 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 /// The MCP protocol era a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "the two MCP lifecycles; callers match both, and a new era changes every driver"
+)]
 pub enum ProtocolEra {
     /// 2026-07-28: `server/discover`, a `_meta` envelope on every request, input
     /// requests returned as `input_required` results and answered by a retry.
