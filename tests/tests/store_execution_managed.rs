@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use m3_store::{
-    CreateRound, EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE, ExecutionStore,
+    CreateRound, ExecutionStore,
     RoundRef, TerminalizeExpired,
 };
 use m3_types::{
@@ -15,6 +15,7 @@ use m3_types::{
     ManagedInputStatus, OperationKind, PendingElicitationRound,
 };
 use serde_json::json;
+use m3_store::sqlite::{EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE};
 use store_execution_support::*;
 
 const MANAGED_TABLES: [&str; 3] = [

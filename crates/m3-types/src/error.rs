@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::execution::ErrorInfo;
+use crate::reason::Reason;
 
 /// `Result` with [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -96,6 +97,9 @@ pub enum Error {
     /// The database failed (`storage_error`); SQLite's extended code goes in the details.
     #[error(transparent)]
     Storage(ErrorBody),
+    /// The execution or round named does not exist (`not_found`).
+    #[error(transparent)]
+    NotFound(ErrorBody),
 }
 
 macro_rules! constructors {
@@ -133,6 +137,8 @@ impl Error {
         transport => Transport;
         /// A [`Error::Storage`] with `message`.
         storage => Storage;
+        /// A [`Error::NotFound`] with `message`.
+        not_found => NotFound;
     }
 
     /// Builds an error of the kind `code` names, with `message`.
@@ -154,6 +160,7 @@ impl Error {
             ErrorCode::ProtocolError => Self::protocol(message),
             ErrorCode::TransportError => Self::transport(message),
             ErrorCode::StorageError => Self::storage(message),
+            ErrorCode::NotFound => Self::not_found(message),
             ErrorCode::InvalidTransition => {
                 Self::model_validation(message).with_detail("code", code.as_str())
             }
@@ -173,7 +180,8 @@ impl Error {
             | Self::ElicitationRoundLimit(b)
             | Self::Protocol(b)
             | Self::Transport(b)
-            | Self::Storage(b) => b,
+            | Self::Storage(b)
+            | Self::NotFound(b) => b,
         }
     }
 
@@ -189,7 +197,8 @@ impl Error {
             | Self::ElicitationRoundLimit(b)
             | Self::Protocol(b)
             | Self::Transport(b)
-            | Self::Storage(b) => b,
+            | Self::Storage(b)
+            | Self::NotFound(b) => b,
         }
     }
 
@@ -198,6 +207,20 @@ impl Error {
     pub fn with_detail(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.body_mut().details.insert(key.to_owned(), value.into());
         self
+    }
+
+    /// Records why the operation was refused, as `details.reason` (see [`Reason`]).
+    #[must_use]
+    pub fn with_reason(self, reason: Reason) -> Self {
+        self.with_detail("reason", reason.as_str())
+    }
+
+    /// The typed reason in `details.reason`, when it is one [`Reason`] knows.
+    pub fn reason(&self) -> Option<Reason> {
+        match self.details().get("reason") {
+            Some(Value::String(text)) => text.parse().ok(),
+            _ => None,
+        }
     }
 
     /// Keeps `source` as the cause ([`std::error::Error::source`]).
@@ -226,6 +249,7 @@ impl Error {
             Self::Protocol(_) => ErrorCode::ProtocolError,
             Self::Transport(_) => ErrorCode::TransportError,
             Self::Storage(_) => ErrorCode::StorageError,
+            Self::NotFound(_) => ErrorCode::NotFound,
         }
     }
 
@@ -314,6 +338,10 @@ impl Error {
     pub fn is_storage(&self) -> bool {
         matches!(self, Self::Storage(_))
     }
+    /// Code `not_found`.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound(_))
+    }
 }
 
 /// Stable error codes: those of [`Error`] plus the execution-level codes of the reference.
@@ -367,11 +395,13 @@ pub enum ErrorCode {
     CleanupFailed,
     /// `managed_input_identity_mismatch` (runtime operation identity mismatch)
     ManagedInputIdentityMismatch,
+    /// `not_found` (the execution or round named does not exist)
+    NotFound,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         Self::ManagedInputInvalid,
         Self::ManagedInputConflict,
         Self::ManagedInputState,
@@ -389,6 +419,7 @@ impl ErrorCode {
         Self::Unsupported,
         Self::CleanupFailed,
         Self::ManagedInputIdentityMismatch,
+        Self::NotFound,
     ];
 
     /// The stable string.
@@ -411,6 +442,7 @@ impl ErrorCode {
             Self::Unsupported => "unsupported",
             Self::CleanupFailed => "cleanup_failed",
             Self::ManagedInputIdentityMismatch => "managed_input_identity_mismatch",
+            Self::NotFound => "not_found",
         }
     }
 }

@@ -82,6 +82,7 @@ pub mod elicitation;
 pub mod error;
 pub mod execution;
 pub mod messages;
+pub mod reason;
 pub mod record;
 pub mod redact;
 pub mod round;
@@ -101,6 +102,7 @@ pub use execution::{
     ActivityHealth, ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
     HumanInput,
 };
+pub use reason::Reason;
 pub use record::{DeliveryState, ManagedInputLease, ManagedInputRecord, ManagedInputStatus};
 pub use redact::{REDACTED, redact, redact_with};
 pub use round::PendingElicitationRound;

@@ -2,6 +2,8 @@
 
 use m3_types::{DeliveryState, ManagedInputStatus};
 
+use m3_types::Reason;
+
 use super::check::{ensure, expect_error, expect_same, expect_status};
 use super::fixture::cancelled;
 use super::fixture::{
@@ -14,6 +16,7 @@ use crate::{ClaimRound, LeaseRef, RoundRef};
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
 const RECOVERY: &str = "managed_input_recovery_unavailable";
+const NOT_FOUND: &str = "not_found";
 
 fn claim(state: DeliveryState) -> ClaimRound {
     ClaimRound::new("worker-b", LEASE)
@@ -26,24 +29,16 @@ pub async fn claim_requires_delivery_state_evidence(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
     let bare = ClaimRound::new("worker-b", LEASE).with_expected_lease_token(TOKEN);
-    expect_error(
-        h.store.claim_round(&round_ref(), bare).await,
-        RECOVERY,
-        "evidence",
-    )?;
+    expect_error(h.store.claim_round(&round_ref(), bare).await, RECOVERY, Some(Reason::MissingEvidence))?;
     Ok(())
 }
 
 /// A live lease cannot be taken over.
 pub async fn claim_of_a_live_lease_conflicts(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(
-        h.store
+    expect_error(h.store
             .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
-            .await,
-        CONFLICT,
-        "lease",
-    )?;
+            .await, CONFLICT, Some(Reason::LeaseLive))?;
     let stored = reload(h).await?;
     ensure!(
         stored.lease.owner_id == OWNER && stored.lease.lease_token == TOKEN,
@@ -72,13 +67,9 @@ pub async fn claim_of_an_expired_pending_round_hands_the_lease_over(h: &Harness)
         "new expiry"
     );
     ensure!(claimed.delivery_attempts == 0, "attempts unchanged");
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await,
-        CONFLICT,
-        "another lease",
-    )?;
+            .await, CONFLICT, Some(Reason::LeaseNotHeld))?;
     let new_lease = LeaseRef::of(&claimed.lease);
     h.store
         .submit_responses(&round_ref(), &new_lease, submission("key-1"))
@@ -92,11 +83,7 @@ pub async fn claim_of_an_expired_pending_round_hands_the_lease_over(h: &Harness)
         done.pending.request_state.as_deref() == Some("opaque-state"),
         "request state kept"
     );
-    expect_error(
-        h.store.start_delivery(&round_ref(), &new_lease).await,
-        STATE,
-        "requires",
-    )?;
+    expect_error(h.store.start_delivery(&round_ref(), &new_lease).await, STATE, Some(Reason::WrongStatus))?;
     Ok(())
 }
 
@@ -107,17 +94,9 @@ pub async fn claim_with_a_wrong_expected_token_conflicts(h: &Harness) -> CaseRes
     let wrong = ClaimRound::new("worker-b", LEASE)
         .with_expected_lease_token("lease-other")
         .with_delivery_state(DeliveryState::NotStarted);
-    expect_error(
-        h.store.claim_round(&round_ref(), wrong).await,
-        CONFLICT,
-        "does not match",
-    )?;
+    expect_error(h.store.claim_round(&round_ref(), wrong).await, CONFLICT, Some(Reason::LeaseTokenMismatch))?;
     let none = ClaimRound::new("worker-b", LEASE).with_delivery_state(DeliveryState::NotStarted);
-    expect_error(
-        h.store.claim_round(&round_ref(), none).await,
-        CONFLICT,
-        "does not match",
-    )?;
+    expect_error(h.store.claim_round(&round_ref(), none).await, CONFLICT, Some(Reason::LeaseTokenMismatch))?;
     Ok(())
 }
 
@@ -125,13 +104,9 @@ pub async fn claim_with_a_wrong_expected_token_conflicts(h: &Harness) -> CaseRes
 pub async fn claim_of_validated_responses_requires_idempotent_proof(h: &Harness) -> CaseResult {
     let before = validated(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
+    expect_error(h.store
             .claim_round(&round_ref(), claim(DeliveryState::NotDelivered))
-            .await,
-        RECOVERY,
-        "idempotent delivery proof",
-    )?;
+            .await, RECOVERY, Some(Reason::IdempotentDeliveryRequired))?;
     expect_same(&before, &reload(h).await?, "round after a refused claim")?;
     let claimed = h
         .store
@@ -151,13 +126,9 @@ pub async fn claim_of_started_delivery_not_delivered_requires_proof_and_reverts(
 ) -> CaseResult {
     let before = delivery_started(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
+    expect_error(h.store
             .claim_round(&round_ref(), claim(DeliveryState::NotDelivered))
-            .await,
-        RECOVERY,
-        "idempotent delivery proof",
-    )?;
+            .await, RECOVERY, Some(Reason::IdempotentDeliveryRequired))?;
     expect_same(&before, &reload(h).await?, "round after a refused claim")?;
     let claimed = h
         .store
@@ -175,16 +146,12 @@ pub async fn claim_of_started_delivery_not_delivered_requires_proof_and_reverts(
 pub async fn claim_of_started_delivery_not_started_is_ambiguous(h: &Harness) -> CaseResult {
     delivery_started(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
+    expect_error(h.store
             .claim_round(
                 &round_ref(),
                 claim(DeliveryState::NotStarted).with_idempotent_delivery(true),
             )
-            .await,
-        RECOVERY,
-        "ambiguous",
-    )?;
+            .await, RECOVERY, Some(Reason::EvidenceMismatch))?;
     Ok(())
 }
 
@@ -214,23 +181,15 @@ pub async fn claim_of_started_delivery_delivered_marks_delivered(h: &Harness) ->
 pub async fn claim_with_mismatched_evidence_is_refused(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
+    expect_error(h.store
             .claim_round(&round_ref(), claim(DeliveryState::Delivered))
-            .await,
-        RECOVERY,
-        "does not match",
-    )?;
-    expect_error(
-        h.store
+            .await, RECOVERY, Some(Reason::EvidenceMismatch))?;
+    expect_error(h.store
             .claim_round(
                 &round_ref(),
                 claim(DeliveryState::NotDelivered).with_idempotent_delivery(true),
             )
-            .await,
-        RECOVERY,
-        "does not match",
-    )?;
+            .await, RECOVERY, Some(Reason::EvidenceMismatch))?;
     let other = h
         .store
         .create_round(
@@ -245,13 +204,9 @@ pub async fn claim_with_mismatched_evidence_is_refused(h: &Harness) -> CaseResul
     h.store.start_delivery(&other_ref, &lease()).await?;
     h.store.mark_delivered(&other_ref, &lease()).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
+    expect_error(h.store
             .claim_round(&other_ref, claim(DeliveryState::NotStarted))
-            .await,
-        RECOVERY,
-        "does not match",
-    )?;
+            .await, RECOVERY, Some(Reason::EvidenceMismatch))?;
     let claimed = h
         .store
         .claim_round(&other_ref, claim(DeliveryState::Delivered))
@@ -266,16 +221,12 @@ pub async fn claim_of_a_recovery_failure_is_a_recovery_error(h: &Harness) -> Cas
     h.store
         .fail_recovery(&round_ref(), TOKEN, "worker lost")
         .await?;
-    let error = expect_error(
-        h.store
+    let error = expect_error(h.store
             .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
-            .await,
-        RECOVERY,
-        "worker lost",
-    )?;
+            .await, RECOVERY, Some(Reason::RecoveryUnavailable))?;
     ensure!(error.code() == RECOVERY, "recovery code");
     let any = ClaimRound::new("worker-c", LEASE).with_expected_lease_token("whatever");
-    expect_error(h.peer.claim_round(&round_ref(), any).await, RECOVERY, "")?;
+    expect_error(h.peer.claim_round(&round_ref(), any).await, RECOVERY, Some(Reason::RecoveryUnavailable))?;
     Ok(())
 }
 
@@ -285,13 +236,9 @@ pub async fn claim_of_other_failures_and_resolved_rounds_are_state_errors(
 ) -> CaseResult {
     resolved(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
+    expect_error(h.store
             .claim_round(&round_ref(), claim(DeliveryState::Delivered))
-            .await,
-        STATE,
-        "resolved",
-    )?;
+            .await, STATE, Some(Reason::Terminal))?;
     let other = h
         .store
         .create_round(
@@ -302,24 +249,16 @@ pub async fn claim_of_other_failures_and_resolved_rounds_are_state_errors(
     let other_ref = RoundRef::of(&other);
     h.store.fail(&other_ref, &lease(), cancelled()).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
+    expect_error(h.store
             .claim_round(&other_ref, claim(DeliveryState::NotStarted))
-            .await,
-        STATE,
-        "failed",
-    )?;
+            .await, STATE, Some(Reason::Terminal))?;
     Ok(())
 }
 
 /// A missing round conflicts.
 pub async fn claim_of_a_missing_round_conflicts(h: &Harness) -> CaseResult {
-    expect_error(
-        h.store
+    expect_error(h.store
             .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
-            .await,
-        CONFLICT,
-        "does not exist",
-    )?;
+            .await, NOT_FOUND, None)?;
     Ok(())
 }

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use m3_types::{ElicitationResponse, ManagedInputStatus};
 use serde_json::json;
 
+use m3_types::Reason;
+
 use super::check::{ensure, expect_error, expect_same, expect_status};
 use super::fixture::{
     ADDRESS, EXECUTION, LEASE, OWNER, ROUND, TOKEN, accept_address, address_content, advance,
@@ -18,6 +20,7 @@ use crate::{CreateRound, LeaseRef, ResponseSubmission, RoundRef};
 const INVALID: &str = "managed_input_invalid";
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
+const NOT_FOUND: &str = "not_found";
 
 /// A valid first submission moves `pending → response_validated` with its key.
 pub async fn submit_moves_pending_to_response_validated(h: &Harness) -> CaseResult {
@@ -72,13 +75,9 @@ async fn expect_still_pending(h: &Harness) -> CaseResult {
 pub async fn submit_rejects_missing_keys_and_keeps_the_round_pending(h: &Harness) -> CaseResult {
     pending(h).await?;
     let empty = ResponseSubmission::new(BTreeMap::new(), "key-1");
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), empty)
-            .await,
-        INVALID,
-        "exactly",
-    )?;
+            .await, INVALID, Some(Reason::InvalidResponse))?;
     expect_still_pending(h).await
 }
 
@@ -88,13 +87,9 @@ pub async fn submit_rejects_unexpected_keys(h: &Harness) -> CaseResult {
     let mut responses = accept_address();
     responses.insert("other".into(), ElicitationResponse::decline());
     let extra = ResponseSubmission::new(responses, "key-1");
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), extra)
-            .await,
-        INVALID,
-        "unexpected",
-    )?;
+            .await, INVALID, Some(Reason::InvalidResponse))?;
     expect_still_pending(h).await
 }
 
@@ -107,11 +102,7 @@ pub async fn submit_rejects_schema_violations_and_keeps_the_round_pending(
     let mut content = serde_json::Map::new();
     content.insert("street".into(), json!(42));
     let bad = ResponseSubmission::single(ADDRESS, ElicitationResponse::accept(content), "key-1");
-    expect_error(
-        h.store.submit_responses(&round_ref(), &lease(), bad).await,
-        INVALID,
-        "schema",
-    )?;
+    expect_error(h.store.submit_responses(&round_ref(), &lease(), bad).await, INVALID, Some(Reason::InvalidResponse))?;
     expect_still_pending(h).await?;
     let record = h
         .store
@@ -124,11 +115,7 @@ pub async fn submit_rejects_schema_violations_and_keeps_the_round_pending(
 pub async fn submit_rejects_form_acceptance_without_content(h: &Harness) -> CaseResult {
     pending(h).await?;
     let bare = ResponseSubmission::single(ADDRESS, ElicitationResponse::accept_url(), "key-1");
-    expect_error(
-        h.store.submit_responses(&round_ref(), &lease(), bare).await,
-        INVALID,
-        "content",
-    )?;
+    expect_error(h.store.submit_responses(&round_ref(), &lease(), bare).await, INVALID, Some(Reason::InvalidResponse))?;
     expect_still_pending(h).await
 }
 
@@ -148,13 +135,9 @@ pub async fn submit_rejects_url_content(h: &Harness) -> CaseResult {
         ),
     ]);
     let with_content = ResponseSubmission::new(responses, "key-1");
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), with_content)
-            .await,
-        INVALID,
-        "URL",
-    )?;
+            .await, INVALID, Some(Reason::InvalidResponse))?;
     expect_still_pending(h).await
 }
 
@@ -198,25 +181,17 @@ pub async fn submit_accepts_decline_cancel_and_url_consent(h: &Harness) -> CaseR
 /// The idempotency key must be non-empty.
 pub async fn submit_rejects_an_empty_idempotency_key(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), submission(""))
-            .await,
-        INVALID,
-        "idempotency_key",
-    )?;
+            .await, INVALID, Some(Reason::EmptyArgument))?;
     expect_still_pending(h).await
 }
 
 /// A missing round is a conflict at store level.
 pub async fn submit_to_a_missing_round_conflicts(h: &Harness) -> CaseResult {
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await,
-        CONFLICT,
-        "does not exist",
-    )?;
+            .await, NOT_FOUND, None)?;
     Ok(())
 }
 
@@ -225,20 +200,12 @@ pub async fn submit_with_a_foreign_lease_conflicts(h: &Harness) -> CaseResult {
     pending(h).await?;
     let wrong_token = LeaseRef::new(OWNER, "lease-other");
     let wrong_owner = LeaseRef::new("worker-b", TOKEN);
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &wrong_token, submission("key-1"))
-            .await,
-        CONFLICT,
-        "another lease",
-    )?;
-    expect_error(
-        h.store
+            .await, CONFLICT, Some(Reason::LeaseNotHeld))?;
+    expect_error(h.store
             .submit_responses(&round_ref(), &wrong_owner, submission("key-1"))
-            .await,
-        CONFLICT,
-        "another lease",
-    )?;
+            .await, CONFLICT, Some(Reason::LeaseNotHeld))?;
     expect_still_pending(h).await
 }
 
@@ -248,13 +215,9 @@ pub async fn submit_after_lease_expiry_conflicts_and_keeps_the_round_pending(
 ) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs() + 1);
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await,
-        CONFLICT,
-        "expired",
-    )?;
+            .await, CONFLICT, Some(Reason::LeaseExpired))?;
     expect_still_pending(h).await
 }
 
@@ -282,21 +245,13 @@ pub async fn submit_replay_with_same_key_and_payload_returns_the_stored_record(
 pub async fn submit_replay_with_same_key_and_other_payload_conflicts(h: &Harness) -> CaseResult {
     let first = validated(h).await?;
     let other = other_address("key-1");
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), other)
-            .await,
-        CONFLICT,
-        "idempotency",
-    )?;
+            .await, CONFLICT, Some(Reason::IdempotencyKeyReused))?;
     let decline = ResponseSubmission::single(ADDRESS, ElicitationResponse::decline(), "key-1");
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), decline)
-            .await,
-        CONFLICT,
-        "idempotency",
-    )?;
+            .await, CONFLICT, Some(Reason::IdempotencyKeyReused))?;
     expect_same(
         &first,
         &reload(h).await?,
@@ -307,13 +262,9 @@ pub async fn submit_replay_with_same_key_and_other_payload_conflicts(h: &Harness
 /// Another key, even with the same payload: conflict.
 pub async fn submit_with_another_key_conflicts(h: &Harness) -> CaseResult {
     validated(h).await?;
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), submission("key-2"))
-            .await,
-        CONFLICT,
-        "idempotency",
-    )?;
+            .await, CONFLICT, Some(Reason::IdempotencyKeyReused))?;
     Ok(())
 }
 
@@ -343,13 +294,9 @@ pub async fn submit_replay_succeeds_after_resolve(h: &Harness) -> CaseResult {
 pub async fn submit_replay_still_requires_the_lease_credentials(h: &Harness) -> CaseResult {
     validated(h).await?;
     let stranger = LeaseRef::new("worker-b", "lease-other");
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &stranger, submission("key-1"))
-            .await,
-        CONFLICT,
-        "another lease",
-    )?;
+            .await, CONFLICT, Some(Reason::LeaseNotHeld))?;
     Ok(())
 }
 
@@ -357,13 +304,9 @@ pub async fn submit_replay_still_requires_the_lease_credentials(h: &Harness) -> 
 pub async fn submit_replay_validates_before_comparing(h: &Harness) -> CaseResult {
     validated(h).await?;
     let empty = ResponseSubmission::new(BTreeMap::new(), "key-1");
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), empty)
-            .await,
-        INVALID,
-        "exactly",
-    )?;
+            .await, INVALID, Some(Reason::InvalidResponse))?;
     Ok(())
 }
 
@@ -371,20 +314,12 @@ pub async fn submit_replay_validates_before_comparing(h: &Harness) -> CaseResult
 pub async fn submit_to_a_failed_round_is_a_state_error(h: &Harness) -> CaseResult {
     validated(h).await?;
     h.store.fail(&round_ref(), &lease(), cancelled()).await?;
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await,
-        STATE,
-        "cannot accept responses",
-    )?;
-    expect_error(
-        h.store
+            .await, STATE, Some(Reason::RoundFailed))?;
+    expect_error(h.store
             .submit_responses(&round_ref(), &lease(), submission("key-9"))
-            .await,
-        STATE,
-        "cannot accept responses",
-    )?;
+            .await, STATE, Some(Reason::RoundFailed))?;
     let other = h
         .store
         .create_round(CreateRound::new(
@@ -396,13 +331,9 @@ pub async fn submit_to_a_failed_round_is_a_state_error(h: &Harness) -> CaseResul
     let other_ref = RoundRef::of(&other);
     let other_lease = LeaseRef::of(&other.lease);
     h.store.fail(&other_ref, &other_lease, cancelled()).await?;
-    expect_error(
-        h.store
+    expect_error(h.store
             .submit_responses(&other_ref, &other_lease, submission("key-1"))
-            .await,
-        STATE,
-        "cannot accept responses",
-    )?;
+            .await, STATE, Some(Reason::RoundFailed))?;
     Ok(())
 }
 
