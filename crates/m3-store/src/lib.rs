@@ -51,9 +51,9 @@
 
 mod clock;
 mod combined;
-mod open;
 pub mod managed_input;
 pub mod memory;
+mod open;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -62,11 +62,11 @@ pub mod conformance;
 
 pub use clock::{store_now, truncate_to_stored_precision};
 pub use combined::CombinedStore;
-pub use open::{StoreUrl, open};
 pub use managed_input::{
     ClaimRound, CreateRound, DEFAULT_ROUND_LIMIT, LeaseRef, ManagedInputStore,
     ManagedInputStoreExt, ResponseSubmission, RoundFailure, RoundRef, RoundScan, UnreadableRound,
 };
+pub use open::{StoreUrl, open};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SqliteExecutionStore, SqliteManagedInputStore,

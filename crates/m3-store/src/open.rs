@@ -81,7 +81,9 @@ fn has_scheme(url: &str) -> bool {
     match url.split_once(':') {
         Some((scheme, rest)) => {
             !scheme.is_empty()
-                && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
                 && (rest.starts_with("//") || scheme.len() > 1)
                 && !scheme.contains('/')
         }
@@ -90,15 +92,25 @@ fn has_scheme(url: &str) -> bool {
 }
 
 #[cfg(feature = "sqlite")]
-async fn open_sqlite(path: &std::path::Path, clock: Arc<dyn Clock>) -> Result<Arc<dyn ExecutionStore>> {
+async fn open_sqlite(
+    path: &std::path::Path,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn ExecutionStore>> {
     let options = crate::SqliteStoreOptions::new().clock(clock);
-    Ok(Arc::new(crate::SqliteExecutionStore::open_with(path, options).await?))
+    Ok(Arc::new(
+        crate::SqliteExecutionStore::open_with(path, options).await?,
+    ))
 }
 
 #[cfg(not(feature = "sqlite"))]
-async fn open_sqlite(path: &std::path::Path, _clock: Arc<dyn Clock>) -> Result<Arc<dyn ExecutionStore>> {
-    Err(Error::model_validation("this build has no SQLite backend (feature `sqlite`)")
-        .with_detail("path", path.display().to_string()))
+async fn open_sqlite(
+    path: &std::path::Path,
+    _clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn ExecutionStore>> {
+    Err(
+        Error::model_validation("this build has no SQLite backend (feature `sqlite`)")
+            .with_detail("path", path.display().to_string()),
+    )
 }
 
 /// Opens the execution store `url` names (see [`StoreUrl`]) on the system clock; its
@@ -127,7 +139,10 @@ mod tests {
     fn paths_and_urls_parse_to_their_backend() {
         let sqlite = |p: &str| StoreUrl::Sqlite(PathBuf::from(p));
         assert_eq!(StoreUrl::parse("m3.sqlite").unwrap(), sqlite("m3.sqlite"));
-        assert_eq!(StoreUrl::parse("/tmp/a:b/m3.db").unwrap(), sqlite("/tmp/a:b/m3.db"));
+        assert_eq!(
+            StoreUrl::parse("/tmp/a:b/m3.db").unwrap(),
+            sqlite("/tmp/a:b/m3.db")
+        );
         assert_eq!(StoreUrl::parse("sqlite:rel.db").unwrap(), sqlite("rel.db"));
         assert_eq!(StoreUrl::parse("memory:").unwrap(), StoreUrl::Memory);
         for bad in ["", "sqlite://", "postgres://h/db", "redis:x"] {

@@ -18,8 +18,7 @@ use crate::managed_input::rules::{
     self, Decision, Submission, Transition, apply_claim, apply_fail, apply_recovery_failure,
     apply_renew, apply_submission, check_claim, check_fail, check_fail_recovery, check_renew,
     check_submission, check_transition, lease_expiry, new_lease_token, prepare_create,
-    replay_create, require_lease, require_round, require_text, round_index_taken,
-    stored_invalid,
+    replay_create, require_lease, require_round, require_text, round_index_taken, stored_invalid,
 };
 use crate::{
     ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
@@ -123,7 +122,12 @@ impl MemoryManagedInputStore {
     /// Fails every unresolved round of `execution_id` with `recovery_unavailable` and
     /// `message`, without the round leases (the execution lease is authoritative); the
     /// caller holds the execution store's lock, so recovery is one atomic step.
-    pub(crate) fn fail_unresolved(&self, execution_id: &str, message: &str, now: OffsetDateTime) -> u64 {
+    pub(crate) fn fail_unresolved(
+        &self,
+        execution_id: &str,
+        message: &str,
+        now: OffsetDateTime,
+    ) -> u64 {
         let mut failed = 0;
         for ((execution, _), slot) in self.lock().iter_mut() {
             if execution != execution_id {
@@ -214,9 +218,10 @@ impl ManagedInputStore for MemoryManagedInputStore {
             }
             match &slot.record {
                 Ok(record) => scan.rounds.push(record.clone()),
-                Err(why) => scan
-                    .unreadable
-                    .push(UnreadableRound::new(round_id.clone(), stored_invalid(why.clone()))),
+                Err(why) => scan.unreadable.push(UnreadableRound::new(
+                    round_id.clone(),
+                    stored_invalid(why.clone()),
+                )),
             }
         }
         scan.rounds.sort_by_key(|record| record.round_index);
@@ -226,7 +231,10 @@ impl ManagedInputStore for MemoryManagedInputStore {
     async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
         require_round(round)?;
         require_text(&claim.owner_id, "owner_id")?;
-        rules::optional_text(claim.expected_lease_token.as_deref(), "expected_lease_token")?;
+        rules::optional_text(
+            claim.expected_lease_token.as_deref(),
+            "expected_lease_token",
+        )?;
         rules::require_lease_duration(claim.lease_duration)?;
         self.update(round, |current, now| {
             let next = check_claim(current, &claim, now)?;
@@ -281,11 +289,19 @@ impl ManagedInputStore for MemoryManagedInputStore {
         })
     }
 
-    async fn start_delivery(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
+    async fn start_delivery(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord> {
         self.transition(round, lease, Transition::StartDelivery)
     }
 
-    async fn mark_delivered(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
+    async fn mark_delivered(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord> {
         self.transition(round, lease, Transition::MarkDelivered)
     }
 

@@ -8,14 +8,14 @@ use time::OffsetDateTime;
 
 use super::checks::{bind_lease_guard, fetch_existing};
 use super::codec::{decode_record, record_columns, timestamp_text};
-use crate::managed_input::rules::{
-    Decision, apply_claim, check_claim, check_fail, check_fail_recovery, check_renew,
-    lease_expiry, new_lease_token, optional_text, raced, require_lease, require_lease_duration,
-    require_round, require_text,
-};
 use super::error::storage;
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
+use crate::managed_input::rules::{
+    Decision, apply_claim, check_claim, check_fail, check_fail_recovery, check_renew, lease_expiry,
+    new_lease_token, optional_text, raced, require_lease, require_lease_duration, require_round,
+    require_text,
+};
 use crate::{ClaimRound, LeaseRef, RoundFailure, RoundRef};
 
 const CLAIM: &str = concat!(

@@ -12,20 +12,20 @@ use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 use tracing::instrument;
 
-use crate::execution::record::{
-    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
-    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
-};
 use super::rows::{event_from_row, execution_from_row, select_execution};
-use crate::execution::rules::errors as error;
-use crate::execution::rules::{
-    Acquire, check_acquire, check_lease_write, diagnose, lease_expiry,
-    new_execution_lease_token, require_non_empty,
-};
 use super::writes::{fetch, fetch_existing};
 use super::{managed, schema};
 use crate::ExecutionStore;
 use crate::ManagedInputStore;
+use crate::execution::record::{
+    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
+    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
+};
+use crate::execution::rules::errors as error;
+use crate::execution::rules::{
+    Acquire, check_acquire, check_lease_write, diagnose, lease_expiry, new_execution_lease_token,
+    require_non_empty,
+};
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
 use crate::sqlite::error::storage;
