@@ -16,10 +16,10 @@ use time::OffsetDateTime;
 
 use super::MemoryManagedInputStore;
 use crate::execution::rules::{
-    self, Acquire, TerminalData, check_acquire, check_event_kind, check_fence, check_finish,
-    check_lease_write, check_terminalize, check_transition, created_payload, errors,
-    finished_payload, lease_expiry, new_execution_lease_token, require_non_empty,
-    state_changed_payload, terminalized_payload, to_canonical,
+    self, Acquire, TerminalData, acquire_token, check_acquire, check_event_kind, check_fence,
+    check_finish, check_lease_write, check_terminalize, check_transition, created_payload, errors,
+    finished_payload, lease_expiry, require_non_empty, state_changed_payload, terminalized_payload,
+    to_canonical,
 };
 use crate::managed_input::rules::Decision;
 use crate::{
@@ -201,14 +201,7 @@ impl ExecutionStore for MemoryExecutionStore {
     }
 
     async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
-        require_non_empty(&request.owner_id, "owner_id")?;
-        let token = match request.lease_token {
-            Some(token) => {
-                require_non_empty(&token, "lease_token")?;
-                token
-            }
-            None => new_execution_lease_token(),
-        };
+        let token = acquire_token(&request)?;
         let id = request.execution_id.as_str();
         let now = self.now();
         let expires_at = lease_expiry(now, request.ttl)?;

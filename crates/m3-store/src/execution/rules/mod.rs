@@ -57,6 +57,22 @@ pub fn new_execution_lease_token() -> String {
     format!("lease-{}", new_id())
 }
 
+/// `acquire_lease`'s argument checks: a non-empty owner, and the caller's non-empty token
+/// or a fresh one. Returns the token to store.
+///
+/// # Errors
+/// `invalid_argument` / [`Reason::EmptyArgument`].
+pub fn acquire_token(request: &crate::AcquireLease) -> Result<String> {
+    require_non_empty(&request.owner_id, "owner_id")?;
+    match &request.lease_token {
+        Some(token) => {
+            require_non_empty(token, "lease_token")?;
+            Ok(token.clone())
+        }
+        None => Ok(new_execution_lease_token()),
+    }
+}
+
 /// An event kind a caller may append: non-empty and not reserved.
 ///
 /// # Errors

@@ -104,6 +104,44 @@ pub fn require_lease(lease: &LeaseRef) -> Result<()> {
     require_text(&lease.lease_token, "lease_token")
 }
 
+/// `claim_round`'s argument checks.
+///
+/// # Errors
+/// `managed_input_invalid` ([`Reason::EmptyArgument`], [`Reason::InvalidLeaseDuration`]).
+pub fn check_claim_args(round: &RoundRef, claim: &ClaimRound) -> Result<()> {
+    require_round(round)?;
+    require_text(&claim.owner_id, "owner_id")?;
+    optional_text(
+        claim.expected_lease_token.as_deref(),
+        "expected_lease_token",
+    )?;
+    require_lease_duration(claim.lease_duration)
+}
+
+/// The argument checks of every lease-holding write (`renew`, the transitions, `fail`,
+/// `submit_responses`): the round's ids and the lease's owner and token.
+///
+/// # Errors
+/// `managed_input_invalid` / [`Reason::EmptyArgument`].
+pub fn check_lease_args(round: &RoundRef, lease: &LeaseRef) -> Result<()> {
+    require_round(round)?;
+    require_lease(lease)
+}
+
+/// `fail_recovery`'s argument checks.
+///
+/// # Errors
+/// `managed_input_invalid` / [`Reason::EmptyArgument`].
+pub fn check_fail_recovery_args(
+    round: &RoundRef,
+    expected_lease_token: &str,
+    message: &str,
+) -> Result<()> {
+    require_round(round)?;
+    require_text(expected_lease_token, "expected_lease_token")?;
+    require_text(message, "message")
+}
+
 /// `managed_input_invalid` / [`Reason::InvalidLeaseDuration`] for a zero duration.
 pub fn require_lease_duration(duration: Duration) -> Result<()> {
     if duration.is_zero() {
