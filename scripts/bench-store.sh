@@ -24,7 +24,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/m3-rs/target}"
 [ -x "$python" ] || { echo "missing Python with sf-m3 0.3.1: $python (run scripts/test.sh once)" >&2; exit 1; }
 [ -f "$bench_dir/anchor_store_bench.py" ] || { echo "missing $bench_dir/anchor_store_bench.py" >&2; exit 1; }
 
-cargo build --release --quiet -p m3-store --bin m3-store-bench
+cargo build --release --quiet -p m3-store-bench --bin m3-store-bench
 pin=()
 if [ -n "${M3_BENCH_CPU:-}" ]; then
   pin=(taskset -c "$M3_BENCH_CPU")

@@ -38,7 +38,7 @@ pub fn address(key: &str, city: &str) -> ResponseMap {
 
 /// A kit on a SQLite file at `path`.
 pub async fn kit(path: &Path) -> m3_types::Result<AsyncMcpTestKit> {
-    AsyncMcpTestKit::builder().sqlite(path).build().await
+    AsyncMcpTestKit::builder().database(path).build().await
 }
 
 /// Waits for the pending round, failing if the execution finishes first.

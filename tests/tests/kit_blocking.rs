@@ -17,7 +17,7 @@ const SERVER: &str = env!("CARGO_BIN_EXE_m3-test-shipping-server");
 fn blocking_kit_answers_a_round_and_gets_the_result() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m3.sqlite");
-    let kit = McpTestKit::builder().sqlite(&db).build().unwrap();
+    let kit = McpTestKit::builder().database(&db).build().unwrap();
     let agent = kit.agents([call("book_shipment")]).unwrap().remove(0);
     let handle = agent
         .submit(
@@ -63,7 +63,7 @@ fn blocking_kit_answers_a_round_and_gets_the_result() {
     kit.close().unwrap();
 
     // Reopening the same file reads the same execution and round.
-    let again = McpTestKit::builder().sqlite(&db).build().unwrap();
+    let again = McpTestKit::builder().database(&db).build().unwrap();
     let handle = again.attach(handle.execution_id()).unwrap();
     assert_eq!(
         handle.result(None).unwrap().outcome(),
@@ -77,7 +77,7 @@ fn dropping_the_blocking_kit_cancels_its_executions() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m3.sqlite");
     let execution_id = {
-        let kit = McpTestKit::builder().sqlite(&db).build().unwrap();
+        let kit = McpTestKit::builder().database(&db).build().unwrap();
         let agent = kit.agents([call("book_shipment")]).unwrap().remove(0);
         let handle = agent
             .submit(
@@ -93,7 +93,7 @@ fn dropping_the_blocking_kit_cancels_its_executions() {
             .unwrap();
         handle.execution_id().to_owned()
     };
-    let kit = McpTestKit::builder().sqlite(&db).build().unwrap();
+    let kit = McpTestKit::builder().database(&db).build().unwrap();
     let handle = kit.attach(&execution_id).unwrap();
     let result = handle.result(Some(Duration::from_secs(5))).unwrap();
     assert_eq!(result.outcome(), Some(ExecutionOutcome::Cancelled));

@@ -86,7 +86,7 @@ async fn open() -> Page {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let kit = AsyncMcpTestKit::builder()
-        .sqlite(dir.path().join("m3.sqlite"))
+        .database(dir.path().join("m3.sqlite"))
         .build()
         .await
         .unwrap();

@@ -3,12 +3,10 @@
 
 mod store_execution_support;
 
-use std::collections::BTreeSet;
 use std::process::Output;
-use std::sync::Arc;
 use std::time::Duration;
 
-use m3_store::{AcquireLease, ExecutionStore, FinishExecution};
+use m3_store::{ExecutionStore, FinishExecution};
 use m3_types::{ExecutionOutcome, ExecutionStatus};
 use serde_json::{Value, json};
 use store_execution_support::*;
@@ -48,99 +46,6 @@ async fn second_store_object_sees_cancel_events_and_lease() -> TestResult {
         .await?;
     let record = first.get_execution(&id).await?.ok_or("missing")?;
     assert_eq!(record.outcome, Some(ExecutionOutcome::Cancelled));
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn concurrent_appenders_get_distinct_gap_free_sequences() -> TestResult {
-    const TASKS: u64 = 8;
-    const PER_TASK: u64 = 25;
-    let fx = Fixture::new()?;
-    let stores = [Arc::new(fx.open().await?), Arc::new(fx.open().await?)];
-    let id = create(stores[0].as_ref()).await?.execution_id;
-
-    let mut handles = Vec::new();
-    for task in 0..TASKS {
-        let store = Arc::clone(&stores[(task % 2) as usize]);
-        let id = id.clone();
-        handles.push(tokio::spawn(async move {
-            let mut mine = Vec::new();
-            for n in 0..PER_TASK {
-                let event = store
-                    .append_event(&id, "diagnostic", json!({"task": task, "n": n}), None)
-                    .await?;
-                mine.push((event.sequence, n));
-            }
-            Ok::<_, m3_types::Error>(mine)
-        }));
-    }
-    let mut all = BTreeSet::new();
-    for handle in handles {
-        let mine = handle.await??;
-        // Each task sees its own appends in increasing order.
-        assert!(mine.windows(2).all(|w| w[0].0 < w[1].0), "{mine:?}");
-        for (sequence, _) in mine {
-            assert!(all.insert(sequence), "sequence {sequence} handed out twice");
-        }
-    }
-    let expected: BTreeSet<u64> = (1..=TASKS * PER_TASK).collect();
-    assert_eq!(all, expected);
-    let events = stores[1].list_events(&id, None).await?;
-    let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
-    assert_eq!(sequences, (0..=TASKS * PER_TASK).collect::<Vec<_>>());
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn racing_workers_get_exactly_one_lease() -> TestResult {
-    let fx = Fixture::new()?;
-    let stores = [Arc::new(fx.open().await?), Arc::new(fx.open().await?)];
-    let id = create(stores[0].as_ref()).await?.execution_id;
-    let mut handles = Vec::new();
-    for worker in 0..6_usize {
-        let store = Arc::clone(&stores[worker % 2]);
-        let id = id.clone();
-        handles.push(tokio::spawn(async move {
-            store
-                .acquire_lease(AcquireLease::new(&id, format!("worker-{worker}"), TTL))
-                .await
-        }));
-    }
-    let mut winners = Vec::new();
-    for handle in handles {
-        match handle.await? {
-            Ok(lease) => winners.push(lease),
-            Err(err) => assert_eq!(err.code(), "managed_input_conflict", "{err:?}"),
-        }
-    }
-    assert_eq!(winners.len(), 1, "{winners:?}");
-    let stored = stores[1].get_execution(&id).await?.ok_or("missing")?;
-    assert_eq!(stored.lease.as_ref(), winners.first());
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn racing_transitions_apply_once() -> TestResult {
-    let fx = Fixture::new()?;
-    let stores = [Arc::new(fx.open().await?), Arc::new(fx.open().await?)];
-    let id = create(stores[0].as_ref()).await?.execution_id;
-    let mut handles = Vec::new();
-    for n in 0..6_usize {
-        let store = Arc::clone(&stores[n % 2]);
-        let id = id.clone();
-        handles.push(tokio::spawn(async move {
-            store.transition(&id, ExecutionStatus::Queued, None).await
-        }));
-    }
-    let mut ok = 0;
-    for handle in handles {
-        match handle.await? {
-            Ok(_) => ok += 1,
-            Err(err) => assert_eq!(err.details()["code"], "invalid_transition", "{err:?}"),
-        }
-    }
-    assert_eq!(ok, 1);
-    assert_eq!(stores[0].list_events(&id, None).await?.len(), 2);
     Ok(())
 }
 

@@ -6,10 +6,8 @@ mod store_execution_support;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use m3_store::{
-    CreateRound, EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE, ExecutionStore,
-    RoundRef, TerminalizeExpired,
-};
+use m3_store::sqlite::{EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE};
+use m3_store::{CreateRound, ExecutionStore, RoundRef, TerminalizeExpired};
 use m3_types::{
     ElicitationRequest, ErrorCode, ErrorInfo, ExecutionOutcome, FormElicitationRequest,
     ManagedInputStatus, OperationKind, PendingElicitationRound,

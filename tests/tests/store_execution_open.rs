@@ -103,3 +103,17 @@ async fn store_is_object_safe_send_and_sync() -> TestResult {
     assert!(future.await?.is_some());
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_are_append_only_in_the_database() -> TestResult {
+    let fx = Fixture::new()?;
+    let store = fx.open().await?;
+    let record = create(&store).await?;
+    let updated = sqlx::query("UPDATE m3rs_execution_events SET kind = 'x' WHERE execution_id = ?")
+        .bind(&record.execution_id)
+        .execute(store.pool())
+        .await;
+    let err = updated.err().ok_or("update of an event succeeded")?;
+    assert!(err.to_string().contains("append-only"), "{err}");
+    Ok(())
+}

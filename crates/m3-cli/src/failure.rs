@@ -189,9 +189,9 @@ fn describe_field_error(error: &Value) -> String {
     }
 }
 
-/// Whether a kit error means "unknown execution or round" (detail `not_found: true`).
+/// Whether a kit error means "unknown execution or round" (code `not_found`).
 pub(crate) fn is_not_found(error: &Error) -> bool {
-    error.details().get("not_found") == Some(&Value::Bool(true))
+    error.is_not_found()
 }
 
 /// The exit code of CLI.md's table for a kit error.
@@ -241,11 +241,7 @@ mod tests {
             (Error::managed_input_state("x"), 5),
             (Error::managed_input_recovery("x"), 6),
             (Error::timeout("x"), 7),
-            (
-                Error::managed_input_validation("execution 'x' does not exist")
-                    .with_detail("not_found", true),
-                8,
-            ),
+            (Error::not_found("execution 'x' does not exist"), 8),
             (Error::storage("x"), 1),
             (Error::protocol("x"), 1),
             (Error::cancelled("x"), 1),

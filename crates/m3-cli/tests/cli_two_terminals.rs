@@ -221,7 +221,7 @@ fn unknown_executions_and_rounds_exit_8() {
     ] {
         let done = store.m3(&args).expect_code(8);
         let error: serde_json::Value = serde_json::from_str(done.stderr.trim()).unwrap();
-        assert_eq!(error["error"]["details"]["not_found"], true, "{args:?}");
+        assert_eq!(error["error"]["code"], "not_found", "{args:?}");
     }
     let human = store.m3(&["status", "nope"]).expect_code(8);
     assert!(human.stderr.starts_with("error["), "{}", human.stderr);

@@ -23,7 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .with_args(["serve-shipping"]);
     let dir = tempfile::tempdir()?;
     let kit = McpTestKit::builder()
-        .sqlite(dir.path().join("executions.sqlite"))
+        .database(dir.path().join("executions.sqlite"))
         .build()?;
 
     let mut arguments = serde_json::Map::new();

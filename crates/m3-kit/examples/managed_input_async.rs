@@ -23,7 +23,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .with_args(["serve-shipping"]);
     let dir = tempfile::tempdir()?;
     let kit = AsyncMcpTestKit::builder()
-        .sqlite(dir.path().join("executions.sqlite"))
+        .database(dir.path().join("executions.sqlite"))
         .build()
         .await?;
 

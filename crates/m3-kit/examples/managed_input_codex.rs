@@ -38,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Set this to a model enabled for the signed-in Codex account.
     let dir = tempfile::tempdir()?;
     let kit = McpTestKit::builder()
-        .sqlite(dir.path().join("executions.sqlite"))
+        .database(dir.path().join("executions.sqlite"))
         .env(BTreeMap::new())
         .build()?;
     let agent = kit

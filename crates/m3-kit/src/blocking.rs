@@ -106,10 +106,17 @@ impl McpTestKitBuilder {
         }
     }
 
-    /// See [`AsyncMcpTestKitBuilder::sqlite`].
-    pub fn sqlite(self, path: impl AsRef<Path>) -> Self {
+    /// See [`AsyncMcpTestKitBuilder::database`].
+    pub fn database(self, url: impl AsRef<Path>) -> Self {
         Self {
-            inner: self.inner.sqlite(path),
+            inner: self.inner.database(url),
+        }
+    }
+
+    /// See [`AsyncMcpTestKitBuilder::managed_input_store`].
+    pub fn managed_input_store(self, rounds: Arc<dyn m3_store::ManagedInputStore>) -> Self {
+        Self {
+            inner: self.inner.managed_input_store(rounds),
         }
     }
 

@@ -83,8 +83,7 @@ pub struct AsyncExecutionHandle {
 }
 
 fn not_found(what: &str, id: &str) -> Error {
-    Error::managed_input_validation(format!("{what} '{id}' does not exist"))
-        .with_detail("not_found", true)
+    Error::not_found(format!("{what} '{id}' does not exist"))
 }
 
 impl AsyncExecutionHandle {
@@ -153,7 +152,7 @@ impl AsyncExecutionHandle {
     /// - `invalid_argument` for a handle that is not managed;
     /// - `managed_input_invalid` for an empty round id or key, responses that do
     ///   not match the round (the round stays pending), or an unknown round
-    ///   (detail `not_found = true`);
+    ///   (code `not_found`);
     /// - `managed_input_conflict` for the same key with another response, or a
     ///   lease that expired;
     /// - `managed_input_state` for a failed or terminal round (for example after
@@ -204,7 +203,7 @@ impl AsyncExecutionHandle {
     /// The execution's lifecycle snapshot.
     ///
     /// # Errors
-    /// `managed_input_invalid` (`not_found`) if the execution is gone; `storage_error`.
+    /// `not_found` if the execution is gone; `storage_error`.
     ///
     /// # Cancel safety
     ///

@@ -1,11 +1,11 @@
 //! [`AsyncMcpTestKit`] and its builder.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use m3_runtime::{AgentSelection, RecoveryReport, ResponseNotifier, Worker};
-use m3_store::{ExecutionStore, ListExecutions, SqliteExecutionStore};
+use m3_store::{CombinedStore, ExecutionStore, ListExecutions, ManagedInputStore};
 use m3_types::{
     Error, ExecutionState, HumanInput, ManagedInputStatus, PendingElicitationRound, Result,
 };
@@ -25,7 +25,6 @@ pub(crate) struct KitInner {
     pub(crate) tasks: TaskTracker,
     pub(crate) shutdown: CancellationToken,
     pub(crate) local: Mutex<HashMap<String, CancellationToken>>,
-    _ephemeral: Option<tempfile::TempDir>,
 }
 
 impl KitInner {
@@ -69,7 +68,7 @@ impl KitInner {
 /// ```no_run
 /// # async fn demo() -> m3_types::Result<()> {
 /// use m3_kit::AsyncMcpTestKit;
-/// let kit = AsyncMcpTestKit::builder().sqlite("executions.sqlite").build().await?;
+/// let kit = AsyncMcpTestKit::builder().database("executions.sqlite").build().await?;
 /// // kit.agents([...])?[0].submit(...).await?
 /// kit.close().await?;
 /// # Ok(()) }
@@ -92,8 +91,8 @@ pub struct ExecutionSummary {
 }
 
 impl AsyncMcpTestKit {
-    /// A builder; without a store the kit uses a temporary, non-persistent
-    /// SQLite file (managed input is then refused).
+    /// A builder; without a store the kit uses a fresh in-memory store, which
+    /// is not persistent (managed input is then refused).
     pub fn builder() -> AsyncMcpTestKitBuilder {
         AsyncMcpTestKitBuilder::default()
     }
@@ -133,7 +132,7 @@ impl AsyncMcpTestKit {
     /// respond, wait or cancel).
     ///
     /// # Errors
-    /// `managed_input_invalid` with detail `not_found = true` for an unknown id;
+    /// `not_found` for an unknown id;
     /// `storage_error`.
     ///
     /// # Cancel safety
@@ -146,11 +145,8 @@ impl AsyncMcpTestKit {
             .get_execution(execution_id)
             .await?
             .ok_or_else(|| {
-                Error::managed_input_validation(format!(
-                    "execution '{execution_id}' does not exist"
-                ))
-                .with_detail("not_found", true)
-                .with_detail("execution_id", execution_id)
+                Error::not_found(format!("execution '{execution_id}' does not exist"))
+                    .with_detail("execution_id", execution_id)
             })?;
         Ok(AsyncExecutionHandle::new(
             Arc::clone(&self.inner),
@@ -275,13 +271,15 @@ impl AsyncMcpTestKit {
 #[must_use]
 pub struct AsyncMcpTestKitBuilder {
     store: Option<Arc<dyn ExecutionStore>>,
-    path: Option<PathBuf>,
+    url: Option<String>,
+    rounds: Option<Arc<dyn ManagedInputStore>>,
     env: BTreeMap<String, String>,
     skip_recovery: bool,
 }
 
 impl AsyncMcpTestKitBuilder {
-    /// Uses `store` (default: a temporary, non-persistent SQLite file).
+    /// Uses `store` (default: a fresh in-memory store, which is not persistent, so managed
+    /// input is refused).
     pub fn store(mut self, store: impl ExecutionStore) -> Self {
         self.store = Some(Arc::new(store));
         self
@@ -293,9 +291,18 @@ impl AsyncMcpTestKitBuilder {
         self
     }
 
-    /// Opens [`SqliteExecutionStore`] at `path` when building.
-    pub fn sqlite(mut self, path: impl AsRef<Path>) -> Self {
-        self.path = Some(path.as_ref().to_path_buf());
+    /// Opens the store `url` names when building ([`m3_store::open`]: `memory:`, a
+    /// backend URL such as `sqlite://PATH`, or a plain database path).
+    pub fn database(mut self, url: impl AsRef<Path>) -> Self {
+        self.url = Some(url.as_ref().to_string_lossy().into_owned());
+        self
+    }
+
+    /// Keeps managed-input rounds in `rounds` instead of the execution store's own
+    /// managed-input store (executions stay in the execution store; recovery fails the
+    /// unresolved rounds of `rounds`, see [`CombinedStore`]).
+    pub fn managed_input_store(mut self, rounds: Arc<dyn ManagedInputStore>) -> Self {
+        self.rounds = Some(rounds);
         self
     }
 
@@ -322,23 +329,15 @@ impl AsyncMcpTestKitBuilder {
     /// Dropped mid-way, nothing is left open; recovery on open may have terminalized some
     /// executions (idempotent, see `recover`).
     pub async fn build(self) -> Result<AsyncMcpTestKit> {
-        let (store, persistent, ephemeral): (Arc<dyn ExecutionStore>, bool, _) =
-            match (self.store, self.path) {
-                (Some(store), _) => (store, true, None),
-                (None, Some(path)) => (
-                    Arc::new(SqliteExecutionStore::open(&path).await?),
-                    true,
-                    None,
-                ),
-                (None, None) => {
-                    let dir = tempfile::tempdir().map_err(|e| {
-                        Error::storage("cannot create a temporary store directory").with_source(e)
-                    })?;
-                    let store =
-                        SqliteExecutionStore::open(dir.path().join("m3-kit.sqlite")).await?;
-                    (Arc::new(store), false, Some(dir))
-                }
-            };
+        let mut store: Arc<dyn ExecutionStore> = match (self.store, self.url) {
+            (Some(store), _) => store,
+            (None, Some(url)) => m3_store::open(&url).await?,
+            (None, None) => m3_store::open("memory:").await?,
+        };
+        if let Some(rounds) = self.rounds {
+            store = Arc::new(CombinedStore::new(store, rounds));
+        }
+        let persistent = store.is_persistent();
         let notifier = ResponseNotifier::new();
         let worker = Worker::new(Arc::clone(&store), Arc::clone(&notifier), self.env);
         let kit = AsyncMcpTestKit {
@@ -350,7 +349,6 @@ impl AsyncMcpTestKitBuilder {
                 tasks: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
                 local: Mutex::new(HashMap::new()),
-                _ephemeral: ephemeral,
             }),
         };
         if !self.skip_recovery {

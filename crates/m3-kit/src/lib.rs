@@ -14,7 +14,7 @@
 //!
 //! # fn main() -> m3_types::Result<()> {
 //! let shipping = StdioServer::new("shipping", "m3").with_args(["example-server", "shipping"]);
-//! let kit = McpTestKit::builder().sqlite("executions.sqlite").build()?;
+//! let kit = McpTestKit::builder().database("executions.sqlite").build()?;
 //! let mut args = serde_json::Map::new();
 //! args.insert("weight_kg".into(), 2.into());
 //! let agent = kit.agents([AgentSelection::scripted(Script::call("shipping:book_shipment", args))])?.remove(0);

@@ -5,7 +5,6 @@ use m3_types::{
     ErrorCode, ErrorInfo, ExecutionOutcome, HumanInput, ManagedInputStatus, Result, messages,
 };
 use serde::Serialize;
-use time::OffsetDateTime;
 
 /// What [`recover`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -25,6 +24,9 @@ pub struct RecoveredExecution {
     pub failed_rounds: Vec<String>,
     /// Why (`"worker lease expired"`).
     pub reason: String,
+    /// Stored rounds of the execution that could not be read: reported and skipped, never
+    /// fatal (the terminalization still fails them if they are unresolved in storage).
+    pub unreadable_rounds: Vec<String>,
 }
 
 /// Terminalizes every unfinished execution whose worker lease expired.
@@ -42,21 +44,31 @@ pub struct RecoveredExecution {
 pub async fn recover(store: &dyn ExecutionStore) -> Result<RecoveryReport> {
     let reason = "worker lease expired";
     let mut report = RecoveryReport::default();
-    for record in store.list_expired_leases(OffsetDateTime::now_utc()).await? {
+    for record in store.list_expired_leases().await? {
         let Some(lease) = record.lease.as_ref() else {
             continue;
         };
         let managed = record.human_input == HumanInput::Managed;
         let mut unresolved = Vec::new();
+        let mut unreadable_rounds = Vec::new();
         if managed {
             // Resolving the managed store creates its tables before the recovery
             // transaction updates them.
-            let rounds = store
+            let scan = store
                 .managed_input_store()
                 .await?
-                .list_rounds(&record.execution_id)
+                .scan_rounds(&record.execution_id)
                 .await?;
-            unresolved = rounds
+            for row in &scan.unreadable {
+                tracing::warn!(execution.id = %record.execution_id, round.id = %row.round_id, error = %row.error, "unreadable round during recovery");
+            }
+            unreadable_rounds = scan
+                .unreadable
+                .into_iter()
+                .map(|row| row.round_id)
+                .collect();
+            unresolved = scan
+                .rounds
                 .into_iter()
                 .filter(|r| {
                     !matches!(
@@ -85,9 +97,10 @@ pub async fn recover(store: &dyn ExecutionStore) -> Result<RecoveryReport> {
                     execution_id: record.execution_id,
                     failed_rounds: unresolved,
                     reason: reason.to_owned(),
+                    unreadable_rounds,
                 });
             }
-            Err(error) if error.is_conflict() || error.is_state() => {
+            Err(error) if error.is_conflict() || error.is_state() || error.is_not_found() => {
                 tracing::debug!(execution.id = %record.execution_id, %error, "execution recovered elsewhere");
             }
             Err(error) => return Err(error),

@@ -46,7 +46,7 @@ impl ApiError {
 
 /// Whether a kit error means "unknown execution or round".
 pub(crate) fn is_not_found(error: &Error) -> bool {
-    error.code() == "not_found" || error.details().get("not_found") == Some(&Value::Bool(true))
+    error.is_not_found()
 }
 
 /// The status of HTTP.md's table for a kit error.
@@ -101,10 +101,7 @@ mod tests {
             (Error::managed_input_conflict("x"), 409),
             (Error::managed_input_state("x"), 409),
             (Error::managed_input_recovery("x"), 409),
-            (
-                Error::managed_input_validation("gone").with_detail("not_found", true),
-                404,
-            ),
+            (Error::not_found("gone"), 404),
             (Error::storage("x"), 500),
             (Error::timeout("x"), 500),
         ];

@@ -15,7 +15,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> m3_types::Result<()> {
-//! let kit = m3_kit::AsyncMcpTestKit::builder().sqlite("executions.sqlite").build().await?;
+//! let kit = m3_kit::AsyncMcpTestKit::builder().database("executions.sqlite").build().await?;
 //! let router = m3_server::ServerBuilder::new(kit).token("s3cret").build();
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:7878").await
 //!     .map_err(|e| m3_types::Error::storage("cannot bind").with_source(e))?;

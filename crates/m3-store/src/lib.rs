@@ -50,19 +50,28 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
 
+mod clock;
+mod combined;
 pub mod managed_input;
+pub mod memory;
+mod open;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 
+pub use clock::{store_now, truncate_to_stored_precision};
+pub use combined::CombinedStore;
 pub use managed_input::{
     ClaimRound, CreateRound, DEFAULT_ROUND_LIMIT, LeaseRef, ManagedInputStore,
-    ManagedInputStoreExt, ResponseSubmission, RoundFailure, RoundRef,
+    ManagedInputStoreExt, ResponseSubmission, RoundFailure, RoundRef, RoundScan, UnreadableRound,
 };
+pub use open::{StoreUrl, open};
+#[cfg(feature = "sqlite")]
 pub use sqlite::{
-    DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SqliteManagedInputStore, SqliteStoreOptions,
-    SqliteSynchronous,
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SqliteExecutionStore, SqliteManagedInputStore,
+    SqliteStoreOptions, SqliteSynchronous,
 };
 
 /// `docs/custom-backend.md`, compiled as doctests so its example stays correct.
@@ -70,13 +79,12 @@ pub use sqlite::{
 #[doc = include_str!("../../../docs/custom-backend.md")]
 pub struct CustomBackendGuide;
 
-mod execution;
+pub mod execution;
 
 pub use execution::{
     AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE, ExecutionEvent,
-    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
-    ListExecutions, NewExecution, SqliteExecutionStore, TerminalizeExpired, Terminalized,
+    ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore,
+    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
 };
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::execution::ErrorInfo;
+use crate::reason::Reason;
 
 /// `Result` with [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -95,6 +96,9 @@ pub enum Error {
     /// The database failed (`storage_error`); SQLite's extended code goes in the details.
     #[error(transparent)]
     Storage(ErrorBody),
+    /// The execution or round named does not exist (`not_found`).
+    #[error(transparent)]
+    NotFound(ErrorBody),
 }
 
 macro_rules! constructors {
@@ -132,6 +136,8 @@ impl Error {
         transport => Transport;
         /// A [`Error::Storage`] with `message`.
         storage => Storage;
+        /// A [`Error::NotFound`] with `message`.
+        not_found => NotFound;
     }
 
     /// Builds an error of the kind `code` names, with `message`.
@@ -153,6 +159,7 @@ impl Error {
             ErrorCode::ProtocolError => Self::protocol(message),
             ErrorCode::TransportError => Self::transport(message),
             ErrorCode::StorageError => Self::storage(message),
+            ErrorCode::NotFound => Self::not_found(message),
             ErrorCode::InvalidTransition => {
                 Self::model_validation(message).with_detail("code", code.as_str())
             }
@@ -172,7 +179,8 @@ impl Error {
             | Self::ElicitationRoundLimit(b)
             | Self::Protocol(b)
             | Self::Transport(b)
-            | Self::Storage(b) => b,
+            | Self::Storage(b)
+            | Self::NotFound(b) => b,
         }
     }
 
@@ -188,7 +196,8 @@ impl Error {
             | Self::ElicitationRoundLimit(b)
             | Self::Protocol(b)
             | Self::Transport(b)
-            | Self::Storage(b) => b,
+            | Self::Storage(b)
+            | Self::NotFound(b) => b,
         }
     }
 
@@ -197,6 +206,20 @@ impl Error {
     pub fn with_detail(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.body_mut().details.insert(key.to_owned(), value.into());
         self
+    }
+
+    /// Records why the operation was refused, as `details.reason` (see [`Reason`]).
+    #[must_use]
+    pub fn with_reason(self, reason: Reason) -> Self {
+        self.with_detail("reason", reason.as_str())
+    }
+
+    /// The typed reason in `details.reason`, when it is one [`Reason`] knows.
+    pub fn reason(&self) -> Option<Reason> {
+        match self.details().get("reason") {
+            Some(Value::String(text)) => text.parse().ok(),
+            _ => None,
+        }
     }
 
     /// Keeps `source` as the cause ([`std::error::Error::source`]).
@@ -225,6 +248,7 @@ impl Error {
             Self::Protocol(_) => ErrorCode::ProtocolError,
             Self::Transport(_) => ErrorCode::TransportError,
             Self::Storage(_) => ErrorCode::StorageError,
+            Self::NotFound(_) => ErrorCode::NotFound,
         }
     }
 
@@ -313,6 +337,10 @@ impl Error {
     pub fn is_storage(&self) -> bool {
         matches!(self, Self::Storage(_))
     }
+    /// Code `not_found`.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound(_))
+    }
 }
 
 /// Stable error codes: those of [`Error`] plus the execution-level codes of sf-m3, the Python implementation.
@@ -366,6 +394,8 @@ pub enum ErrorCode {
     CleanupFailed,
     /// `managed_input_identity_mismatch` (runtime operation identity mismatch)
     ManagedInputIdentityMismatch,
+    /// `not_found` (the execution or round named does not exist)
+    NotFound,
 }
 
 wire_enum!(ErrorCode, [
@@ -386,4 +416,5 @@ wire_enum!(ErrorCode, [
     Unsupported => "unsupported",
     CleanupFailed => "cleanup_failed",
     ManagedInputIdentityMismatch => "managed_input_identity_mismatch",
+    NotFound => "not_found",
 ], unknown = |s: &str| Error::model_validation(format!("unknown error code '{s}'")));

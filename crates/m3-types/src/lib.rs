@@ -89,6 +89,7 @@ pub mod error;
 pub mod execution;
 pub mod form;
 pub mod messages;
+pub mod reason;
 pub mod record;
 pub mod redact;
 pub mod round;
@@ -108,6 +109,7 @@ pub use execution::{
     ActivityHealth, ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
     HumanInput,
 };
+pub use reason::Reason;
 pub use record::{DeliveryState, ManagedInputLease, ManagedInputRecord, ManagedInputStatus};
 pub use redact::{REDACTED, redact, redact_echoes, redact_with, secret_values};
 pub use round::PendingElicitationRound;

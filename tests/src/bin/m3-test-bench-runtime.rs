@@ -62,7 +62,7 @@ async fn wait_visible(handle: &AsyncExecutionHandle) -> Result<(String, OffsetDa
 /// answers it, and prints `<visible_unix_us> <respond_unix_us>`.
 async fn responder(database: &str) -> Result<(), Error> {
     let kit = AsyncMcpTestKit::builder()
-        .sqlite(database)
+        .database(database)
         .recover_on_open(false)
         .build()
         .await?;
@@ -107,7 +107,7 @@ async fn bench(rounds: usize) -> Result<(), Error> {
     let exe = std::env::current_exe()?.display().to_string();
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("bench.sqlite");
-    let kit = AsyncMcpTestKit::builder().sqlite(&db).build().await?;
+    let kit = AsyncMcpTestKit::builder().database(&db).build().await?;
     let agent = kit.agents([call("book_shipment")])?.remove(0);
     // This binary is its own shipping server (`serve-shipping`).
     let options = || {

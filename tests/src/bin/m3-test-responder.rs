@@ -17,7 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: m3-test-responder <database> <execution-id> <city>".into());
     };
     let kit = McpTestKit::builder()
-        .sqlite(&database)
+        .database(&database)
         .recover_on_open(false)
         .build()?;
     let handle = kit.attach(&execution_id)?;

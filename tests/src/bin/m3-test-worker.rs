@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: m3-test-worker <database> <shipping-server-exe> <lease-ms>".into());
     };
     let lease = Duration::from_millis(lease_ms.parse()?);
-    let kit = McpTestKit::builder().sqlite(&database).build()?;
+    let kit = McpTestKit::builder().database(&database).build()?;
     let mut options = SubmitOptions::new()
         .human_input(HumanInput::Managed)
         .lease(lease)

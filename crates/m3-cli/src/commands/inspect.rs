@@ -14,12 +14,12 @@ use crate::output::Output;
 use crate::progress::Ticker;
 use crate::render;
 
-/// Opens the kit on the SQLite store at `db`, creating it when it does not exist (`run`,
-/// `demo`); opening runs recovery when `recover` is true.
+/// Opens the kit on the store `db` names (`m3_store::open`: a path or a store URL; opening
+/// runs recovery when `recover` is true).
 pub(crate) async fn open_kit(db: &Path, recover: bool) -> Result<AsyncMcpTestKit, Failure> {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     Ok(AsyncMcpTestKit::builder()
-        .sqlite(db)
+        .database(db)
         .env(env)
         .recover_on_open(recover)
         .build()

@@ -55,7 +55,7 @@ pub async fn serve(
 ) -> Served {
     let dir = tempfile::tempdir().unwrap();
     let kit = AsyncMcpTestKit::builder()
-        .sqlite(dir.path().join("m3.sqlite"))
+        .database(dir.path().join("m3.sqlite"))
         .build()
         .await
         .unwrap();

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use m3_types::{Error, ManagedInputRecord, ManagedInputStatus};
+use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Reason};
 
 /// Why a conformance case failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,33 +52,30 @@ macro_rules! ensure {
 }
 pub(crate) use ensure;
 
-/// Expects an error with `code` whose message contains `needle` (case-insensitive), logs it,
-/// and returns it.
+/// Expects an error with `code` and, when given, `reason` (in `details.reason`), logs it,
+/// and returns it. Messages are never compared: they are free text.
 pub(crate) fn expect_error<T: fmt::Debug>(
     result: m3_types::Result<T>,
     code: &str,
-    needle: &str,
+    reason: Option<Reason>,
 ) -> Result<Error, CaseFailure> {
+    let wanted = || match reason {
+        Some(reason) => format!("{code}/{reason}"),
+        None => code.to_owned(),
+    };
     match result {
         Ok(value) => Err(CaseFailure::new(format!(
-            "expected error {code} ({needle:?}), got Ok({value:?})"
+            "expected error {}, got Ok({value:?})",
+            wanted()
         ))),
         Err(error) => {
             tracing::debug!(code = error.code(), %error, "expected error observed");
-            if error.code() != code {
+            if error.code() != code || (reason.is_some() && error.reason() != reason) {
                 return Err(CaseFailure::new(format!(
-                    "expected error {code} ({needle:?}), got {}: {error}",
-                    error.code()
-                )));
-            }
-            if !error
-                .message()
-                .to_lowercase()
-                .contains(&needle.to_lowercase())
-            {
-                return Err(CaseFailure::new(format!(
-                    "expected error {code} mentioning {needle:?}, got message {:?}",
-                    error.message()
+                    "expected error {}, got {}/{:?}: {error}",
+                    wanted(),
+                    error.code(),
+                    error.details().get("reason")
                 )));
             }
             Ok(error)

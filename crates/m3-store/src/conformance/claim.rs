@@ -2,6 +2,8 @@
 
 use m3_types::{DeliveryState, ManagedInputStatus};
 
+use m3_types::Reason;
+
 use super::check::{ensure, expect_error, expect_same, expect_status};
 use super::fixture::cancelled;
 use super::fixture::{
@@ -14,6 +16,7 @@ use crate::{ClaimRound, LeaseRef, RoundRef};
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
 const RECOVERY: &str = "managed_input_recovery_unavailable";
+const NOT_FOUND: &str = "not_found";
 
 fn claim(state: DeliveryState) -> ClaimRound {
     ClaimRound::new("worker-b", LEASE)
@@ -29,7 +32,7 @@ pub async fn claim_requires_delivery_state_evidence(h: &Harness) -> CaseResult {
     expect_error(
         h.store.claim_round(&round_ref(), bare).await,
         RECOVERY,
-        "evidence",
+        Some(Reason::MissingEvidence),
     )?;
     Ok(())
 }
@@ -42,7 +45,7 @@ pub async fn claim_of_a_live_lease_conflicts(h: &Harness) -> CaseResult {
             .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
             .await,
         CONFLICT,
-        "lease",
+        Some(Reason::LeaseLive),
     )?;
     let stored = reload(h).await?;
     ensure!(
@@ -77,7 +80,7 @@ pub async fn claim_of_an_expired_pending_round_hands_the_lease_over(h: &Harness)
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
             .await,
         CONFLICT,
-        "another lease",
+        Some(Reason::LeaseNotHeld),
     )?;
     let new_lease = LeaseRef::of(&claimed.lease);
     h.store
@@ -95,7 +98,7 @@ pub async fn claim_of_an_expired_pending_round_hands_the_lease_over(h: &Harness)
     expect_error(
         h.store.start_delivery(&round_ref(), &new_lease).await,
         STATE,
-        "requires",
+        Some(Reason::WrongStatus),
     )?;
     Ok(())
 }
@@ -110,13 +113,13 @@ pub async fn claim_with_a_wrong_expected_token_conflicts(h: &Harness) -> CaseRes
     expect_error(
         h.store.claim_round(&round_ref(), wrong).await,
         CONFLICT,
-        "does not match",
+        Some(Reason::LeaseTokenMismatch),
     )?;
     let none = ClaimRound::new("worker-b", LEASE).with_delivery_state(DeliveryState::NotStarted);
     expect_error(
         h.store.claim_round(&round_ref(), none).await,
         CONFLICT,
-        "does not match",
+        Some(Reason::LeaseTokenMismatch),
     )?;
     Ok(())
 }
@@ -130,7 +133,7 @@ pub async fn claim_of_validated_responses_requires_idempotent_proof(h: &Harness)
             .claim_round(&round_ref(), claim(DeliveryState::NotDelivered))
             .await,
         RECOVERY,
-        "idempotent delivery proof",
+        Some(Reason::IdempotentDeliveryRequired),
     )?;
     expect_same(&before, &reload(h).await?, "round after a refused claim")?;
     let claimed = h
@@ -156,7 +159,7 @@ pub async fn claim_of_started_delivery_not_delivered_requires_proof_and_reverts(
             .claim_round(&round_ref(), claim(DeliveryState::NotDelivered))
             .await,
         RECOVERY,
-        "idempotent delivery proof",
+        Some(Reason::IdempotentDeliveryRequired),
     )?;
     expect_same(&before, &reload(h).await?, "round after a refused claim")?;
     let claimed = h
@@ -183,7 +186,7 @@ pub async fn claim_of_started_delivery_not_started_is_ambiguous(h: &Harness) -> 
             )
             .await,
         RECOVERY,
-        "ambiguous",
+        Some(Reason::EvidenceMismatch),
     )?;
     Ok(())
 }
@@ -219,7 +222,7 @@ pub async fn claim_with_mismatched_evidence_is_refused(h: &Harness) -> CaseResul
             .claim_round(&round_ref(), claim(DeliveryState::Delivered))
             .await,
         RECOVERY,
-        "does not match",
+        Some(Reason::EvidenceMismatch),
     )?;
     expect_error(
         h.store
@@ -229,7 +232,7 @@ pub async fn claim_with_mismatched_evidence_is_refused(h: &Harness) -> CaseResul
             )
             .await,
         RECOVERY,
-        "does not match",
+        Some(Reason::EvidenceMismatch),
     )?;
     let other = h
         .store
@@ -250,7 +253,7 @@ pub async fn claim_with_mismatched_evidence_is_refused(h: &Harness) -> CaseResul
             .claim_round(&other_ref, claim(DeliveryState::NotStarted))
             .await,
         RECOVERY,
-        "does not match",
+        Some(Reason::EvidenceMismatch),
     )?;
     let claimed = h
         .store
@@ -271,11 +274,15 @@ pub async fn claim_of_a_recovery_failure_is_a_recovery_error(h: &Harness) -> Cas
             .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
             .await,
         RECOVERY,
-        "worker lost",
+        Some(Reason::RecoveryUnavailable),
     )?;
     ensure!(error.code() == RECOVERY, "recovery code");
     let any = ClaimRound::new("worker-c", LEASE).with_expected_lease_token("whatever");
-    expect_error(h.peer.claim_round(&round_ref(), any).await, RECOVERY, "")?;
+    expect_error(
+        h.peer.claim_round(&round_ref(), any).await,
+        RECOVERY,
+        Some(Reason::RecoveryUnavailable),
+    )?;
     Ok(())
 }
 
@@ -290,7 +297,7 @@ pub async fn claim_of_other_failures_and_resolved_rounds_are_state_errors(
             .claim_round(&round_ref(), claim(DeliveryState::Delivered))
             .await,
         STATE,
-        "resolved",
+        Some(Reason::Terminal),
     )?;
     let other = h
         .store
@@ -307,7 +314,7 @@ pub async fn claim_of_other_failures_and_resolved_rounds_are_state_errors(
             .claim_round(&other_ref, claim(DeliveryState::NotStarted))
             .await,
         STATE,
-        "failed",
+        Some(Reason::Terminal),
     )?;
     Ok(())
 }
@@ -318,8 +325,8 @@ pub async fn claim_of_a_missing_round_conflicts(h: &Harness) -> CaseResult {
         h.store
             .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
             .await,
-        CONFLICT,
-        "does not exist",
+        NOT_FOUND,
+        None,
     )?;
     Ok(())
 }

@@ -2,6 +2,8 @@
 
 use m3_types::ManagedInputStatus;
 
+use m3_types::Reason;
+
 use super::check::{ensure, expect_error, expect_same, expect_status};
 use super::fixture::other_address;
 use super::fixture::{
@@ -124,7 +126,7 @@ pub async fn pending_submit_races_fail_recovery_safely(h: &Harness) -> CaseResul
         h.peer.fail_recovery(&round, TOKEN, "worker lost"),
     );
     expect_status(&submitted?, ManagedInputStatus::ResponseValidated)?;
-    expect_error(recovered, CONFLICT, "still held")?;
+    expect_error(recovered, CONFLICT, Some(Reason::LeaseLive))?;
 
     let second = h
         .store

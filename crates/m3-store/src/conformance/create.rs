@@ -7,6 +7,8 @@ use m3_types::{Clock, ManagedInputStatus};
 use serde_json::json;
 use time::UtcOffset;
 
+use m3_types::Reason;
+
 use super::check::{ensure, expect_error, expect_same, expect_status};
 use super::fixture::{
     EXECUTION, LEASE, OWNER, ROUND, TOKEN, accept_address, address_round, create_request, lease,
@@ -141,7 +143,11 @@ pub async fn create_round_operation_parameters_default_to_an_empty_object(
 /// `round_index == round_limit` is refused and nothing is stored.
 pub async fn create_round_rejects_round_index_at_the_limit(h: &Harness) -> CaseResult {
     let request = create_request().with_round_index(3).with_round_limit(3);
-    expect_error(h.store.create_round(request).await, INVALID, "round limit")?;
+    expect_error(
+        h.store.create_round(request).await,
+        INVALID,
+        Some(Reason::RoundIndexOutOfRange),
+    )?;
     ensure!(
         h.store.get_round(&round_ref()).await?.is_none(),
         "a refused round must not be stored"
@@ -152,7 +158,11 @@ pub async fn create_round_rejects_round_index_at_the_limit(h: &Harness) -> CaseR
 /// A zero round budget is refused.
 pub async fn create_round_rejects_a_zero_round_limit(h: &Harness) -> CaseResult {
     let request = create_request().with_round_index(0).with_round_limit(0);
-    expect_error(h.store.create_round(request).await, INVALID, "round_limit")?;
+    expect_error(
+        h.store.create_round(request).await,
+        INVALID,
+        Some(Reason::RoundIndexOutOfRange),
+    )?;
     ensure!(
         h.store.list_rounds(EXECUTION).await?.is_empty(),
         "nothing may be stored"
@@ -165,7 +175,11 @@ pub async fn create_round_rejects_an_empty_round(h: &Harness) -> CaseResult {
     let mut round = address_round(EXECUTION, ROUND);
     round.requests = BTreeMap::new();
     let request = CreateRound::new(round, OWNER, LEASE);
-    expect_error(h.store.create_round(request).await, INVALID, "non-empty")?;
+    expect_error(
+        h.store.create_round(request).await,
+        INVALID,
+        Some(Reason::InvalidRound),
+    )?;
     ensure!(
         h.store.list_rounds(EXECUTION).await?.is_empty(),
         "nothing may be stored"
@@ -176,14 +190,22 @@ pub async fn create_round_rejects_an_empty_round(h: &Harness) -> CaseResult {
 /// An empty owner id is refused.
 pub async fn create_round_rejects_an_empty_owner(h: &Harness) -> CaseResult {
     let request = CreateRound::new(address_round(EXECUTION, ROUND), "", LEASE);
-    expect_error(h.store.create_round(request).await, INVALID, "owner_id")?;
+    expect_error(
+        h.store.create_round(request).await,
+        INVALID,
+        Some(Reason::EmptyArgument),
+    )?;
     Ok(())
 }
 
 /// A zero lease is refused.
 pub async fn create_round_rejects_a_zero_lease(h: &Harness) -> CaseResult {
     let request = CreateRound::new(address_round(EXECUTION, ROUND), OWNER, Duration::ZERO);
-    expect_error(h.store.create_round(request).await, INVALID, "lease")?;
+    expect_error(
+        h.store.create_round(request).await,
+        INVALID,
+        Some(Reason::InvalidLeaseDuration),
+    )?;
     Ok(())
 }
 
@@ -207,7 +229,12 @@ pub async fn create_round_rejects_empty_optional_strings(h: &Harness) -> CaseRes
         ("lease_token", create_request().with_lease_token("")),
     ];
     for (label, request) in cases {
-        expect_error(h.store.create_round(request).await, INVALID, label)?;
+        expect_error(
+            h.store.create_round(request).await,
+            INVALID,
+            Some(Reason::EmptyArgument),
+        )
+        .map_err(|f| super::CaseFailure::new(format!("{label}: {f}")))?;
     }
     ensure!(
         h.store.list_rounds(EXECUTION).await?.is_empty(),
@@ -251,7 +278,7 @@ pub async fn create_round_replay_without_the_explicit_token_conflicts(h: &Harnes
     expect_error(
         h.store.create_round(request).await,
         CONFLICT,
-        "different data",
+        Some(Reason::IdConflict),
     )?;
     Ok(())
 }
@@ -267,7 +294,7 @@ pub async fn create_round_with_different_request_state_conflicts(h: &Harness) ->
     expect_error(
         h.store.create_round(request).await,
         CONFLICT,
-        "different data",
+        Some(Reason::IdConflict),
     )?;
     let stored = super::fixture::reload(h).await?;
     expect_same(
@@ -298,7 +325,7 @@ pub async fn create_round_identity_includes_interaction_metadata(h: &Harness) ->
     ];
     for (index, request) in variants.into_iter().enumerate() {
         let result = h.store.create_round(request).await;
-        expect_error(result, CONFLICT, "different data")
+        expect_error(result, CONFLICT, Some(Reason::IdConflict))
             .map_err(|f| super::CaseFailure::new(format!("variant {index}: {f}")))?;
     }
     Ok(())
@@ -312,7 +339,7 @@ pub async fn create_round_with_a_taken_round_index_conflicts(h: &Harness) -> Cas
     expect_error(
         h.store.create_round(request).await,
         CONFLICT,
-        "existing round",
+        Some(Reason::RoundIndexTaken),
     )?;
     ensure!(
         h.store
@@ -370,20 +397,24 @@ pub async fn reads_reject_empty_identifiers(h: &Harness) -> CaseResult {
     expect_error(
         h.store.get_round(&RoundRef::new("", ROUND)).await,
         INVALID,
-        "execution_id",
+        Some(Reason::EmptyArgument),
     )?;
     expect_error(
         h.store.get_round(&RoundRef::new(EXECUTION, "")).await,
         INVALID,
-        "round_id",
+        Some(Reason::EmptyArgument),
     )?;
-    expect_error(h.store.list_rounds("").await, INVALID, "execution_id")?;
+    expect_error(
+        h.store.list_rounds("").await,
+        INVALID,
+        Some(Reason::EmptyArgument),
+    )?;
     expect_error(
         h.store
             .redacted_responses(&RoundRef::new(EXECUTION, ""))
             .await,
         INVALID,
-        "round_id",
+        Some(Reason::EmptyArgument),
     )?;
     Ok(())
 }
@@ -441,26 +472,75 @@ pub async fn a_second_store_reads_the_same_round(h: &Harness) -> CaseResult {
     Ok(())
 }
 
-/// A clock whose current time is not UTC is refused when the store is built.
-pub async fn non_utc_clock_is_rejected_at_construction(factory: &dyn StoreFactory) -> CaseResult {
+/// A round that breaks its own invariants (a request filed under another key than its
+/// `request_key`, an empty `server` or `logical_operation_id`) is refused before anything is
+/// written, and the execution's other rounds stay listable.
+pub async fn create_round_validates_the_whole_round_before_writing(h: &Harness) -> CaseResult {
+    let good = h
+        .store
+        .create_round(CreateRound::new(
+            address_round(EXECUTION, "round-0"),
+            OWNER,
+            LEASE,
+        ))
+        .await?;
+    let mut misfiled = address_round(EXECUTION, ROUND);
+    if let Some(request) = misfiled.requests.remove(super::fixture::ADDRESS) {
+        misfiled.requests.insert("another_key".to_owned(), request);
+    }
+    let mut no_server = address_round(EXECUTION, ROUND);
+    no_server.server = String::new();
+    let mut no_operation = address_round(EXECUTION, ROUND);
+    no_operation.logical_operation_id = String::new();
+    for (what, round) in [
+        ("misfiled request", misfiled),
+        ("empty server", no_server),
+        ("empty logical_operation_id", no_operation),
+    ] {
+        let request = CreateRound::new(round, OWNER, LEASE).with_round_index(1);
+        expect_error(
+            h.store.create_round(request).await,
+            INVALID,
+            Some(Reason::InvalidRound),
+        )
+        .map_err(|f| super::CaseFailure::new(format!("{what}: {f}")))?;
+    }
+    ensure!(
+        h.store.get_round(&round_ref()).await?.is_none(),
+        "a refused round must not be stored"
+    );
+    let listed = h.store.list_rounds(EXECUTION).await?;
+    ensure!(
+        listed == vec![good],
+        "the execution's rounds changed: {listed:?}"
+    );
+    Ok(())
+}
+
+/// A timezone-aware clock in another offset is accepted; the store keeps UTC times of the
+/// same instant.
+pub async fn non_utc_clock_is_normalized_to_utc(factory: &dyn StoreFactory) -> CaseResult {
     let offset =
         UtcOffset::from_hms(5, 30, 0).map_err(|e| super::CaseFailure::new(e.to_string()))?;
     let clock = OffsetClock(start_time().to_offset(offset));
-    match factory.create(std::sync::Arc::new(clock)).await {
-        Ok(_) => Err(super::CaseFailure::new("a store accepted a non-UTC clock")),
-        Err(error) => {
-            ensure!(
-                error.code() == INVALID,
-                "expected {INVALID}, got {}: {error}",
-                error.code()
-            );
-            ensure!(
-                error.message().contains("timezone-aware"),
-                "message must mention timezone-aware: {error}"
-            );
-            Ok(())
-        }
-    }
+    let backend = factory.create(std::sync::Arc::new(clock)).await?;
+    let record = backend.store.create_round(create_request()).await?;
+    ensure!(
+        record.created_at == start_time() && record.created_at.offset() == UtcOffset::UTC,
+        "created_at {} is not the clock's instant in UTC",
+        record.created_at
+    );
+    ensure!(
+        record.lease.expires_at == start_time() + LEASE,
+        "lease expiry {} is not start + lease",
+        record.lease.expires_at
+    );
+    let read = backend.peer.get_round(&round_ref()).await?;
+    ensure!(
+        read.as_ref() == Some(&record),
+        "the stored round reads back differently"
+    );
+    Ok(())
 }
 
 /// A clock that reports a fixed time in a non-UTC offset.

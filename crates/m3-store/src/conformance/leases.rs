@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use m3_types::{ManagedInputRecord, ManagedInputStatus};
 
+use m3_types::Reason;
+
 use super::check::{CaseFailure, ensure, expect_error, expect_same, expect_status};
 use super::fixture::cancelled;
 use super::fixture::{
@@ -52,7 +54,7 @@ pub async fn renew_rejects_an_expired_lease(h: &Harness) -> CaseResult {
     expect_error(
         h.store.renew(&round_ref(), &lease(), LEASE).await,
         CONFLICT,
-        "expired",
+        Some(Reason::LeaseExpired),
     )?;
     Ok(())
 }
@@ -63,7 +65,7 @@ pub async fn renew_refuses_a_delivered_round(h: &Harness) -> CaseResult {
     expect_error(
         h.store.renew(&round_ref(), &lease(), LEASE).await,
         STATE,
-        "cannot renew",
+        Some(Reason::Terminal),
     )?;
     Ok(())
 }
@@ -77,7 +79,7 @@ pub async fn renew_refuses_resolved_and_failed_rounds(h: &Harness) -> CaseResult
     expect_error(
         h.store.renew(&round_ref(), &lease(), LEASE).await,
         STATE,
-        "cannot renew",
+        Some(Reason::Terminal),
     )?;
     let other = h
         .store
@@ -93,7 +95,7 @@ pub async fn renew_refuses_resolved_and_failed_rounds(h: &Harness) -> CaseResult
     expect_error(
         h.store.renew(&other_ref, &other_lease, LEASE).await,
         STATE,
-        "cannot renew",
+        Some(Reason::Terminal),
     )?;
     Ok(())
 }
@@ -106,7 +108,7 @@ pub async fn renew_rejects_a_foreign_token(h: &Harness) -> CaseResult {
             .renew(&round_ref(), &LeaseRef::new(OWNER, "lease-other"), LEASE)
             .await,
         CONFLICT,
-        "another lease",
+        Some(Reason::LeaseNotHeld),
     )?;
     Ok(())
 }
@@ -117,7 +119,7 @@ pub async fn renew_rejects_a_zero_lease(h: &Harness) -> CaseResult {
     expect_error(
         h.store.renew(&round_ref(), &lease(), Duration::ZERO).await,
         INVALID,
-        "lease",
+        Some(Reason::InvalidLeaseDuration),
     )?;
     Ok(())
 }
@@ -136,7 +138,7 @@ pub async fn lease_expiry_is_measured_by_the_store_clock(h: &Harness) -> CaseRes
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
             .await,
         CONFLICT,
-        "expired",
+        Some(Reason::LeaseExpired),
     )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Pending)
 }
@@ -197,7 +199,7 @@ pub async fn fail_with_another_failure_conflicts(h: &Harness) -> CaseResult {
             )
             .await,
         CONFLICT,
-        "already recorded",
+        Some(Reason::FailureRecorded),
     )?;
     expect_error(
         h.store
@@ -208,7 +210,7 @@ pub async fn fail_with_another_failure_conflicts(h: &Harness) -> CaseResult {
             )
             .await,
         CONFLICT,
-        "already recorded",
+        Some(Reason::FailureRecorded),
     )?;
     Ok(())
 }
@@ -219,7 +221,7 @@ pub async fn fail_on_a_resolved_round_is_a_state_error(h: &Harness) -> CaseResul
     expect_error(
         h.store.fail(&round_ref(), &lease(), cancelled()).await,
         STATE,
-        "cannot fail",
+        Some(Reason::Terminal),
     )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Resolved)
 }
@@ -231,7 +233,7 @@ pub async fn fail_rejects_an_expired_lease(h: &Harness) -> CaseResult {
     expect_error(
         h.store.fail(&round_ref(), &lease(), cancelled()).await,
         CONFLICT,
-        "expired",
+        Some(Reason::LeaseExpired),
     )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Pending)
 }
@@ -244,14 +246,14 @@ pub async fn fail_rejects_an_empty_code_or_message(h: &Harness) -> CaseResult {
             .fail(&round_ref(), &lease(), RoundFailure::new("", "m"))
             .await,
         INVALID,
-        "code",
+        Some(Reason::EmptyArgument),
     )?;
     expect_error(
         h.store
             .fail(&round_ref(), &lease(), RoundFailure::new("c", ""))
             .await,
         INVALID,
-        "message",
+        Some(Reason::EmptyArgument),
     )?;
     Ok(())
 }
@@ -264,7 +266,7 @@ pub async fn fail_recovery_requires_an_expired_lease(h: &Harness) -> CaseResult 
             .fail_recovery(&round_ref(), TOKEN, "worker lost")
             .await,
         CONFLICT,
-        "still held",
+        Some(Reason::LeaseLive),
     )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Pending)
 }
@@ -358,7 +360,7 @@ pub async fn fail_recovery_with_a_wrong_token_conflicts(h: &Harness) -> CaseResu
             .fail_recovery(&round_ref(), "lease-other", "worker lost")
             .await,
         CONFLICT,
-        "does not match",
+        Some(Reason::LeaseTokenMismatch),
     )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Pending)
 }
@@ -373,7 +375,7 @@ pub async fn fail_recovery_after_another_failure_is_a_state_error(h: &Harness) -
             .fail_recovery(&round_ref(), TOKEN, "worker lost")
             .await,
         STATE,
-        "another terminal failure",
+        Some(Reason::Terminal),
     )?;
     Ok(())
 }
@@ -387,7 +389,7 @@ pub async fn fail_recovery_on_a_resolved_round_is_a_state_error(h: &Harness) -> 
             .fail_recovery(&round_ref(), TOKEN, "worker lost")
             .await,
         STATE,
-        "only unresolved",
+        Some(Reason::Terminal),
     )?;
     Ok(())
 }
@@ -404,7 +406,7 @@ pub async fn late_responses_after_recovery_failure_are_state_errors(h: &Harness)
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
             .await,
         STATE,
-        "cannot accept responses",
+        Some(Reason::RoundFailed),
     )?;
     let stored = reload(h).await?;
     expect_status(&stored, ManagedInputStatus::Failed)?;

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use m3_types::{ElicitationResponse, ManagedInputStatus};
 use serde_json::json;
 
+use m3_types::Reason;
+
 use super::check::{ensure, expect_error, expect_same, expect_status};
 use super::fixture::{
     ADDRESS, EXECUTION, LEASE, OWNER, ROUND, TOKEN, accept_address, address_content, advance,
@@ -18,6 +20,7 @@ use crate::{CreateRound, LeaseRef, ResponseSubmission, RoundRef};
 const INVALID: &str = "managed_input_invalid";
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
+const NOT_FOUND: &str = "not_found";
 
 /// A valid first submission moves `pending → response_validated` with its key.
 pub async fn submit_moves_pending_to_response_validated(h: &Harness) -> CaseResult {
@@ -77,7 +80,7 @@ pub async fn submit_rejects_missing_keys_and_keeps_the_round_pending(h: &Harness
             .submit_responses(&round_ref(), &lease(), empty)
             .await,
         INVALID,
-        "exactly",
+        Some(Reason::InvalidResponse),
     )?;
     expect_still_pending(h).await
 }
@@ -93,7 +96,7 @@ pub async fn submit_rejects_unexpected_keys(h: &Harness) -> CaseResult {
             .submit_responses(&round_ref(), &lease(), extra)
             .await,
         INVALID,
-        "unexpected",
+        Some(Reason::InvalidResponse),
     )?;
     expect_still_pending(h).await
 }
@@ -110,7 +113,7 @@ pub async fn submit_rejects_schema_violations_and_keeps_the_round_pending(
     expect_error(
         h.store.submit_responses(&round_ref(), &lease(), bad).await,
         INVALID,
-        "schema",
+        Some(Reason::InvalidResponse),
     )?;
     expect_still_pending(h).await?;
     let record = h
@@ -127,7 +130,7 @@ pub async fn submit_rejects_form_acceptance_without_content(h: &Harness) -> Case
     expect_error(
         h.store.submit_responses(&round_ref(), &lease(), bare).await,
         INVALID,
-        "content",
+        Some(Reason::InvalidResponse),
     )?;
     expect_still_pending(h).await
 }
@@ -153,7 +156,7 @@ pub async fn submit_rejects_url_content(h: &Harness) -> CaseResult {
             .submit_responses(&round_ref(), &lease(), with_content)
             .await,
         INVALID,
-        "URL",
+        Some(Reason::InvalidResponse),
     )?;
     expect_still_pending(h).await
 }
@@ -203,7 +206,7 @@ pub async fn submit_rejects_an_empty_idempotency_key(h: &Harness) -> CaseResult 
             .submit_responses(&round_ref(), &lease(), submission(""))
             .await,
         INVALID,
-        "idempotency_key",
+        Some(Reason::EmptyArgument),
     )?;
     expect_still_pending(h).await
 }
@@ -214,8 +217,8 @@ pub async fn submit_to_a_missing_round_conflicts(h: &Harness) -> CaseResult {
         h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
             .await,
-        CONFLICT,
-        "does not exist",
+        NOT_FOUND,
+        None,
     )?;
     Ok(())
 }
@@ -230,14 +233,14 @@ pub async fn submit_with_a_foreign_lease_conflicts(h: &Harness) -> CaseResult {
             .submit_responses(&round_ref(), &wrong_token, submission("key-1"))
             .await,
         CONFLICT,
-        "another lease",
+        Some(Reason::LeaseNotHeld),
     )?;
     expect_error(
         h.store
             .submit_responses(&round_ref(), &wrong_owner, submission("key-1"))
             .await,
         CONFLICT,
-        "another lease",
+        Some(Reason::LeaseNotHeld),
     )?;
     expect_still_pending(h).await
 }
@@ -253,7 +256,7 @@ pub async fn submit_after_lease_expiry_conflicts_and_keeps_the_round_pending(
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
             .await,
         CONFLICT,
-        "expired",
+        Some(Reason::LeaseExpired),
     )?;
     expect_still_pending(h).await
 }
@@ -287,7 +290,7 @@ pub async fn submit_replay_with_same_key_and_other_payload_conflicts(h: &Harness
             .submit_responses(&round_ref(), &lease(), other)
             .await,
         CONFLICT,
-        "idempotency",
+        Some(Reason::IdempotencyKeyReused),
     )?;
     let decline = ResponseSubmission::single(ADDRESS, ElicitationResponse::decline(), "key-1");
     expect_error(
@@ -295,7 +298,7 @@ pub async fn submit_replay_with_same_key_and_other_payload_conflicts(h: &Harness
             .submit_responses(&round_ref(), &lease(), decline)
             .await,
         CONFLICT,
-        "idempotency",
+        Some(Reason::IdempotencyKeyReused),
     )?;
     expect_same(
         &first,
@@ -312,7 +315,7 @@ pub async fn submit_with_another_key_conflicts(h: &Harness) -> CaseResult {
             .submit_responses(&round_ref(), &lease(), submission("key-2"))
             .await,
         CONFLICT,
-        "idempotency",
+        Some(Reason::IdempotencyKeyReused),
     )?;
     Ok(())
 }
@@ -348,7 +351,7 @@ pub async fn submit_replay_still_requires_the_lease_credentials(h: &Harness) -> 
             .submit_responses(&round_ref(), &stranger, submission("key-1"))
             .await,
         CONFLICT,
-        "another lease",
+        Some(Reason::LeaseNotHeld),
     )?;
     Ok(())
 }
@@ -362,7 +365,7 @@ pub async fn submit_replay_validates_before_comparing(h: &Harness) -> CaseResult
             .submit_responses(&round_ref(), &lease(), empty)
             .await,
         INVALID,
-        "exactly",
+        Some(Reason::InvalidResponse),
     )?;
     Ok(())
 }
@@ -376,14 +379,14 @@ pub async fn submit_to_a_failed_round_is_a_state_error(h: &Harness) -> CaseResul
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
             .await,
         STATE,
-        "cannot accept responses",
+        Some(Reason::RoundFailed),
     )?;
     expect_error(
         h.store
             .submit_responses(&round_ref(), &lease(), submission("key-9"))
             .await,
         STATE,
-        "cannot accept responses",
+        Some(Reason::RoundFailed),
     )?;
     let other = h
         .store
@@ -401,7 +404,7 @@ pub async fn submit_to_a_failed_round_is_a_state_error(h: &Harness) -> CaseResul
             .submit_responses(&other_ref, &other_lease, submission("key-1"))
             .await,
         STATE,
-        "cannot accept responses",
+        Some(Reason::RoundFailed),
     )?;
     Ok(())
 }

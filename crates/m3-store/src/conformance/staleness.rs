@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use m3_types::{ElicitationResponse, ManagedInputStatus};
 
+use m3_types::Reason;
+
 use super::check::{ensure, expect_error, expect_same, expect_status};
 use super::fixture::{advance, lease, pending, reload, round_ref, submission, validated};
 use super::fixture::{cancelled, other_address};
@@ -49,7 +51,7 @@ pub async fn a_transition_after_a_peer_failed_the_round_is_a_state_error(
     expect_error(
         h.store.start_delivery(&round_ref(), &lease()).await,
         STATE,
-        "requires",
+        Some(Reason::WrongStatus),
     )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Failed)
 }
@@ -75,7 +77,7 @@ pub async fn a_submission_after_a_peer_accepted_is_a_replay_or_a_conflict(
             .submit_responses(&round_ref(), &lease(), other)
             .await,
         CONFLICT,
-        "idempotency key",
+        Some(Reason::IdempotencyKeyReused),
     )?;
     Ok(())
 }
@@ -95,14 +97,14 @@ pub async fn a_submission_after_a_peer_failed_the_round_is_a_state_error(
             .submit_responses(&round_ref(), &lease(), invalid)
             .await,
         STATE,
-        "cannot accept responses",
+        Some(Reason::RoundFailed),
     )?;
     expect_error(
         h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
             .await,
         STATE,
-        "cannot accept responses",
+        Some(Reason::RoundFailed),
     )?;
     Ok(())
 }

@@ -2,6 +2,8 @@
 
 use m3_types::ManagedInputStatus;
 
+use m3_types::Reason;
+
 use super::check::{ensure, expect_error, expect_same, expect_status};
 use super::fixture::{
     LEASE, OWNER, advance, delivered, delivery_started, lease, pending, resolved, round_ref,
@@ -12,6 +14,7 @@ use crate::{LeaseRef, RoundRef};
 
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
+const NOT_FOUND: &str = "not_found";
 
 /// `response_validated → delivery_started`, one delivery attempt, `delivery_started_at` set.
 pub async fn start_delivery_counts_one_attempt(h: &Harness) -> CaseResult {
@@ -39,7 +42,7 @@ pub async fn start_delivery_requires_validated_responses(h: &Harness) -> CaseRes
     expect_error(
         h.store.start_delivery(&round_ref(), &lease()).await,
         STATE,
-        "requires response_validated",
+        Some(Reason::WrongStatus),
     )?;
     expect_status(
         &super::fixture::reload(h).await?,
@@ -66,7 +69,7 @@ pub async fn mark_delivered_requires_delivery_started(h: &Harness) -> CaseResult
     expect_error(
         h.store.mark_delivered(&round_ref(), &lease()).await,
         STATE,
-        "requires delivery_started",
+        Some(Reason::WrongStatus),
     )?;
     Ok(())
 }
@@ -85,7 +88,7 @@ pub async fn resolve_requires_delivered(h: &Harness) -> CaseResult {
     expect_error(
         h.store.resolve(&round_ref(), &lease()).await,
         STATE,
-        "requires delivered",
+        Some(Reason::WrongStatus),
     )?;
     Ok(())
 }
@@ -146,7 +149,7 @@ pub async fn transitions_reject_an_expired_lease(h: &Harness) -> CaseResult {
     expect_error(
         h.store.start_delivery(&round_ref(), &lease()).await,
         CONFLICT,
-        "expired",
+        Some(Reason::LeaseExpired),
     )?;
     expect_status(
         &super::fixture::reload(h).await?,
@@ -161,13 +164,13 @@ pub async fn transitions_reject_a_foreign_lease(h: &Harness) -> CaseResult {
     expect_error(
         h.store.mark_delivered(&round_ref(), &stranger).await,
         CONFLICT,
-        "another lease",
+        Some(Reason::LeaseNotHeld),
     )?;
     let other_owner = LeaseRef::new("worker-b", super::fixture::TOKEN);
     expect_error(
         h.store.mark_delivered(&round_ref(), &other_owner).await,
         CONFLICT,
-        "another lease",
+        Some(Reason::LeaseNotHeld),
     )?;
     Ok(())
 }
@@ -178,12 +181,12 @@ pub async fn transitions_after_resolve_are_state_errors(h: &Harness) -> CaseResu
     expect_error(
         h.store.start_delivery(&round_ref(), &lease()).await,
         STATE,
-        "requires",
+        Some(Reason::WrongStatus),
     )?;
     expect_error(
         h.store.mark_delivered(&round_ref(), &lease()).await,
         STATE,
-        "requires",
+        Some(Reason::WrongStatus),
     )?;
     Ok(())
 }
@@ -193,18 +196,14 @@ pub async fn transitions_on_a_missing_round_conflict(h: &Harness) -> CaseResult 
     let missing = RoundRef::new("exec-x", "round-x");
     expect_error(
         h.store.start_delivery(&missing, &lease()).await,
-        CONFLICT,
-        "does not exist",
+        NOT_FOUND,
+        None,
     )?;
     expect_error(
         h.store.mark_delivered(&missing, &lease()).await,
-        CONFLICT,
-        "does not exist",
+        NOT_FOUND,
+        None,
     )?;
-    expect_error(
-        h.store.resolve(&missing, &lease()).await,
-        CONFLICT,
-        "does not exist",
-    )?;
+    expect_error(h.store.resolve(&missing, &lease()).await, NOT_FOUND, None)?;
     Ok(())
 }

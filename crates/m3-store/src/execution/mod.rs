@@ -2,9 +2,9 @@
 //! ordered event logs.
 //!
 //! [`ExecutionStore`] is the contract the runtime (worker, coordinator,
-//! recovery) and the kit (submission, handles) use; [`SqliteExecutionStore`]
-//! is its SQLite backend. See `docs/execution-store.md` for the tables and the
-//! guarantees.
+//! recovery) and the kit (submission, handles) use; [`rules`] are the decisions
+//! every backend calls. The backends live in [`crate::sqlite`] and
+//! [`crate::memory`]. See `docs/execution-store.md` for the guarantees.
 //!
 //! # Fencing
 //!
@@ -21,25 +21,18 @@
 //!   a lost worker, and only [`ExecutionStore::terminalize_expired`] may
 //!   finish such an execution.
 //!
-//! Every mutation is one `BEGIN IMMEDIATE` transaction with a guarded
-//! `UPDATE`/`INSERT` whose affected-row count is checked.
+//! Every mutation is atomic: its checks and its write are one serializable
+//! step of the backend.
 
-mod error;
-mod lifecycle;
-mod managed;
-mod record;
-mod rows;
-mod schema;
-mod sqlite;
-mod writes;
+pub(crate) mod record;
+pub mod rules;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use m3_types::{ExecutionStatus, Result};
+use m3_types::{Clock, ExecutionStatus, Result};
 use serde_json::Value;
-use time::OffsetDateTime;
 
 use crate::ManagedInputStore;
 
@@ -48,8 +41,6 @@ pub use record::{
     ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution,
     ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
 };
-pub use schema::{EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE};
-pub use sqlite::SqliteExecutionStore;
 
 /// Durable executions with worker leases, a cancel flag and an append-only,
 /// gap-free event log; the source of the execution's [`ManagedInputStore`].
@@ -200,12 +191,12 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
         after_sequence: Option<u64>,
     ) -> Result<Vec<ExecutionEvent>>;
 
-    /// Unfinished executions whose worker lease expired at or before `now`,
-    /// ordered by expiry: the input of recovery.
+    /// Unfinished executions whose worker lease expired at or before the
+    /// store clock's `now`, ordered by expiry: the input of recovery.
     ///
     /// # Errors
     /// `storage_error`.
-    async fn list_expired_leases(&self, now: OffsetDateTime) -> Result<Vec<ExecutionRecord>>;
+    async fn list_expired_leases(&self) -> Result<Vec<ExecutionRecord>>;
 
     /// Recovery: finishes an execution whose worker lease expired, fenced on
     /// that expired lease (owner and token still the stored ones, expiry at or
@@ -230,6 +221,18 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// object.
     ///
     /// # Errors
-    /// `managed_input_invalid` if the clock does not return UTC timestamps.
+    /// `storage_error` if the managed-input store cannot be built.
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>>;
+
+    /// The store's clock: every "now" of the store and of the runtime that
+    /// drives it (deadlines, recovery) comes from it, so a test's
+    /// [`ManualClock`](m3_types::ManualClock) drives both. Read it through
+    /// [`store_now`](crate::store_now).
+    fn clock(&self) -> Arc<dyn Clock>;
+
+    /// Whether the data outlives the process (default `true`). Managed input
+    /// requires a persistent store; the memory backend says `false`.
+    fn is_persistent(&self) -> bool {
+        true
+    }
 }

@@ -13,16 +13,12 @@ pub trait ManagedInputStoreExt: ManagedInputStore {
     /// Reads a round that must exist.
     ///
     /// # Errors
-    /// `managed_input_conflict` ("managed-input round does not exist") when it is missing;
+    /// `not_found` when it is missing;
     /// otherwise as [`ManagedInputStore::get_round`].
     async fn require_round(&self, round: &RoundRef) -> Result<ManagedInputRecord> {
         match self.get_round(round).await? {
             Some(record) => Ok(record),
-            None => Err(
-                Error::managed_input_conflict("managed-input round does not exist")
-                    .with_detail("execution_id", round.execution_id.as_str())
-                    .with_detail("round_id", round.round_id.as_str()),
-            ),
+            None => Err(super::rules::missing_round(round)),
         }
     }
 
@@ -46,6 +42,7 @@ pub trait ManagedInputStoreExt: ManagedInputStore {
         if rounds.len() > 1 {
             return Err(
                 Error::managed_input_state("multiple pending managed-input rounds")
+                    .with_reason(m3_types::Reason::MultiplePending)
                     .with_detail("execution_id", execution_id)
                     .with_detail("pending_rounds", rounds.len()),
             );

@@ -3,6 +3,7 @@
 
 mod ext;
 mod request;
+pub mod rules;
 mod store;
 
 pub use ext::ManagedInputStoreExt;
@@ -10,4 +11,4 @@ pub use request::{
     ClaimRound, CreateRound, DEFAULT_ROUND_LIMIT, LeaseRef, ResponseSubmission, RoundFailure,
     RoundRef,
 };
-pub use store::ManagedInputStore;
+pub use store::{ManagedInputStore, RoundScan, UnreadableRound};

@@ -11,6 +11,56 @@ use super::request::{
     ClaimRound, CreateRound, LeaseRef, ResponseSubmission, RoundFailure, RoundRef,
 };
 
+/// The outcome of [`ManagedInputStore::scan_rounds`]: the rounds that decode, and those that
+/// do not.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct RoundScan {
+    /// The readable rounds, ordered by `round_index`.
+    pub rounds: Vec<ManagedInputRecord>,
+    /// The stored rows that do not decode into a valid record.
+    pub unreadable: Vec<UnreadableRound>,
+}
+
+/// One stored round row that does not decode.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct UnreadableRound {
+    /// The row's `round_id` column, as stored.
+    pub round_id: String,
+    /// Why it does not decode (`managed_input_invalid`, [`m3_types::Reason::StoredRecordInvalid`]).
+    pub error: m3_types::Error,
+}
+
+impl UnreadableRound {
+    /// An unreadable row `round_id` and why.
+    pub fn new(round_id: impl Into<String>, error: m3_types::Error) -> Self {
+        Self {
+            round_id: round_id.into(),
+            error,
+        }
+    }
+}
+
+impl RoundScan {
+    /// A scan with these readable and unreadable rounds.
+    pub fn new(rounds: Vec<ManagedInputRecord>, unreadable: Vec<UnreadableRound>) -> Self {
+        Self { rounds, unreadable }
+    }
+
+    /// The readable rounds, after a warning for each unreadable one.
+    pub fn into_readable(self) -> Vec<ManagedInputRecord> {
+        for row in &self.unreadable {
+            tracing::warn!(
+                round.id = %row.round_id,
+                error = %row.error,
+                "skipped an unreadable managed-input round"
+            );
+        }
+        self.rounds
+    }
+}
+
 /// Durable storage and worker coordination for managed elicitation rounds.
 ///
 /// One row per round, a six-state status machine
@@ -31,11 +81,14 @@ use super::request::{
 /// - *Authorize* means: the stored owner id and lease token equal the presented [`LeaseRef`]
 ///   (else `managed_input_conflict`, "owned by another lease") and the lease is live (else
 ///   `managed_input_conflict`, "lease has expired").
-/// - A missing round is `managed_input_conflict` ("managed-input round does not exist").
 /// - Each mutation is atomic: its checks and its write happen in one serializable step, and a
 ///   concurrent change between them surfaces as `managed_input_conflict` ("... raced ...").
-/// - A stored row that cannot be decoded is `managed_input_invalid`
-///   ("stored managed-input record is invalid").
+/// - A stored row that cannot be decoded is `managed_input_invalid` with reason
+///   `stored_record_invalid` for the operations on that round; listings skip it and report
+///   it ([`scan_rounds`](Self::scan_rounds)).
+/// - A missing round is `not_found`.
+/// - Every refusal carries a [`Reason`](m3_types::Reason) in `details.reason`; the
+///   [`rules`](super::rules) module makes each decision, so backends agree.
 /// - Backend failures (I/O, locks that outlast the busy timeout) are `storage_error`.
 ///
 /// The trait is object safe and used as `Arc<dyn ManagedInputStore>`.
@@ -68,11 +121,24 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
     /// `managed_input_invalid` for empty ids or an undecodable stored row; `storage_error`.
     async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>>;
 
-    /// Reads every round of an execution, ordered by `round_index`. A plain read.
+    /// Reads every round of an execution, ordered by `round_index`, keeping the rows that do
+    /// not decode apart: one bad stored row never hides the others. A plain read.
     ///
     /// # Errors
-    /// `managed_input_invalid` for an empty id or an undecodable stored row; `storage_error`.
-    async fn list_rounds(&self, execution_id: &str) -> Result<Vec<ManagedInputRecord>>;
+    /// `managed_input_invalid` for an empty id; `storage_error`.
+    async fn scan_rounds(&self, execution_id: &str) -> Result<RoundScan>;
+
+    /// Every readable round of an execution, ordered by `round_index`: [`scan_rounds`]
+    /// with each unreadable row reported (a `tracing` warning naming it) and skipped.
+    /// Callers that must count the skipped rows use [`scan_rounds`].
+    ///
+    /// [`scan_rounds`]: Self::scan_rounds
+    ///
+    /// # Errors
+    /// As [`scan_rounds`](Self::scan_rounds).
+    async fn list_rounds(&self, execution_id: &str) -> Result<Vec<ManagedInputRecord>> {
+        Ok(self.scan_rounds(execution_id).await?.into_readable())
+    }
 
     /// Hands an expired lease over to a replacement owner, given delivery-state evidence.
     ///
@@ -192,6 +258,16 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
         expected_lease_token: &str,
         message: &str,
     ) -> Result<ManagedInputRecord>;
+
+    /// Recovery of a whole execution: fails every unresolved round of `execution_id`
+    /// (`pending` through `delivered`) with code `recovery_unavailable` and `message`,
+    /// without the round leases (the execution's expired worker lease is authoritative,
+    /// and its recovery is the only caller). Resolved and failed rounds are unchanged.
+    /// Returns how many rounds it failed. Atomic: all of them or none.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` for an empty id or message; `storage_error`.
+    async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64>;
 
     /// The redacted diagnostic projection of the accepted responses, or `None` before any
     /// response was accepted. Secrets are replaced with `"[REDACTED]"`.

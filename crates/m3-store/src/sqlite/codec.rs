@@ -5,11 +5,13 @@
 //! the record invariants. Anything else is `managed_input_invalid`
 //! ("stored managed-input record is invalid").
 
-use m3_types::{Error, ManagedInputLease, ManagedInputRecord, Result, canonical_json};
+use m3_types::{ManagedInputLease, ManagedInputRecord, Result};
 use serde_json::{Map, Value};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use time::OffsetDateTime;
+
+pub(crate) use crate::managed_input::rules::stored_invalid;
 
 /// The columns every read selects (a macro so SQL text can be built with `concat!`, since
 /// sqlx only accepts `&'static str` statements).
@@ -20,31 +22,11 @@ macro_rules! record_columns {
 }
 pub(crate) use record_columns;
 
-/// The error for a stored row that does not decode.
-pub(crate) fn stored_invalid(reason: impl Into<String>) -> Error {
-    Error::managed_input_validation("stored managed-input record is invalid")
-        .with_detail("reason", reason.into())
-}
-
 /// Stored timestamp text: fixed-width UTC with microseconds (`2026-11-29T17:40:10.123456+00:00`),
 /// so SQL string comparison equals time order (also against the Python original's shorter
 /// form without microseconds).
 pub(crate) fn timestamp_text(value: OffsetDateTime) -> String {
     m3_types::timestamp::format(value)
-}
-
-/// Canonical JSON text of a value (sorted keys, compact), as the original stores it.
-pub(crate) fn json_text(value: &Value) -> Result<String> {
-    canonical_json(value).map_err(|source| {
-        Error::managed_input_validation("managed input contains invalid JSON").with_source(source)
-    })
-}
-
-/// Serializes a serde value to JSON (`managed_input_invalid` if it cannot be).
-pub(crate) fn to_json_value<T: serde::Serialize>(value: &T) -> Result<Value> {
-    serde_json::to_value(value).map_err(|source| {
-        Error::managed_input_validation("managed input contains invalid JSON").with_source(source)
-    })
 }
 
 fn text(row: &SqliteRow, column: &str) -> Result<String> {
@@ -152,55 +134,4 @@ pub(crate) fn decode_record(row: &SqliteRow) -> Result<ManagedInputRecord> {
         ));
     }
     Ok(record)
-}
-
-/// Random lease token in the original's format: `lease-` + 24 random bytes, base64url
-/// without padding (32 characters).
-pub(crate) fn new_lease_token() -> Result<String> {
-    let mut bytes = [0_u8; 24];
-    getrandom::fill(&mut bytes).map_err(|e| {
-        Error::storage("cannot generate a lease token").with_detail("reason", e.to_string())
-    })?;
-    Ok(format!("lease-{}", base64url(&bytes)))
-}
-
-fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk.first().copied().unwrap_or(0),
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let sextets = chunk.len() + 1;
-        for i in 0..sextets {
-            let index = ((n >> (18 - 6 * i)) & 0x3f) as usize;
-            out.push(char::from(ALPHABET[index]));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64url_matches_python_token_urlsafe_encoding() {
-        // base64.urlsafe_b64encode(bytes(range(24))).rstrip(b"=")
-        let bytes: Vec<u8> = (0..24).collect();
-        assert_eq!(base64url(&bytes), "AAECAwQFBgcICQoLDA0ODxAREhMUFRYX");
-        assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
-    }
-
-    #[test]
-    fn lease_tokens_are_prefixed_random_and_distinct() {
-        let a = new_lease_token().unwrap();
-        let b = new_lease_token().unwrap();
-        assert!(a.starts_with("lease-"));
-        assert_eq!(a.len(), "lease-".len() + 32);
-        assert_ne!(a, b);
-    }
 }

@@ -2,22 +2,21 @@
 
 use std::time::Duration;
 
-use m3_types::{DeliveryState, Error, ManagedInputRecord, ManagedInputStatus, Result};
+use m3_types::{ManagedInputRecord, Result};
 use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
-use super::checks::{
-    authorize, bind_lease_guard, fetch_existing, lease_expiry, optional_text, require_lease,
-    require_round, require_text,
-};
-use super::codec::{decode_record, new_lease_token, record_columns, timestamp_text};
+use super::checks::{bind_lease_guard, fetch_existing};
+use super::codec::{decode_record, record_columns, timestamp_text};
 use super::error::storage;
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
+use crate::managed_input::rules::{
+    Decision, apply_claim, check_claim, check_claim_args, check_fail, check_fail_recovery,
+    check_fail_recovery_args, check_lease_args, check_renew, lease_expiry, new_lease_token, raced,
+    require_lease_duration, require_text,
+};
 use crate::{ClaimRound, LeaseRef, RoundFailure, RoundRef};
-
-/// The failure code of a terminal recovery decision.
-pub(crate) const RECOVERY_UNAVAILABLE: &str = "recovery_unavailable";
 
 const CLAIM: &str = concat!(
     "UPDATE m3_managed_input_rounds SET status=?,delivered_at=?,owner_id=?,lease_token=?,lease_expires_at=?,updated_at=? ",
@@ -47,7 +46,7 @@ const FAIL_RECOVERY: &str = concat!(
 fn single(
     rows: &[sqlx::sqlite::SqliteRow],
     images: &ImageCache,
-    race: &'static str,
+    what: &'static str,
 ) -> Result<ManagedInputRecord> {
     match rows {
         [row] => {
@@ -55,27 +54,56 @@ fn single(
             images.remember(row, &record);
             Ok(record)
         }
-        _ => Err(Error::managed_input_conflict(race)),
+        _ => Err(raced(what)),
     }
 }
 
+const FAIL_UNRESOLVED: &str = "UPDATE m3_managed_input_rounds SET status='failed',failed_at=?,failure_code='recovery_unavailable',failure_message=?,updated_at=? WHERE execution_id=? AND status IN ('pending','response_validated','delivery_started','delivered')";
+
+/// Fails every unresolved round of `execution_id` inside the caller's write transaction (the
+/// execution store's recovery shares it); returns how many.
+pub(crate) async fn fail_unresolved_in_tx(
+    conn: &mut SqliteConnection,
+    execution_id: &str,
+    message: &str,
+    now: OffsetDateTime,
+) -> Result<u64> {
+    let now_text = timestamp_text(now);
+    let done = sqlx::query(FAIL_UNRESOLVED)
+        .bind(&now_text)
+        .bind(message)
+        .bind(&now_text)
+        .bind(execution_id)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| storage("cannot fail the unresolved managed-input rounds", e))?;
+    Ok(done.rows_affected())
+}
+
 impl SqliteManagedInputStore {
+    pub(crate) async fn fail_unresolved_rounds_impl(
+        &self,
+        execution_id: &str,
+        message: &str,
+    ) -> Result<u64> {
+        require_text(execution_id, "execution_id")?;
+        require_text(message, "message")?;
+        self.ensure_schema().await?;
+        let inner = self.inner();
+        let mut write = inner.begin_write().await?;
+        let result = match inner.now() {
+            Ok(now) => fail_unresolved_in_tx(&mut write, execution_id, message, now).await,
+            Err(error) => Err(error),
+        };
+        write.finish(result).await
+    }
+
     pub(crate) async fn claim_round_impl(
         &self,
         round: &RoundRef,
         claim: ClaimRound,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(&claim.owner_id, "owner_id")?;
-        optional_text(
-            claim.expected_lease_token.as_deref(),
-            "expected_lease_token",
-        )?;
-        if claim.lease_duration.is_zero() {
-            return Err(Error::managed_input_validation(
-                "lease_seconds must be positive",
-            ));
-        }
+        check_claim_args(round, &claim)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
@@ -92,13 +120,8 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_lease(lease)?;
-        if lease_duration.is_zero() {
-            return Err(Error::managed_input_validation(
-                "lease_seconds must be positive",
-            ));
-        }
+        check_lease_args(round, lease)?;
+        require_lease_duration(lease_duration)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
@@ -119,8 +142,7 @@ impl SqliteManagedInputStore {
     ) -> Result<ManagedInputRecord> {
         require_text(&failure.code, "code")?;
         require_text(&failure.message, "message")?;
-        require_round(round)?;
-        require_lease(lease)?;
+        check_lease_args(round, lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
@@ -137,9 +159,7 @@ impl SqliteManagedInputStore {
         expected_lease_token: &str,
         message: &str,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(expected_lease_token, "expected_lease_token")?;
-        require_text(message, "message")?;
+        check_fail_recovery_args(round, expected_lease_token, message)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
@@ -161,73 +181,6 @@ impl SqliteManagedInputStore {
     }
 }
 
-/// The status a claim leaves behind, given the stored status and the evidence, or the
-/// reason the evidence is not enough.
-fn claimed_status(current: &ManagedInputRecord, claim: &ClaimRound) -> Result<ManagedInputStatus> {
-    use ManagedInputStatus as S;
-    match current.status {
-        S::Failed => {
-            if current.failure_code.as_deref() == Some(RECOVERY_UNAVAILABLE) {
-                let message = current
-                    .failure_message
-                    .clone()
-                    .unwrap_or_else(|| "managed input cannot be recovered".to_owned());
-                return Err(Error::managed_input_recovery(message));
-            }
-            return Err(Error::managed_input_state(
-                "failed managed-input round cannot be claimed",
-            ));
-        }
-        S::Resolved => {
-            return Err(Error::managed_input_state(
-                "resolved managed-input round cannot be claimed",
-            ));
-        }
-        _ => {}
-    }
-    let Some(evidence) = claim.delivery_state else {
-        return Err(Error::managed_input_recovery(
-            "replacement claims require adapter delivery-state evidence",
-        ));
-    };
-    let next = if current.status == S::DeliveryStarted {
-        match evidence {
-            DeliveryState::NotDelivered if !claim.idempotent_delivery => {
-                return Err(Error::managed_input_recovery(
-                    "not_delivered recovery requires idempotent delivery proof",
-                ));
-            }
-            DeliveryState::NotDelivered => S::ResponseValidated,
-            DeliveryState::Delivered => S::Delivered,
-            DeliveryState::NotStarted => {
-                return Err(Error::managed_input_recovery(
-                    "delivery_started round has ambiguous delivery state",
-                ));
-            }
-        }
-    } else {
-        let required = match current.status {
-            S::Pending => Some(DeliveryState::NotStarted),
-            S::ResponseValidated => Some(DeliveryState::NotDelivered),
-            S::Delivered => Some(DeliveryState::Delivered),
-            _ => None,
-        };
-        if required != Some(evidence) {
-            return Err(Error::managed_input_recovery(
-                "adapter delivery-state evidence does not match the persisted round",
-            )
-            .with_detail("status", current.status.as_str()));
-        }
-        current.status
-    };
-    if current.status == S::ResponseValidated && !claim.idempotent_delivery {
-        return Err(Error::managed_input_recovery(
-            "validated responses require idempotent delivery proof",
-        ));
-    }
-    Ok(next)
-}
-
 async fn claim_in_tx(
     conn: &mut SqliteConnection,
     images: &ImageCache,
@@ -236,26 +189,10 @@ async fn claim_in_tx(
     now: OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
     let current = fetch_existing(conn, round).await?;
-    let next = claimed_status(&current, claim)?;
-    if current.lease.expires_at > now {
-        return Err(Error::managed_input_conflict(
-            "managed-input round lease is still held",
-        ));
-    }
-    if claim.expected_lease_token.as_deref() != Some(current.lease.lease_token.as_str()) {
-        return Err(Error::managed_input_conflict(
-            "expected lease token does not match",
-        ));
-    }
+    let next = check_claim(&current, claim, now)?;
     let token = new_lease_token()?;
     let expires = lease_expiry(now, claim.lease_duration)?;
-    let delivered_at = if current.status == ManagedInputStatus::DeliveryStarted
-        && next == ManagedInputStatus::Delivered
-    {
-        Some(now)
-    } else {
-        current.delivered_at
-    };
+    let delivered_at = apply_claim(&current, claim, next, token.clone(), expires, now).delivered_at;
     let now_text = timestamp_text(now);
     let rows = sqlx::query(CLAIM)
         .bind(next.as_str())
@@ -273,11 +210,7 @@ async fn claim_in_tx(
         .fetch_all(&mut *conn)
         .await
         .map_err(|e| storage("cannot claim a managed-input round", e))?;
-    single(
-        &rows,
-        images,
-        "managed-input lease was changed concurrently",
-    )
+    single(&rows, images, "claim")
 }
 
 async fn renew_in_tx(
@@ -289,18 +222,7 @@ async fn renew_in_tx(
     now: OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
     let current = fetch_existing(conn, round).await?;
-    authorize(&current, lease, now, false)?;
-    if !matches!(
-        current.status,
-        ManagedInputStatus::Pending
-            | ManagedInputStatus::ResponseValidated
-            | ManagedInputStatus::DeliveryStarted
-    ) {
-        return Err(
-            Error::managed_input_state("terminal managed-input round cannot renew")
-                .with_detail("status", current.status.as_str()),
-        );
-    }
+    check_renew(&current, lease, now)?;
     let expires = lease_expiry(now, lease_duration)?;
     let now_text = timestamp_text(now);
     let rows = bind_lease_guard(
@@ -314,11 +236,7 @@ async fn renew_in_tx(
     .fetch_all(&mut *conn)
     .await
     .map_err(|e| storage("cannot renew a managed-input lease", e))?;
-    single(
-        &rows,
-        images,
-        "managed-input lease renewal raced with another owner",
-    )
+    single(&rows, images, "lease renewal")
 }
 
 async fn fail_in_tx(
@@ -330,24 +248,8 @@ async fn fail_in_tx(
     now: OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
     let current = fetch_existing(conn, round).await?;
-    authorize(&current, lease, now, false)?;
-    match current.status {
-        ManagedInputStatus::Resolved => {
-            return Err(Error::managed_input_state(
-                "resolved managed-input round cannot fail",
-            ));
-        }
-        ManagedInputStatus::Failed => {
-            if current.failure_code.as_deref() == Some(failure.code.as_str())
-                && current.failure_message.as_deref() == Some(failure.message.as_str())
-            {
-                return Ok(current);
-            }
-            return Err(Error::managed_input_conflict(
-                "managed-input failure is already recorded",
-            ));
-        }
-        _ => {}
+    if check_fail(&current, lease, failure, now)? == Decision::AlreadyDone {
+        return Ok(current);
     }
     let now_text = timestamp_text(now);
     let rows = bind_lease_guard(
@@ -363,11 +265,7 @@ async fn fail_in_tx(
     .fetch_all(&mut *conn)
     .await
     .map_err(|e| storage("cannot fail a managed-input round", e))?;
-    single(
-        &rows,
-        images,
-        "managed-input failure raced with another owner",
-    )
+    single(&rows, images, "failure")
 }
 
 async fn fail_recovery_in_tx(
@@ -379,31 +277,8 @@ async fn fail_recovery_in_tx(
     now: OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
     let current = fetch_existing(conn, round).await?;
-    if current.lease.lease_token != expected_lease_token {
-        return Err(Error::managed_input_conflict(
-            "expected lease token does not match",
-        ));
-    }
-    match current.status {
-        ManagedInputStatus::Failed => {
-            if current.failure_code.as_deref() == Some(RECOVERY_UNAVAILABLE) {
-                return Ok(current);
-            }
-            return Err(Error::managed_input_state(
-                "managed-input round has another terminal failure",
-            ));
-        }
-        ManagedInputStatus::Resolved => {
-            return Err(Error::managed_input_state(
-                "only unresolved rounds require recovery failure",
-            ));
-        }
-        _ => {}
-    }
-    if current.lease.expires_at > now {
-        return Err(Error::managed_input_conflict(
-            "managed-input lease is still held",
-        ));
+    if check_fail_recovery(&current, expected_lease_token, now)? == Decision::AlreadyDone {
+        return Ok(current);
     }
     let now_text = timestamp_text(now);
     let rows = sqlx::query(FAIL_RECOVERY)
@@ -417,9 +292,5 @@ async fn fail_recovery_in_tx(
         .fetch_all(&mut *conn)
         .await
         .map_err(|e| storage("cannot record a managed-input recovery failure", e))?;
-    single(
-        &rows,
-        images,
-        "managed-input recovery decision raced with another owner",
-    )
+    single(&rows, images, "recovery decision")
 }

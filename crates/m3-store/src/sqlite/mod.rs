@@ -1,4 +1,5 @@
-//! The SQLite backend: [`SqliteManagedInputStore`] and its [`SqliteStoreOptions`].
+//! The SQLite backend of both stores: [`SqliteManagedInputStore`], [`SqliteExecutionStore`]
+//! and their [`SqliteStoreOptions`].
 //!
 //! The tables, columns, constraints, status strings, JSON shapes and timestamp text are the
 //! Python original's (sf-m3 0.3.1), so either implementation reads and answers rounds the
@@ -8,9 +9,10 @@ mod checks;
 mod codec;
 pub(crate) mod connect;
 pub(crate) mod error;
+mod execution;
 pub(crate) mod file;
 mod image;
-mod leases;
+pub(crate) mod leases;
 mod options;
 mod responses;
 mod rounds;
@@ -24,16 +26,18 @@ use async_trait::async_trait;
 use m3_types::{ManagedInputRecord, Result};
 use serde_json::{Map, Value};
 
+pub use execution::SqliteExecutionStore;
+pub use execution::{EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE};
 pub use options::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SqliteStoreOptions, SqliteSynchronous,
 };
 pub use store::SqliteManagedInputStore;
 
+use crate::managed_input::rules::Transition;
 use crate::{
     ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
-    RoundRef,
+    RoundRef, RoundScan,
 };
-use transitions::Transition;
 
 #[async_trait]
 impl ManagedInputStore for SqliteManagedInputStore {
@@ -45,8 +49,8 @@ impl ManagedInputStore for SqliteManagedInputStore {
         self.get_round_impl(round).await
     }
 
-    async fn list_rounds(&self, execution_id: &str) -> Result<Vec<ManagedInputRecord>> {
-        self.list_rounds_impl(execution_id).await
+    async fn scan_rounds(&self, execution_id: &str) -> Result<RoundScan> {
+        self.scan_rounds_impl(execution_id).await
     }
 
     async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
@@ -110,6 +114,11 @@ impl ManagedInputStore for SqliteManagedInputStore {
         message: &str,
     ) -> Result<ManagedInputRecord> {
         self.fail_recovery_impl(round, expected_lease_token, message)
+            .await
+    }
+
+    async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {
+        self.fail_unresolved_rounds_impl(execution_id, message)
             .await
     }
 

@@ -1,18 +1,19 @@
 //! `submit_responses`: validation first, then one atomic `pending → response_validated`
 //! write (responses, idempotency key, redacted projection), or an idempotent replay.
 
-use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Result, redact, validate_responses};
+use m3_types::{ManagedInputRecord, ManagedInputStatus, Result};
 use time::OffsetDateTime;
 
-use super::checks::{
-    authorize, begin_and_fetch_existing, bind_lease_guard, require_lease, require_round,
-    require_text,
-};
-use super::codec::{decode_record, json_text, record_columns, timestamp_text, to_json_value};
+use super::checks::{begin_and_fetch_existing, bind_lease_guard};
+use super::codec::{decode_record, record_columns, timestamp_text};
 use super::connect::ScriptTx;
 use super::error::storage;
 use super::image::{ImageCache, image_guard};
 use super::store::SqliteManagedInputStore;
+use crate::managed_input::rules::{
+    EncodedSubmission, Submission, check_lease_args, check_submission, encode_submission, raced,
+    require_text,
+};
 use crate::{LeaseRef, ResponseSubmission, RoundRef};
 
 /// The guarded accept, up to (not including) `RETURNING`; parameters: responses_json, key,
@@ -59,9 +60,8 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         submission: ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
+        check_lease_args(round, lease)?;
         require_text(&submission.idempotency_key, "response_idempotency_key")?;
-        require_lease(lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         if let Some(record) = self.imaged_submit(round, lease, &submission).await? {
@@ -91,14 +91,17 @@ impl SqliteManagedInputStore {
             return Ok(None);
         };
         let now = inner.now()?;
-        if !validated.allows(ManagedInputStatus::Pending, lease, now)
-            || validate_responses(&validated.record.pending, &submission.responses).is_err()
-        {
+        if !validated.allows(ManagedInputStatus::Pending, lease, now) {
             return Ok(None);
         }
-        let payload = to_json_value(&submission.responses)?;
-        let payload_json = json_text(&payload)?;
-        let redacted_json = json_text(&redact(&payload))?;
+        let Ok(EncodedSubmission {
+            payload_json,
+            redacted_json,
+            ..
+        }) = encode_submission(&validated.record, submission)
+        else {
+            return Ok(None);
+        };
         let now_text = timestamp_text(now);
         let script = validated
             .image
@@ -137,38 +140,14 @@ async fn submit(
     now: OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
     let current = begin_and_fetch_existing(write, round).await?;
-    if current.status == ManagedInputStatus::Failed {
-        return Err(Error::managed_input_state(
-            "failed managed-input round cannot accept responses",
-        ));
-    }
-    authorize(
-        &current,
-        lease,
-        now,
-        current.status != ManagedInputStatus::Pending,
-    )?;
-    validate_responses(&current.pending, &submission.responses)?;
-    let payload = to_json_value(&submission.responses)?;
-    let payload_json = json_text(&payload)?;
-
-    if current.status != ManagedInputStatus::Pending {
-        let stored = match &current.responses {
-            Some(responses) => json_text(&to_json_value(responses)?)?,
-            None => String::new(),
-        };
-        if current.response_idempotency_key.as_deref() == Some(submission.idempotency_key.as_str())
-            && stored == payload_json
-        {
-            return Ok(current);
-        }
-        return Err(Error::managed_input_conflict(
-            "response idempotency key conflicts with an accepted response",
-        )
-        .with_detail("status", current.status.as_str()));
-    }
-
-    let redacted_json = json_text(&redact(&payload))?;
+    let EncodedSubmission {
+        payload_json,
+        redacted_json,
+        ..
+    } = match check_submission(&current, lease, submission, now)? {
+        Submission::Accept(encoded) => encoded,
+        _ => return Ok(current),
+    };
     let now_text = timestamp_text(now);
     let rows = bind_lease_guard(
         sqlx::query(ACCEPT_RESPONSES)
@@ -188,9 +167,7 @@ async fn submit(
     .map_err(|e| storage("cannot store the managed-input responses", e))?;
     write.mark_committed();
     let [row] = rows.as_slice() else {
-        return Err(Error::managed_input_conflict(
-            "managed-input response submission raced with another owner",
-        ));
+        return Err(raced("response submission"));
     };
     let record = decode_record(row)?;
     images.remember(row, &record);

@@ -1,18 +1,20 @@
 //! `create_round` and the plain reads (`get_round`, `list_rounds`, `redacted_responses`).
 
-use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Result};
+use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Reason, Result};
 use serde_json::{Map, Value};
-use sqlx::SqliteConnection;
+use sqlx::{Row, SqliteConnection};
 
-use super::checks::{fetch_round, lease_expiry, optional_text, require_round, require_text};
-use super::codec::{
-    decode_record, json_text, new_lease_token, record_columns, timestamp_text, to_json_value,
-};
+use super::checks::fetch_round;
+use super::codec::{decode_record, record_columns, timestamp_text};
 use super::connect::ScriptTx;
 use super::error::{is_integrity_violation, storage};
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
-use crate::{CreateRound, RoundRef};
+use crate::managed_input::rules::{
+    PreparedRound, lease_expiry, prepare_create, replay_create, require_round, require_text,
+    round_index_taken,
+};
+use crate::{CreateRound, RoundRef, RoundScan, UnreadableRound};
 
 /// `BEGIN IMMEDIATE`, the insert and `COMMIT` in one script (one round trip).
 const INSERT_ROUND: &str = concat!(
@@ -36,90 +38,12 @@ const SELECT_ROUND: &str = concat!(
 
 const SELECT_REDACTED: &str = "SELECT responses_redacted_json FROM m3_managed_input_diagnostics WHERE execution_id=? AND round_id=?";
 
-/// The validated, encoded form of a [`CreateRound`].
-struct NewRound {
-    request: CreateRound,
-    lease_token: String,
-    pending_json: String,
-    parameters_json: String,
-}
-
-fn validate_create(request: CreateRound) -> Result<NewRound> {
-    if request.pending.requests.is_empty() {
-        return Err(Error::managed_input_validation(
-            "managed input requires a non-empty elicitation round",
-        ));
-    }
-    require_text(&request.pending.execution_id, "execution_id")?;
-    require_text(&request.pending.round_id, "round_id")?;
-    if request.round_limit == 0 {
-        return Err(Error::managed_input_validation(
-            "round_limit must be positive",
-        ));
-    }
-    if request.round_index >= request.round_limit {
-        return Err(
-            Error::managed_input_validation("round_index exceeds round limit")
-                .with_detail("round_index", request.round_index)
-                .with_detail("round_limit", request.round_limit),
-        );
-    }
-    require_text(&request.owner_id, "owner_id")?;
-    if request.lease_duration.is_zero() {
-        return Err(Error::managed_input_validation(
-            "lease_seconds must be positive",
-        ));
-    }
-    optional_text(request.lease_token.as_deref(), "lease_token")?;
-    optional_text(request.harness_session_id.as_deref(), "harness_session_id")?;
-    optional_text(
-        request.native_resume_token.as_deref(),
-        "native_resume_token",
-    )?;
-    optional_text(
-        request.delivery_idempotency_key.as_deref(),
-        "delivery_idempotency_key",
-    )?;
-    optional_text(request.session_id.as_deref(), "session_id")?;
-    optional_text(request.turn_id.as_deref(), "turn_id")?;
-    let pending_json = json_text(&to_json_value(&request.pending)?)?;
-    let parameters_json = json_text(&Value::Object(request.operation_parameters.clone()))?;
-    let lease_token = match &request.lease_token {
-        Some(token) => token.clone(),
-        None => new_lease_token()?,
-    };
-    Ok(NewRound {
-        request,
-        lease_token,
-        pending_json,
-        parameters_json,
-    })
-}
-
-/// Whether a stored round carries exactly the data of a replayed `create_round`.
-fn same_round(current: &ManagedInputRecord, new: &NewRound) -> Result<bool> {
-    let request = &new.request;
-    let current_pending = json_text(&to_json_value(&current.pending)?)?;
-    let current_parameters = json_text(&Value::Object(current.operation_parameters.clone()))?;
-    Ok(current_pending == new.pending_json
-        && current.round_index == request.round_index
-        && current.round_limit == request.round_limit
-        && current.lease.owner_id == request.owner_id
-        && current.lease.lease_token == new.lease_token
-        && current.harness_session_id == request.harness_session_id
-        && current.native_resume_token == request.native_resume_token
-        && current.delivery_idempotency_key == request.delivery_idempotency_key
-        && current.session_id == request.session_id
-        && current.turn_id == request.turn_id
-        && current_parameters == new.parameters_json)
-}
-
 impl SqliteManagedInputStore {
     pub(crate) async fn create_round_impl(
         &self,
         request: CreateRound,
     ) -> Result<ManagedInputRecord> {
-        let new = validate_create(request)?;
+        let new = prepare_create(request)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_script().await?;
@@ -154,10 +78,7 @@ impl SqliteManagedInputStore {
         Ok(Some(record))
     }
 
-    pub(crate) async fn list_rounds_impl(
-        &self,
-        execution_id: &str,
-    ) -> Result<Vec<ManagedInputRecord>> {
+    pub(crate) async fn scan_rounds_impl(&self, execution_id: &str) -> Result<RoundScan> {
         require_text(execution_id, "execution_id")?;
         self.ensure_schema().await?;
         let mut reader = self.inner().reader().await?;
@@ -168,13 +89,20 @@ impl SqliteManagedInputStore {
             .map_err(|e| storage("cannot list managed-input rounds", e))?;
         reader.done();
         let images = &self.inner().images;
-        rows.iter()
-            .map(|row| {
-                let record = decode_record(row)?;
-                images.remember(row, &record);
-                Ok(record)
-            })
-            .collect()
+        let mut scan = RoundScan::default();
+        for row in &rows {
+            match decode_record(row) {
+                Ok(record) => {
+                    images.remember(row, &record);
+                    scan.rounds.push(record);
+                }
+                Err(error) => {
+                    let round_id = row.try_get::<String, _>("round_id").unwrap_or_default();
+                    scan.unreadable.push(UnreadableRound::new(round_id, error));
+                }
+            }
+        }
+        Ok(scan)
     }
 
     pub(crate) async fn redacted_responses_impl(
@@ -206,9 +134,10 @@ impl SqliteManagedInputStore {
     }
 }
 
-fn redacted_invalid(reason: impl Into<String>) -> Error {
+fn redacted_invalid(why: impl Into<String>) -> Error {
     Error::managed_input_validation("stored redacted response projection is invalid")
-        .with_detail("reason", reason.into())
+        .with_reason(Reason::StoredRecordInvalid)
+        .with_detail("why", why.into())
 }
 
 /// Opens the transaction with the insert (one round trip). A uniqueness conflict falls back to
@@ -217,7 +146,7 @@ fn redacted_invalid(reason: impl Into<String>) -> Error {
 async fn insert_round(
     write: &mut ScriptTx,
     images: &ImageCache,
-    new: &NewRound,
+    new: &PreparedRound,
     now: time::OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
     let request = &new.request;
@@ -268,12 +197,7 @@ async fn insert_round(
         },
         Err(e) if is_integrity_violation(&e) => match existing_round(write, new, &round).await? {
             Some(current) => Ok(current),
-            None => Err(Error::managed_input_conflict(
-                "managed-input round conflicts with an existing round",
-            )
-            .with_detail("execution_id", round.execution_id.as_str())
-            .with_detail("round_index", request.round_index)
-            .with_source(e)),
+            None => Err(round_index_taken(new).with_source(e)),
         },
         Err(e) => Err(storage("cannot insert a managed-input round", e)),
     }
@@ -286,16 +210,11 @@ async fn insert_round(
 /// `managed_input_conflict` if it exists with other data.
 async fn existing_round(
     conn: &mut SqliteConnection,
-    new: &NewRound,
+    new: &PreparedRound,
     round: &RoundRef,
 ) -> Result<Option<ManagedInputRecord>> {
-    match fetch_round(conn, round).await? {
-        Some(current) if same_round(&current, new)? => Ok(Some(current)),
-        Some(_) => Err(Error::managed_input_conflict(
-            "managed-input round already exists with different data",
-        )
-        .with_detail("execution_id", round.execution_id.as_str())
-        .with_detail("round_id", round.round_id.as_str())),
-        None => Ok(None),
-    }
+    fetch_round(conn, round)
+        .await?
+        .map(|current| replay_create(current, new))
+        .transpose()
 }

@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use m3_types::{Clock, Error, Result};
+use m3_types::{Clock, Result};
 use sqlx::query::Query;
 use sqlx::sqlite::{Sqlite, SqliteArguments, SqlitePool, SqliteRow};
-use time::{OffsetDateTime, UtcOffset};
+use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 
 use super::connect::{Primary, Reader, ScriptTx, WriteTx, begin_script, begin_write, open_pool};
@@ -80,12 +80,11 @@ impl SqliteManagedInputStore {
     /// partial table lacks.
     ///
     /// # Errors
-    /// - `managed_input_invalid`: the path is a symlink or not a regular file; the clock does
-    ///   not return UTC timestamps ("clock must return timezone-aware UTC datetimes").
+    /// - `managed_input_invalid`: the path is a symlink or not a regular file. (Any
+    ///   timezone-aware clock is accepted and normalized to UTC.)
     /// - `storage_error`: the file cannot be created or opened, or the schema cannot be
     ///   created (SQLite's extended result code in the details).
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteStoreOptions) -> Result<Self> {
-        check_clock(options.get_clock().as_ref())?;
         let (pool, path) = open_pool(path.as_ref(), &options).await?;
         let store = Self::from_parts(pool, Arc::clone(options.get_clock()), path.clone());
         store.ensure_schema().await?;
@@ -98,10 +97,12 @@ impl SqliteManagedInputStore {
     /// connections and file. The managed-input tables are created lazily, on the first
     /// operation, and that first operation also switches the file to WAL.
     ///
+    /// Any timezone-aware clock is accepted; its time is normalized to UTC
+    /// ([`crate::store_now`]).
+    ///
     /// # Errors
-    /// `managed_input_invalid` if the clock does not return UTC timestamps.
+    /// None today (the `Result` is kept for callers).
     pub fn from_pool(pool: SqlitePool, clock: Arc<dyn Clock>) -> Result<Self> {
-        check_clock(clock.as_ref())?;
         let configured = pool.connect_options().get_filename().to_path_buf();
         let path = std::fs::canonicalize(&configured).unwrap_or(configured);
         Ok(Self::from_parts(pool, clock, path))
@@ -158,19 +159,12 @@ impl Inner {
         write.finish(result).await
     }
 
-    /// "Now" from the store's clock, truncated to the stored microsecond precision.
+    /// "Now" from the store's clock, by the shared rule [`crate::store_now`].
     ///
     /// # Errors
-    /// `managed_input_invalid` when the clock returns a non-UTC timestamp.
+    /// None today; the `Result` keeps every call site ready for a fallible clock.
     pub(crate) fn now(&self) -> Result<OffsetDateTime> {
-        let now = self.clock.now();
-        if now.offset() != UtcOffset::UTC {
-            return Err(non_utc_clock(now));
-        }
-        let micros = now.nanosecond() / 1_000 * 1_000;
-        now.replace_nanosecond(micros).map_err(|e| {
-            Error::managed_input_validation("clock returned an invalid time").with_source(e)
-        })
+        Ok(crate::store_now(self.clock.as_ref()))
     }
 
     /// Queues behind this process's other writers on the file, then opens `BEGIN IMMEDIATE`.
@@ -220,19 +214,4 @@ impl Inner {
     pub(crate) async fn reader(&self) -> Result<Reader> {
         self.primary.reader(&self.pool).await
     }
-}
-
-fn non_utc_clock(now: OffsetDateTime) -> Error {
-    Error::managed_input_validation("clock must return timezone-aware UTC datetimes")
-        .with_detail("offset", now.offset().to_string())
-}
-
-/// Refuses a clock whose current time is not UTC (the analogue of the original's
-/// "clock must return timezone-aware datetimes" check at construction).
-fn check_clock(clock: &dyn Clock) -> Result<()> {
-    let now = clock.now();
-    if now.offset() != UtcOffset::UTC {
-        return Err(non_utc_clock(now));
-    }
-    Ok(())
 }

@@ -1,50 +1,21 @@
 //! The delivery transitions: `start_delivery`, `mark_delivered`, `resolve`.
 
-use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Result};
+use m3_types::{ManagedInputRecord, Result};
 use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
-use super::checks::{authorize, bind_lease_guard, fetch_existing, require_lease, require_round};
+use super::checks::{bind_lease_guard, fetch_existing};
 use super::codec::{decode_record, record_columns, stored_invalid, timestamp_text};
 use super::error::storage;
 use super::image::{Change, ImageCache, image_guard};
 use super::store::SqliteManagedInputStore;
+use crate::managed_input::rules::{
+    Decision, Transition, check_lease_args, check_transition, raced,
+};
 use crate::{LeaseRef, RoundRef};
 
-/// One forward step of the delivery state machine.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Transition {
-    StartDelivery,
-    MarkDelivered,
-    Resolve,
-}
-
+/// The SQL of each shared [`Transition`].
 impl Transition {
-    fn expected(self) -> ManagedInputStatus {
-        match self {
-            Self::StartDelivery => ManagedInputStatus::ResponseValidated,
-            Self::MarkDelivered => ManagedInputStatus::DeliveryStarted,
-            Self::Resolve => ManagedInputStatus::Delivered,
-        }
-    }
-
-    /// The record this transition leaves behind when applied at `now` to `record` (exactly
-    /// what decoding the updated row gives: `now` is already at stored precision).
-    fn apply(self, record: &ManagedInputRecord, now: OffsetDateTime) -> ManagedInputRecord {
-        let mut next = record.clone();
-        next.status = self.target();
-        next.updated_at = now;
-        match self {
-            Self::StartDelivery => {
-                next.delivery_started_at = Some(now);
-                next.delivery_attempts = next.delivery_attempts.saturating_add(1);
-            }
-            Self::MarkDelivered => next.delivered_at = Some(now),
-            Self::Resolve => next.resolved_at = Some(now),
-        }
-        next
-    }
-
     /// The stored columns this transition's UPDATE sets, with their new values.
     fn changes<'a>(
         self,
@@ -67,14 +38,6 @@ impl Transition {
             Self::Resolve => changes.push(("resolved_at", Change::Text(now_text))),
         }
         changes
-    }
-
-    fn target(self) -> ManagedInputStatus {
-        match self {
-            Self::StartDelivery => ManagedInputStatus::DeliveryStarted,
-            Self::MarkDelivered => ManagedInputStatus::Delivered,
-            Self::Resolve => ManagedInputStatus::Resolved,
-        }
     }
 
     /// `BEGIN IMMEDIATE` and the guarded UPDATE in one script; parameters: timestamp,
@@ -155,8 +118,7 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         transition: Transition,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_lease(lease)?;
+        check_lease_args(round, lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         if let Some(record) = self.imaged_transition(round, lease, transition).await? {
@@ -249,19 +211,8 @@ async fn step(
         return Ok(record);
     }
     let current = fetch_existing(conn, round).await?;
-    authorize(&current, lease, now, false)?;
-    if current.status == transition.target() {
-        return Ok(current);
+    match check_transition(&current, lease, now, transition)? {
+        Decision::AlreadyDone => Ok(current),
+        _ => Err(raced("transition")),
     }
-    if current.status != transition.expected() {
-        return Err(Error::managed_input_state(format!(
-            "managed-input transition requires {}, got {}",
-            transition.expected().as_str(),
-            current.status.as_str()
-        ))
-        .with_detail("status", current.status.as_str()));
-    }
-    Err(Error::managed_input_conflict(
-        "managed-input transition raced with another owner",
-    ))
 }

@@ -1,15 +1,14 @@
 //! Transaction building blocks of the SQLite execution store: fetching inside
-//! a transaction, the lease fence, event appends and error diagnosis.
+//! a transaction and event appends.
 
 use m3_types::{Error, Result, canonical_json, timestamp};
-use serde::Serialize;
 use serde_json::Value;
 use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
-use super::error;
-use super::record::{ExecutionEvent, ExecutionLeaseRef, ExecutionRecord};
 use super::rows::{event_from_row, execution_from_row, select_execution};
+use crate::execution::record::{ExecutionEvent, ExecutionRecord};
+use crate::execution::rules::errors as error;
 use crate::sqlite::error::storage;
 
 /// Reads one execution on `conn` (inside or outside a transaction).
@@ -33,65 +32,6 @@ pub(crate) async fn fetch_existing(
     fetch(conn, execution_id)
         .await?
         .ok_or_else(|| error::not_found(execution_id))
-}
-
-/// The fence of the module docs: `Some(lease)` must be the stored, live lease;
-/// `None` requires that no lease exists at all.
-pub(crate) fn check_fence(
-    record: &ExecutionRecord,
-    lease: Option<&ExecutionLeaseRef>,
-    now: OffsetDateTime,
-) -> Result<()> {
-    let id = record.execution_id.as_str();
-    match (lease, &record.lease) {
-        (None, None) => Ok(()),
-        (None, Some(stored)) if stored.is_expired_at(now) => Err(error::recovery_required(id)),
-        (None, Some(_)) => Err(error::lease_required(id)),
-        (Some(_), None) => Err(error::lease_not_held(id)),
-        (Some(given), Some(stored)) => {
-            if given.execution_id != stored.execution_id
-                || given.owner_id != stored.owner_id
-                || given.lease_token != stored.lease_token
-            {
-                Err(error::lease_not_held(id))
-            } else if stored.is_expired_at(now) {
-                Err(error::lease_expired(id))
-            } else {
-                Ok(())
-            }
-        }
-    }
-}
-
-/// Explains why a guarded UPDATE touched no row, from a fresh read.
-pub(crate) fn diagnose(
-    record: Option<&ExecutionRecord>,
-    execution_id: &str,
-    lease: Option<&ExecutionLeaseRef>,
-    now: OffsetDateTime,
-) -> Error {
-    match record {
-        None => error::not_found(execution_id),
-        Some(record) if record.is_finished() => error::finished(execution_id),
-        Some(record) => match check_fence(record, lease, now) {
-            Err(e) => e,
-            Ok(()) => Error::managed_input_conflict("execution changed concurrently")
-                .with_detail("execution_id", execution_id)
-                .with_detail("reason", "concurrent_change"),
-        },
-    }
-}
-
-/// Canonical JSON text of any serializable value.
-pub(crate) fn to_canonical<T: Serialize>(value: &T) -> Result<String> {
-    let value = serde_json::to_value(value)
-        .map_err(|e| Error::model_validation("execution data is not valid JSON").with_source(e))?;
-    canonical_json(&value)
-}
-
-/// Canonical JSON text of an optional value (`None` stays SQL NULL).
-pub(crate) fn to_canonical_opt<T: Serialize>(value: Option<&T>) -> Result<Option<String>> {
-    value.map(to_canonical).transpose()
 }
 
 /// Appends one event with the next sequence number. Must run inside a

@@ -1,7 +1,7 @@
 //! Lazy resolution of the execution store's managed-input store.
 //!
 //! The managed-input store is built the first time
-//! [`ExecutionStore::managed_input_store`](super::ExecutionStore::managed_input_store)
+//! [`ExecutionStore::managed_input_store`](crate::ExecutionStore::managed_input_store)
 //! is called, on the same database file, pool and clock, and creates its
 //! tables on its own first operation — never when the execution store is
 //! opened and never when an execution is created. A store that never
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use m3_types::Result;
 
-use super::sqlite::Inner;
+use super::store::Inner;
 use crate::{ManagedInputStore, SqliteManagedInputStore};
 
 /// Returns the managed-input store, creating it (and its tables) on first use.

@@ -2,28 +2,26 @@
 //! finishing, cancellation, event appends and recovery terminalization.
 
 use m3_types::{Error, ExecutionStatus, Result, timestamp};
-use serde_json::{Value, json};
+use serde_json::Value;
+use sqlx::SqliteConnection;
+use time::OffsetDateTime;
 
-use super::error;
-use super::record::{
+use super::schema::MANAGED_ROUNDS_TABLE;
+use super::store::SqliteExecutionStore;
+use super::writes::{append, fetch, fetch_existing, table_exists};
+use crate::execution::record::{
     EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
     ExecutionEvent, ExecutionLeaseRef, ExecutionRecord, FinishExecution, NewExecution,
     TerminalizeExpired, Terminalized,
 };
-use super::schema::MANAGED_ROUNDS_TABLE;
-use super::sqlite::SqliteExecutionStore;
-use super::writes::{
-    append, check_fence, diagnose, fetch, fetch_existing, table_exists, to_canonical,
-    to_canonical_opt,
+use crate::execution::rules::errors as error;
+use crate::execution::rules::{
+    TerminalData, check_event_kind, check_fence, check_finish, check_terminalize, check_transition,
+    created_payload, diagnose, finished_payload, require_non_empty, state_changed_payload,
+    terminalized_payload, to_canonical,
 };
+use crate::managed_input::rules::Decision;
 use crate::sqlite::error::storage;
-
-/// Event kinds only the store itself appends.
-const RESERVED_KINDS: [&str; 3] = [
-    EVENT_EXECUTION_CREATED,
-    EVENT_EXECUTION_STATE_CHANGED,
-    EVENT_EXECUTION_FINISHED,
-];
 
 impl SqliteExecutionStore {
     pub(super) async fn create(
@@ -31,9 +29,7 @@ impl SqliteExecutionStore {
         execution_id: String,
         new: NewExecution,
     ) -> Result<ExecutionRecord> {
-        if execution_id.trim().is_empty() {
-            return Err(Error::model_validation("execution_id must not be empty"));
-        }
+        require_non_empty(&execution_id, "execution_id")?;
         let id = execution_id.as_str();
         let spec_json = to_canonical(&new.spec)?;
         let human_input = new.human_input.as_str();
@@ -70,10 +66,7 @@ impl SqliteExecutionStore {
                     "execution insert did not insert exactly one row",
                 ));
             }
-            let payload = json!({
-                "lifecycle": ExecutionStatus::Created.as_str(),
-                "human_input": human_input,
-            });
+            let payload = created_payload(new.human_input);
             append(&mut tx, id, EVENT_EXECUTION_CREATED, payload, now).await?;
             let record = fetch_existing(&mut tx, id).await?;
             Ok(record)
@@ -93,10 +86,7 @@ impl SqliteExecutionStore {
         let result = async {
             let record = fetch_existing(&mut tx, execution_id).await?;
             let from = record.lifecycle;
-            if to == ExecutionStatus::Finished || !from.can_transition_to(to) {
-                return Err(error::invalid_transition(execution_id, from, to));
-            }
-            check_fence(&record, lease, now)?;
+            check_transition(&record, to, lease, now)?;
             let done = sqlx::query(
                 "UPDATE m3rs_executions SET lifecycle = ?, updated_at = ?
                  WHERE id = ? AND lifecycle = ? AND finished_at IS NULL
@@ -117,7 +107,7 @@ impl SqliteExecutionStore {
                 let fresh = fetch(&mut tx, execution_id).await?;
                 return Err(diagnose(fresh.as_ref(), execution_id, lease, now));
             }
-            let payload = json!({ "lifecycle": to.as_str() });
+            let payload = state_changed_payload(to);
             append(
                 &mut tx,
                 execution_id,
@@ -136,37 +126,25 @@ impl SqliteExecutionStore {
     pub(super) async fn do_finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
         let id = request.execution_id.as_str();
         let lease = request.lease.as_ref();
-        let outcome = request.outcome.as_str();
-        let error_json = to_canonical_opt(request.error.as_ref())?;
-        let result_json = to_canonical_opt(request.result.as_ref())?;
+        let requested = TerminalData::of_request(&request)?;
+        let (outcome, error_json, result_json) = (
+            &requested.outcome,
+            &requested.error_json,
+            &requested.result_json,
+        );
         let now = self.now();
         let mut tx = self.begin_write().await?;
         let result = async {
             let record = fetch_existing(&mut tx, id).await?;
-            if record.is_finished() {
-                let stored: (Option<String>, Option<String>, Option<String>) = sqlx::query_as(
-                    "SELECT outcome, error_json, result_json FROM m3rs_executions WHERE id = ?",
-                )
-                .bind(id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| storage("could not read the terminal data", e))?;
-                if stored == (Some(outcome.to_owned()), error_json, result_json) {
-                    return Ok(record);
-                }
-                return Err(error::finished_differently(id));
-            }
-            if !record
-                .lifecycle
-                .can_transition_to(ExecutionStatus::Finished)
+            let stored = match record.is_finished() {
+                true => Some(stored_terminal_data(&mut tx, id).await?),
+                false => None,
+            };
+            if check_finish(&record, stored.as_ref(), &requested, lease, now)?
+                == Decision::AlreadyDone
             {
-                return Err(error::invalid_transition(
-                    id,
-                    record.lifecycle,
-                    ExecutionStatus::Finished,
-                ));
+                return Ok(record);
             }
-            check_fence(&record, lease, now)?;
             let at = timestamp::format(now);
             let done = sqlx::query(
                 "UPDATE m3rs_executions
@@ -178,8 +156,8 @@ impl SqliteExecutionStore {
                    AND (lease_token IS NULL OR lease_expires_at > ?)",
             )
             .bind(outcome)
-            .bind(&error_json)
-            .bind(&result_json)
+            .bind(error_json)
+            .bind(result_json)
             .bind(&at)
             .bind(&at)
             .bind(id)
@@ -194,11 +172,7 @@ impl SqliteExecutionStore {
                 let fresh = fetch(&mut tx, id).await?;
                 return Err(diagnose(fresh.as_ref(), id, lease, now));
             }
-            let payload = json!({
-                "lifecycle": ExecutionStatus::Finished.as_str(),
-                "outcome": outcome,
-                "error": error_value(error_json.as_deref())?,
-            });
+            let payload = finished_payload(&request)?;
             append(&mut tx, id, EVENT_EXECUTION_FINISHED, payload, now).await?;
             let record = fetch_existing(&mut tx, id).await?;
             Ok(record)
@@ -241,15 +215,7 @@ impl SqliteExecutionStore {
         payload: Value,
         lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionEvent> {
-        if kind.trim().is_empty() {
-            return Err(Error::model_validation("event kind must not be empty"));
-        }
-        if RESERVED_KINDS.contains(&kind) {
-            return Err(
-                Error::model_validation("event kind is reserved for the execution store")
-                    .with_detail("kind", kind),
-            );
-        }
+        check_event_kind(kind)?;
         let now = self.now();
         let mut tx = self.begin_write().await?;
         let result = async {
@@ -269,103 +235,99 @@ impl SqliteExecutionStore {
         &self,
         request: TerminalizeExpired,
     ) -> Result<Terminalized> {
-        let lease = &request.lease;
-        let id = lease.execution_id.as_str();
-        let outcome = request.outcome.as_str();
-        let error_json = to_canonical_opt(request.error.as_ref())?;
         let now = self.now();
-        let at = timestamp::format(now);
+        let payload = terminalized_payload(&request)?;
         let mut tx = self.begin_write().await?;
-        let result = async {
-            let record = fetch_existing(&mut tx, id).await?;
-            if record.is_finished() {
-                return Err(error::finished(id));
-            }
-            match &record.lease {
-                Some(stored)
-                    if stored.owner_id == lease.owner_id && stored.lease_token == lease.lease_token =>
-                {
-                    if !stored.is_expired_at(now) {
-                        return Err(error::lease_still_live(id));
-                    }
-                }
-                _ => return Err(error::lease_not_held(id)),
-            }
-            let done = sqlx::query(
-                "UPDATE m3rs_executions
-                 SET lifecycle = 'finished', outcome = ?, error_json = ?, result_json = NULL,
-                     finished_at = ?, updated_at = ?,
-                     lease_owner_id = NULL, lease_token = NULL, lease_expires_at = NULL
-                 WHERE id = ? AND finished_at IS NULL AND lease_owner_id = ? AND lease_token = ?
-                   AND lease_expires_at <= ?",
-            )
-            .bind(outcome)
-            .bind(&error_json)
-            .bind(&at)
-            .bind(&at)
-            .bind(id)
-            .bind(&lease.owner_id)
-            .bind(&lease.lease_token)
-            .bind(&at)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| storage("could not terminalize the execution", e))?;
-            if done.rows_affected() != 1 {
-                return Err(
-                    Error::managed_input_conflict("execution changed concurrently")
-                        .with_detail("execution_id", id)
-                        .with_detail("reason", "concurrent_change"),
-                );
-            }
-            let rounds_failed = if table_exists(&mut tx, MANAGED_ROUNDS_TABLE).await? {
-                sqlx::query(
-                    "UPDATE m3_managed_input_rounds
-                     SET status = 'failed', failed_at = ?, failure_code = 'recovery_unavailable',
-                         failure_message = ?, updated_at = ?
-                     WHERE execution_id = ?
-                       AND status IN ('pending','response_validated','delivery_started','delivered')",
-                )
-                .bind(&at)
-                .bind(&request.reason)
-                .bind(&at)
-                .bind(id)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| storage("could not fail the managed-input rounds", e))?
-                .rows_affected()
-            } else {
-                0
-            };
-            let payload = json!({
-                "lifecycle": ExecutionStatus::Finished.as_str(),
-                "outcome": outcome,
-                "error": error_value(error_json.as_deref())?,
-                "reason": request.reason,
-                "completeness": "partial",
-                "limitations": ["capture_incomplete"],
-            });
-            append(&mut tx, id, EVENT_EXECUTION_FINISHED, payload, now).await?;
-            let record = fetch_existing(&mut tx, id).await?;
-            tracing::info!(
-                execution.id = id,
-                rounds_failed,
-                "terminalized execution after lease loss"
-            );
-            Ok(Terminalized {
-                record,
-                rounds_failed,
-            })
-        }
-        .await;
+        let result = terminalize_in_tx(&mut tx, &request, payload, now).await;
         tx.finish(result).await
     }
 }
 
-/// The stored error JSON as a value for an event payload (`null` if none).
-fn error_value(error_json: Option<&str>) -> Result<Value> {
-    match error_json {
-        None => Ok(Value::Null),
-        Some(raw) => serde_json::from_str(raw)
-            .map_err(|e| Error::storage("terminal error is not valid JSON").with_source(e)),
+/// The stored terminal data of a finished execution (raw canonical text, as written).
+async fn stored_terminal_data(conn: &mut SqliteConnection, id: &str) -> Result<TerminalData> {
+    let (outcome, error_json, result_json): (Option<String>, Option<String>, Option<String>) =
+        sqlx::query_as("SELECT outcome, error_json, result_json FROM m3rs_executions WHERE id = ?")
+            .bind(id)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| storage("could not read the terminal data", e))?;
+    Ok(TerminalData {
+        outcome: outcome.unwrap_or_default(),
+        error_json,
+        result_json,
+    })
+}
+
+/// Recovery inside one write transaction: check, finish on the expired lease, fail the
+/// execution's unresolved rounds, append `execution.finished`.
+async fn terminalize_in_tx(
+    tx: &mut SqliteConnection,
+    request: &TerminalizeExpired,
+    payload: Value,
+    now: OffsetDateTime,
+) -> Result<Terminalized> {
+    let id = request.lease.execution_id.as_str();
+    let record = fetch_existing(tx, id).await?;
+    check_terminalize(&record, request, now)?;
+    finish_on_expired_lease(tx, request, now).await?;
+    let rounds_failed = fail_unresolved_rounds(tx, id, &request.reason, now).await?;
+    append(tx, id, EVENT_EXECUTION_FINISHED, payload, now).await?;
+    let record = fetch_existing(tx, id).await?;
+    tracing::info!(
+        execution.id = id,
+        rounds_failed,
+        "terminalized execution after lease loss"
+    );
+    Ok(Terminalized {
+        record,
+        rounds_failed,
+    })
+}
+
+/// The guarded UPDATE that finishes the execution on its expired lease.
+async fn finish_on_expired_lease(
+    tx: &mut SqliteConnection,
+    request: &TerminalizeExpired,
+    now: OffsetDateTime,
+) -> Result<()> {
+    let lease = &request.lease;
+    let at = timestamp::format(now);
+    let error_json = crate::execution::rules::to_canonical_opt(request.error.as_ref())?;
+    let done = sqlx::query(
+        "UPDATE m3rs_executions
+         SET lifecycle = 'finished', outcome = ?, error_json = ?, result_json = NULL,
+             finished_at = ?, updated_at = ?,
+             lease_owner_id = NULL, lease_token = NULL, lease_expires_at = NULL
+         WHERE id = ? AND finished_at IS NULL AND lease_owner_id = ? AND lease_token = ?
+           AND lease_expires_at <= ?",
+    )
+    .bind(request.outcome.as_str())
+    .bind(&error_json)
+    .bind(&at)
+    .bind(&at)
+    .bind(&lease.execution_id)
+    .bind(&lease.owner_id)
+    .bind(&lease.lease_token)
+    .bind(&at)
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| storage("could not terminalize the execution", e))?;
+    if done.rows_affected() != 1 {
+        return Err(error::concurrent_change(&lease.execution_id));
     }
+    Ok(())
+}
+
+/// Fails every unresolved round of the execution with `recovery_unavailable`, if the
+/// managed-input tables exist (recovery never creates them).
+async fn fail_unresolved_rounds(
+    tx: &mut SqliteConnection,
+    execution_id: &str,
+    reason: &str,
+    now: OffsetDateTime,
+) -> Result<u64> {
+    if !table_exists(tx, MANAGED_ROUNDS_TABLE).await? {
+        return Ok(0);
+    }
+    crate::sqlite::leases::fail_unresolved_in_tx(tx, execution_id, reason, now).await
 }

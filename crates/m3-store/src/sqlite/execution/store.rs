@@ -12,14 +12,19 @@ use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 use tracing::instrument;
 
-use super::record::{
+use super::rows::{event_from_row, execution_from_row, select_execution};
+use super::writes::{fetch, fetch_existing};
+use super::{managed, schema};
+use crate::ExecutionStore;
+use crate::ManagedInputStore;
+use crate::execution::record::{
     AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
     FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
 };
-use super::rows::{event_from_row, execution_from_row, select_execution};
-use super::writes::{diagnose, fetch, fetch_existing};
-use super::{ExecutionStore, error, managed, schema};
-use crate::ManagedInputStore;
+use crate::execution::rules::errors as error;
+use crate::execution::rules::{
+    Acquire, acquire_token, check_acquire, check_lease_write, diagnose, lease_expiry,
+};
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
 use crate::sqlite::error::storage;
@@ -125,28 +130,8 @@ impl SqliteExecutionStore {
     /// "Now" from the clock, in UTC, truncated to the stored microsecond
     /// precision (so returned values equal what a later read yields).
     pub(super) fn now(&self) -> OffsetDateTime {
-        let now = self.inner.clock.now().to_offset(time::UtcOffset::UTC);
-        now.replace_nanosecond(now.nanosecond() / 1_000 * 1_000)
-            .unwrap_or(now)
+        crate::store_now(self.inner.clock.as_ref())
     }
-}
-
-/// `now + ttl`, refusing a zero or unrepresentable ttl.
-fn expiry(now: OffsetDateTime, ttl: Duration) -> Result<OffsetDateTime> {
-    if ttl.is_zero() {
-        return Err(Error::model_validation("lease ttl must be positive"));
-    }
-    time::Duration::try_from(ttl)
-        .ok()
-        .and_then(|d| now.checked_add(d))
-        .ok_or_else(|| Error::model_validation("lease ttl is too large"))
-}
-
-fn require_non_empty(value: &str, what: &'static str) -> Result<()> {
-    if value.trim().is_empty() {
-        return Err(Error::model_validation(format!("{what} must not be empty")));
-    }
-    Ok(())
 }
 
 #[async_trait]
@@ -177,36 +162,20 @@ impl ExecutionStore for SqliteExecutionStore {
         .fetch_all(&self.inner.pool)
         .await
         .map_err(|e| storage("could not list executions", e))?;
-        rows.iter().map(execution_from_row).collect()
+        Ok(readable_executions(&rows))
     }
 
     #[instrument(skip_all, fields(execution.id = %request.execution_id, owner.id = %request.owner_id), err)]
     async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
-        require_non_empty(&request.owner_id, "owner_id")?;
-        let token = match request.lease_token {
-            Some(token) => {
-                require_non_empty(&token, "lease_token")?;
-                token
-            }
-            None => format!("lease-{}", new_id()),
-        };
+        let token = acquire_token(&request)?;
         let id = request.execution_id.as_str();
         let now = self.now();
-        let expires_at = expiry(now, request.ttl)?;
+        let expires_at = lease_expiry(now, request.ttl)?;
         let mut tx = self.begin_write().await?;
         let result = async {
             let record = fetch_existing(&mut tx, id).await?;
-            if record.is_finished() {
-                return Err(error::finished(id));
-            }
-            if let Some(stored) = record.lease {
-                return if stored.is_expired_at(now) {
-                    Err(error::recovery_required(id))
-                } else if stored.owner_id == request.owner_id && stored.lease_token == token {
-                    Ok(stored)
-                } else {
-                    Err(error::lease_held_by_other(id))
-                };
+            if let Acquire::Held(stored) = check_acquire(&record, &request.owner_id, &token, now)? {
+                return Ok(stored);
             }
             let done = sqlx::query(
                 "UPDATE m3rs_executions
@@ -221,11 +190,7 @@ impl ExecutionStore for SqliteExecutionStore {
             .execute(&mut *tx)
             .await
             .map_err(|e| match e.as_database_error().map(|d| d.kind()) {
-                Some(sqlx::error::ErrorKind::UniqueViolation) => {
-                    Error::managed_input_conflict("lease token is already in use")
-                        .with_detail("execution_id", id)
-                        .with_detail("reason", "lease_token_in_use")
-                }
+                Some(sqlx::error::ErrorKind::UniqueViolation) => error::lease_token_in_use(id),
                 _ => storage("could not acquire the lease", e),
             })?;
             if done.rows_affected() != 1 {
@@ -251,7 +216,7 @@ impl ExecutionStore for SqliteExecutionStore {
     ) -> Result<ExecutionLease> {
         let id = lease.execution_id.as_str();
         let now = self.now();
-        let expires_at = expiry(now, ttl)?;
+        let expires_at = lease_expiry(now, ttl)?;
         let mut tx = self.begin_write().await?;
         let result = async {
             let done = sqlx::query(
@@ -270,7 +235,8 @@ impl ExecutionStore for SqliteExecutionStore {
             .map_err(|e| storage("could not renew the lease", e))?;
             if done.rows_affected() != 1 {
                 let fresh = fetch(&mut tx, id).await?;
-                return Err(diagnose(fresh.as_ref(), id, Some(lease), now));
+                check_lease_write(fresh.as_ref(), lease, now)?;
+                return Err(error::concurrent_change(id));
             }
             Ok(ExecutionLease {
                 execution_id: id.to_owned(),
@@ -386,7 +352,8 @@ impl ExecutionStore for SqliteExecutionStore {
     }
 
     #[instrument(skip(self), err)]
-    async fn list_expired_leases(&self, now: OffsetDateTime) -> Result<Vec<ExecutionRecord>> {
+    async fn list_expired_leases(&self) -> Result<Vec<ExecutionRecord>> {
+        let now = self.now();
         let rows = sqlx::query(select_execution!(
             "WHERE e.finished_at IS NULL AND e.lease_token IS NOT NULL AND e.lease_expires_at <= ?
              ORDER BY e.lease_expires_at, e.id"
@@ -395,7 +362,7 @@ impl ExecutionStore for SqliteExecutionStore {
         .fetch_all(&self.inner.pool)
         .await
         .map_err(|e| storage("could not list expired leases", e))?;
-        rows.iter().map(execution_from_row).collect()
+        Ok(readable_executions(&rows))
     }
 
     #[instrument(skip_all, fields(execution.id = %request.lease.execution_id), err)]
@@ -407,6 +374,24 @@ impl ExecutionStore for SqliteExecutionStore {
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
         managed::resolve(self.inner()).await
     }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.inner.clock)
+    }
+}
+
+/// The rows that decode; each one that does not is reported (a warning naming it) and
+/// skipped, so one bad row never stops a listing or recovery of the others.
+fn readable_executions(rows: &[sqlx::sqlite::SqliteRow]) -> Vec<ExecutionRecord> {
+    rows.iter()
+        .filter_map(|row| match execution_from_row(row) {
+            Ok(record) => Some(record),
+            Err(error) => {
+                tracing::warn!(%error, details = ?error.details(), "skipped an unreadable execution row");
+                None
+            }
+        })
+        .collect()
 }
 
 impl SqliteExecutionStore {

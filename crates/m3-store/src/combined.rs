@@ -1,0 +1,145 @@
+//! [`CombinedStore`]: executions in one backend, managed-input rounds in another.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use m3_types::{Clock, ExecutionStatus, Result};
+use serde_json::Value;
+
+use crate::{
+    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
+    ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore, NewExecution,
+    TerminalizeExpired, Terminalized,
+};
+
+/// An [`ExecutionStore`] whose executions live in `executions` and whose managed-input
+/// rounds live in a separate (for example custom) [`ManagedInputStore`].
+///
+/// Every execution operation is the inner store's. [`managed_input_store`] returns
+/// `rounds`, and [`terminalize_expired`] finishes the execution in `executions`, then fails
+/// the execution's unresolved rounds in `rounds` with
+/// [`ManagedInputStore::fail_unresolved_rounds`]. The two steps are two transactions of two
+/// backends: a crash between them leaves the execution finished and its rounds unresolved,
+/// and nothing resumes them (a finished execution delivers no answer); the next recovery
+/// of a store built on one backend has no such gap.
+///
+/// [`managed_input_store`]: ExecutionStore::managed_input_store
+/// [`terminalize_expired`]: ExecutionStore::terminalize_expired
+#[derive(Debug, Clone)]
+pub struct CombinedStore {
+    executions: Arc<dyn ExecutionStore>,
+    rounds: Arc<dyn ManagedInputStore>,
+}
+
+impl CombinedStore {
+    /// Executions in `executions`, rounds in `rounds` (which should read the same clock).
+    pub fn new(executions: Arc<dyn ExecutionStore>, rounds: Arc<dyn ManagedInputStore>) -> Self {
+        Self { executions, rounds }
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for CombinedStore {
+    async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
+        self.executions.create_execution(new).await
+    }
+
+    async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRecord>> {
+        self.executions.get_execution(execution_id).await
+    }
+
+    async fn list_executions(&self, query: ListExecutions) -> Result<Vec<ExecutionRecord>> {
+        self.executions.list_executions(query).await
+    }
+
+    async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
+        self.executions.acquire_lease(request).await
+    }
+
+    async fn renew_lease(
+        &self,
+        lease: &ExecutionLeaseRef,
+        ttl: Duration,
+    ) -> Result<ExecutionLease> {
+        self.executions.renew_lease(lease, ttl).await
+    }
+
+    async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
+        self.executions.release_lease(lease).await
+    }
+
+    async fn transition(
+        &self,
+        execution_id: &str,
+        to: ExecutionStatus,
+        lease: Option<&ExecutionLeaseRef>,
+    ) -> Result<ExecutionRecord> {
+        self.executions.transition(execution_id, to, lease).await
+    }
+
+    async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
+        self.executions.finish(request).await
+    }
+
+    async fn request_cancel(
+        &self,
+        execution_id: &str,
+        reason: Option<&str>,
+    ) -> Result<ExecutionRecord> {
+        self.executions.request_cancel(execution_id, reason).await
+    }
+
+    async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {
+        self.executions.is_cancel_requested(execution_id).await
+    }
+
+    async fn append_event(
+        &self,
+        execution_id: &str,
+        kind: &str,
+        payload: Value,
+        lease: Option<&ExecutionLeaseRef>,
+    ) -> Result<ExecutionEvent> {
+        self.executions
+            .append_event(execution_id, kind, payload, lease)
+            .await
+    }
+
+    async fn list_events(
+        &self,
+        execution_id: &str,
+        after_sequence: Option<u64>,
+    ) -> Result<Vec<ExecutionEvent>> {
+        self.executions
+            .list_events(execution_id, after_sequence)
+            .await
+    }
+
+    async fn list_expired_leases(&self) -> Result<Vec<ExecutionRecord>> {
+        self.executions.list_expired_leases().await
+    }
+
+    async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized> {
+        let execution_id = request.lease.execution_id.clone();
+        let reason = request.reason.clone();
+        let mut done = self.executions.terminalize_expired(request).await?;
+        done.rounds_failed += self
+            .rounds
+            .fail_unresolved_rounds(&execution_id, &reason)
+            .await?;
+        Ok(done)
+    }
+
+    async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
+        Ok(Arc::clone(&self.rounds))
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.executions.clock()
+    }
+
+    fn is_persistent(&self) -> bool {
+        self.executions.is_persistent()
+    }
+}

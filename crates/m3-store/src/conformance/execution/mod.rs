@@ -1,0 +1,191 @@
+//! The [`ExecutionStore`] contract as a test suite (feature `conformance`), beside the
+//! managed-input suite of the [parent module](super). **Not semver-stable.**
+//!
+//! A backend provides a factory: given a clock, a fresh, empty [`ExecutionBackend`] (the
+//! store under test and a second store object on the same data). [`run_all`] runs every
+//! case in [`CASES`] against a fresh backend whose clock is a [`ManualClock`] at
+//! [`start_time`](super::start_time); cases assert codes and [`Reason`](m3_types::Reason)s,
+//! never message wording.
+//!
+//! ```
+//! # async fn demo() {
+//! use std::sync::Arc;
+//! use m3_store::conformance::execution::{ExecutionBackend, run_all};
+//! use m3_store::memory::MemoryExecutionStore;
+//!
+//! let report = run_all(|clock| async move {
+//!     let store = MemoryExecutionStore::with_clock(clock);
+//!     Ok(ExecutionBackend::new(Arc::new(store.clone()), Arc::new(store)))
+//! })
+//! .await;
+//! assert!(report.is_success(), "{report}");
+//! # }
+//! ```
+
+pub mod concurrency;
+pub mod leases;
+pub mod lifecycle;
+pub mod recovery;
+mod support;
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use m3_types::{Clock, ManualClock, Result};
+
+use super::{CaseFailure, CaseResult, ConformanceReport};
+use crate::ExecutionStore;
+
+/// What a backend's factory builds for one case.
+#[non_exhaustive]
+pub struct ExecutionBackend {
+    /// The store under test, reading the factory's clock.
+    pub store: Arc<dyn ExecutionStore>,
+    /// A second, independent store object on the same data and clock.
+    pub peer: Arc<dyn ExecutionStore>,
+    guard: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for ExecutionBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecutionBackend")
+            .field("store", &self.store)
+            .field("peer", &self.peer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExecutionBackend {
+    /// A backend made of `store` and its `peer` on the same data.
+    pub fn new(store: Arc<dyn ExecutionStore>, peer: Arc<dyn ExecutionStore>) -> Self {
+        Self {
+            store,
+            peer,
+            guard: None,
+        }
+    }
+
+    /// Keeps `guard` (for example a temporary directory) alive as long as the backend.
+    #[must_use]
+    pub fn with_guard(mut self, guard: impl Any + Send + Sync) -> Self {
+        self.guard = Some(Box::new(guard));
+        self
+    }
+}
+
+/// What one case runs against.
+#[non_exhaustive]
+pub struct ExecutionHarness {
+    /// The store under test.
+    pub store: Arc<dyn ExecutionStore>,
+    /// A second store object on the same data.
+    pub peer: Arc<dyn ExecutionStore>,
+    /// The manual clock both read.
+    pub clock: ManualClock,
+    _backend: ExecutionBackend,
+}
+
+impl fmt::Debug for ExecutionHarness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecutionHarness")
+            .field("store", &self.store)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a fresh, empty [`ExecutionBackend`] for one case; implemented for every
+/// `Fn(Arc<dyn Clock>) -> impl Future<Output = Result<ExecutionBackend>>`.
+#[async_trait]
+pub trait ExecutionStoreFactory: Send + Sync {
+    /// A fresh backend whose stores read `clock`.
+    ///
+    /// # Errors
+    /// Any error fails the case.
+    async fn create(&self, clock: Arc<dyn Clock>) -> Result<ExecutionBackend>;
+}
+
+#[async_trait]
+impl<F, Fut> ExecutionStoreFactory for F
+where
+    F: Fn(Arc<dyn Clock>) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<ExecutionBackend>> + Send,
+{
+    async fn create(&self, clock: Arc<dyn Clock>) -> Result<ExecutionBackend> {
+        self(clock).await
+    }
+}
+
+type CaseFuture<'a> = Pin<Box<dyn Future<Output = CaseResult> + Send + 'a>>;
+
+/// One case of the suite.
+pub type ExecutionCase = for<'a> fn(&'a ExecutionHarness) -> CaseFuture<'a>;
+
+macro_rules! cases {
+    ($($module:ident :: $name:ident),* $(,)?) => {
+        &[$((stringify!($name), (|h| Box::pin($module::$name(h))) as ExecutionCase)),*]
+    };
+}
+
+/// Every case, by name, in the order [`run_all`] runs them.
+pub const CASES: &[(&str, ExecutionCase)] = cases![
+    lifecycle::created_execution_reads_back_with_its_created_event,
+    lifecycle::create_with_chosen_id_is_idempotent_and_conflicts_on_other_data,
+    lifecycle::list_executions_filters_and_orders_oldest_first,
+    lifecycle::transition_table_is_enforced_for_every_pair,
+    lifecycle::operations_on_a_missing_execution_are_not_found,
+    lifecycle::finish_happens_once_and_is_idempotent_for_identical_data,
+    lifecycle::appended_events_get_consecutive_sequences_and_page,
+    lifecycle::append_event_refuses_bad_kinds_and_finished_executions,
+    lifecycle::cancel_request_keeps_the_first_reason_and_ignores_finished,
+    lifecycle::a_peer_reads_the_same_executions,
+    leases::acquire_sets_owner_token_and_expiry,
+    leases::acquire_is_idempotent_for_the_same_lease_and_exclusive_otherwise,
+    leases::acquire_validates_its_arguments_and_the_execution,
+    leases::lease_expires_by_the_store_clock_and_is_never_taken_over,
+    leases::renew_and_release_refuse_a_wrong_owner_or_token,
+    leases::a_released_lease_can_be_acquired_again_and_the_old_token_is_dead,
+    leases::leased_writes_need_the_live_lease_and_unleased_writes_need_none,
+    leases::finish_with_the_lease_ends_it_and_release_afterwards_succeeds,
+    recovery::expired_leases_are_listed_in_expiry_order,
+    recovery::terminalize_finishes_an_expired_execution_once,
+    recovery::terminalize_fails_the_unresolved_rounds_of_the_same_backend,
+    concurrency::concurrent_appenders_get_distinct_gap_free_sequences,
+    concurrency::racing_workers_get_exactly_one_lease,
+    concurrency::racing_transitions_apply_once,
+];
+
+/// Runs every case against fresh backends from `factory`.
+pub async fn run_all(factory: impl ExecutionStoreFactory) -> ConformanceReport {
+    let mut report = ConformanceReport::default();
+    for (name, case) in CASES {
+        let clock = ManualClock::new(super::start_time());
+        let outcome = match factory.create(Arc::new(clock.clone())).await {
+            Ok(backend) => {
+                let harness = ExecutionHarness {
+                    store: Arc::clone(&backend.store),
+                    peer: Arc::clone(&backend.peer),
+                    clock,
+                    _backend: backend,
+                };
+                case(&harness).await
+            }
+            Err(error) => Err(CaseFailure::new(format!(
+                "the factory failed: {} ({error})",
+                error.code()
+            ))),
+        };
+        match outcome {
+            Ok(()) => report.passed.push(name),
+            Err(failure) => {
+                tracing::warn!(case = name, %failure, "execution conformance case failed");
+                report.failed.push((name, failure));
+            }
+        }
+    }
+    report
+}

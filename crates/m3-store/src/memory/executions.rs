@@ -1,0 +1,444 @@
+//! [`MemoryExecutionStore`]: executions and their event logs in one map behind one mutex,
+//! with its own [`MemoryManagedInputStore`].
+//!
+//! As for the rounds, each operation is one critical section that reads, asks the shared
+//! [`rules`](crate::execution::rules), and writes. Recovery takes this store's lock and
+//! then the rounds' lock, so the execution and its rounds change in one atomic step.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use m3_types::{Clock, ExecutionStatus, Result, SystemClock, new_id};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::MemoryManagedInputStore;
+use crate::execution::rules::{
+    self, Acquire, TerminalData, acquire_token, check_acquire, check_event_kind, check_fence,
+    check_finish, check_lease_write, check_terminalize, check_transition, created_payload, errors,
+    finished_payload, lease_expiry, require_non_empty, state_changed_payload, terminalized_payload,
+    to_canonical,
+};
+use crate::managed_input::rules::Decision;
+use crate::{
+    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
+    ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore, NewExecution,
+    TerminalizeExpired, Terminalized,
+};
+
+/// One stored execution: the record, its canonical spec, its terminal data and its log.
+#[derive(Debug)]
+struct Stored {
+    record: ExecutionRecord,
+    spec_json: String,
+    terminal: Option<TerminalData>,
+    events: Vec<ExecutionEvent>,
+}
+
+impl Stored {
+    /// Appends an event with the next sequence number.
+    fn append(&mut self, kind: &str, payload: Value, now: OffsetDateTime) -> ExecutionEvent {
+        let event = ExecutionEvent {
+            execution_id: self.record.execution_id.clone(),
+            sequence: self.events.len() as u64,
+            kind: kind.to_owned(),
+            payload,
+            timestamp: now,
+        };
+        self.events.push(event.clone());
+        self.record.sequence = event.sequence;
+        event
+    }
+}
+
+/// The in-memory [`ExecutionStore`]: complete and concurrency-safe, **not persistent**
+/// ([`is_persistent`](ExecutionStore::is_persistent) is `false`), gone with its last
+/// clone. The kit uses it when built without a store; managed input needs a persistent one.
+///
+/// ```
+/// # async fn demo() -> m3_types::Result<()> {
+/// use m3_store::memory::MemoryExecutionStore;
+/// use m3_store::{ExecutionStore, NewExecution};
+///
+/// let store = MemoryExecutionStore::new();
+/// let record = store.create_execution(NewExecution::new(serde_json::json!({}))).await?;
+/// assert_eq!(store.list_events(&record.execution_id, None).await?.len(), 1);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct MemoryExecutionStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    clock: Arc<dyn Clock>,
+    executions: Mutex<BTreeMap<String, Stored>>,
+    rounds: MemoryManagedInputStore,
+}
+
+impl Default for MemoryExecutionStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryExecutionStore {
+    /// An empty store on the system clock.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty store on `clock`; its managed-input store reads the same clock.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                rounds: MemoryManagedInputStore::with_clock(Arc::clone(&clock)),
+                clock,
+                executions: Mutex::new(BTreeMap::new()),
+            }),
+        }
+    }
+
+    /// This store's managed-input store (the one
+    /// [`managed_input_store`](ExecutionStore::managed_input_store) returns).
+    pub fn rounds(&self) -> &MemoryManagedInputStore {
+        &self.inner.rounds
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        crate::store_now(self.inner.clock.as_ref())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Stored>> {
+        self.inner
+            .executions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `step` on the stored execution `id`, which must exist.
+    fn with_existing<T>(
+        &self,
+        id: &str,
+        step: impl FnOnce(&mut Stored, OffsetDateTime) -> Result<T>,
+    ) -> Result<T> {
+        let now = self.now();
+        let mut executions = self.lock();
+        let stored = executions
+            .get_mut(id)
+            .ok_or_else(|| errors::not_found(id))?;
+        step(stored, now)
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for MemoryExecutionStore {
+    async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
+        let id = new.execution_id.clone().unwrap_or_else(new_id);
+        require_non_empty(&id, "execution_id")?;
+        let spec_json = to_canonical(&new.spec)?;
+        let now = self.now();
+        let mut executions = self.lock();
+        if let Some(stored) = executions.get(&id) {
+            if stored.spec_json == spec_json && stored.record.human_input == new.human_input {
+                return Ok(stored.record.clone());
+            }
+            return Err(errors::id_conflict(&id));
+        }
+        let mut stored = Stored {
+            record: ExecutionRecord {
+                execution_id: id.clone(),
+                spec: new.spec,
+                human_input: new.human_input,
+                lifecycle: ExecutionStatus::Created,
+                outcome: None,
+                error: None,
+                result: None,
+                sequence: 0,
+                lease: None,
+                cancel_requested_at: None,
+                cancel_reason: None,
+                created_at: now,
+                updated_at: now,
+                finished_at: None,
+            },
+            spec_json,
+            terminal: None,
+            events: Vec::new(),
+        };
+        stored.append(
+            crate::EVENT_EXECUTION_CREATED,
+            created_payload(new.human_input),
+            now,
+        );
+        let record = stored.record.clone();
+        executions.insert(id, stored);
+        Ok(record)
+    }
+
+    async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRecord>> {
+        Ok(self.lock().get(execution_id).map(|s| s.record.clone()))
+    }
+
+    async fn list_executions(&self, query: ListExecutions) -> Result<Vec<ExecutionRecord>> {
+        let mut records: Vec<ExecutionRecord> = self
+            .lock()
+            .values()
+            .map(|s| &s.record)
+            .filter(|r| query.lifecycle.is_none_or(|l| r.lifecycle == l))
+            .filter(|r| query.human_input.is_none_or(|h| r.human_input == h))
+            .cloned()
+            .collect();
+        records
+            .sort_by(|a, b| (a.created_at, &a.execution_id).cmp(&(b.created_at, &b.execution_id)));
+        if let Some(limit) = query.limit {
+            records.truncate(limit as usize);
+        }
+        Ok(records)
+    }
+
+    async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
+        let token = acquire_token(&request)?;
+        let id = request.execution_id.as_str();
+        let now = self.now();
+        let expires_at = lease_expiry(now, request.ttl)?;
+        let mut executions = self.lock();
+        let stored = executions.get(id).ok_or_else(|| errors::not_found(id))?;
+        if let Acquire::Held(lease) = check_acquire(&stored.record, &request.owner_id, &token, now)?
+        {
+            return Ok(lease);
+        }
+        let token_taken = executions.values().any(|other| {
+            other
+                .record
+                .lease
+                .as_ref()
+                .is_some_and(|lease| lease.lease_token == token)
+        });
+        if token_taken {
+            return Err(errors::lease_token_in_use(id));
+        }
+        let lease = ExecutionLease {
+            execution_id: id.to_owned(),
+            owner_id: request.owner_id,
+            lease_token: token,
+            expires_at,
+        };
+        let stored = executions
+            .get_mut(id)
+            .ok_or_else(|| errors::not_found(id))?;
+        stored.record.lease = Some(lease.clone());
+        stored.record.updated_at = now;
+        Ok(lease)
+    }
+
+    async fn renew_lease(
+        &self,
+        lease: &ExecutionLeaseRef,
+        ttl: Duration,
+    ) -> Result<ExecutionLease> {
+        let now = self.now();
+        let expires_at = lease_expiry(now, ttl)?;
+        let mut executions = self.lock();
+        let stored = executions.get_mut(&lease.execution_id);
+        check_lease_write(stored.as_deref().map(|s| &s.record), lease, now)?;
+        let stored = stored.ok_or_else(|| errors::not_found(&lease.execution_id))?;
+        let renewed = ExecutionLease {
+            execution_id: lease.execution_id.clone(),
+            owner_id: lease.owner_id.clone(),
+            lease_token: lease.lease_token.clone(),
+            expires_at,
+        };
+        stored.record.lease = Some(renewed.clone());
+        stored.record.updated_at = now;
+        Ok(renewed)
+    }
+
+    async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
+        let now = self.now();
+        let mut executions = self.lock();
+        let stored = executions.get_mut(&lease.execution_id);
+        match stored {
+            Some(s) if s.record.is_finished() && s.record.lease.is_none() => Ok(()),
+            Some(s)
+                if !s.record.is_finished() && check_fence(&s.record, Some(lease), now).is_ok() =>
+            {
+                s.record.lease = None;
+                s.record.updated_at = now;
+                Ok(())
+            }
+            other => Err(rules::diagnose(
+                other.map(|s| &s.record),
+                &lease.execution_id,
+                Some(lease),
+                now,
+            )),
+        }
+    }
+
+    async fn transition(
+        &self,
+        execution_id: &str,
+        to: ExecutionStatus,
+        lease: Option<&ExecutionLeaseRef>,
+    ) -> Result<ExecutionRecord> {
+        self.with_existing(execution_id, |stored, now| {
+            check_transition(&stored.record, to, lease, now)?;
+            stored.record.lifecycle = to;
+            stored.record.updated_at = now;
+            stored.append(
+                crate::EVENT_EXECUTION_STATE_CHANGED,
+                state_changed_payload(to),
+                now,
+            );
+            Ok(stored.record.clone())
+        })
+    }
+
+    async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
+        let requested = TerminalData::of_request(&request)?;
+        let payload = finished_payload(&request)?;
+        self.with_existing(&request.execution_id, |stored, now| {
+            let decided = check_finish(
+                &stored.record,
+                stored.terminal.as_ref(),
+                &requested,
+                request.lease.as_ref(),
+                now,
+            )?;
+            if decided == Decision::AlreadyDone {
+                return Ok(stored.record.clone());
+            }
+            let record = &mut stored.record;
+            record.lifecycle = ExecutionStatus::Finished;
+            record.outcome = Some(request.outcome);
+            record.error = request.error.clone();
+            record.result = request.result.clone();
+            record.finished_at = Some(now);
+            record.updated_at = now;
+            record.lease = None;
+            stored.terminal = Some(requested);
+            stored.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
+            Ok(stored.record.clone())
+        })
+    }
+
+    async fn request_cancel(
+        &self,
+        execution_id: &str,
+        reason: Option<&str>,
+    ) -> Result<ExecutionRecord> {
+        self.with_existing(execution_id, |stored, now| {
+            let record = &mut stored.record;
+            if record.cancel_requested_at.is_none() && !record.is_finished() {
+                record.cancel_requested_at = Some(now);
+                record.cancel_reason = reason.map(str::to_owned);
+                record.updated_at = now;
+            }
+            Ok(record.clone())
+        })
+    }
+
+    async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {
+        self.with_existing(execution_id, |stored, _| {
+            Ok(stored.record.is_cancel_requested())
+        })
+    }
+
+    async fn append_event(
+        &self,
+        execution_id: &str,
+        kind: &str,
+        payload: Value,
+        lease: Option<&ExecutionLeaseRef>,
+    ) -> Result<ExecutionEvent> {
+        check_event_kind(kind)?;
+        m3_types::canonical_json(&payload)?;
+        self.with_existing(execution_id, |stored, now| {
+            if stored.record.is_finished() {
+                return Err(errors::finished(execution_id));
+            }
+            check_fence(&stored.record, lease, now)?;
+            Ok(stored.append(kind, payload, now))
+        })
+    }
+
+    async fn list_events(
+        &self,
+        execution_id: &str,
+        after_sequence: Option<u64>,
+    ) -> Result<Vec<ExecutionEvent>> {
+        Ok(self
+            .lock()
+            .get(execution_id)
+            .map(|stored| {
+                stored
+                    .events
+                    .iter()
+                    .filter(|e| after_sequence.is_none_or(|after| e.sequence > after))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn list_expired_leases(&self) -> Result<Vec<ExecutionRecord>> {
+        let now = self.now();
+        let mut expired: Vec<ExecutionRecord> = self
+            .lock()
+            .values()
+            .map(|s| &s.record)
+            .filter(|r| !r.is_finished() && r.lease.as_ref().is_some_and(|l| l.is_expired_at(now)))
+            .cloned()
+            .collect();
+        expired.sort_by_key(|r| {
+            (
+                r.lease.as_ref().map(|l| l.expires_at),
+                r.execution_id.clone(),
+            )
+        });
+        Ok(expired)
+    }
+
+    async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized> {
+        let payload = terminalized_payload(&request)?;
+        let error = request.error.clone();
+        self.with_existing(&request.lease.execution_id, |stored, now| {
+            check_terminalize(&stored.record, &request, now)?;
+            let record = &mut stored.record;
+            record.lifecycle = ExecutionStatus::Finished;
+            record.outcome = Some(request.outcome);
+            record.error = error;
+            record.result = None;
+            record.finished_at = Some(now);
+            record.updated_at = now;
+            record.lease = None;
+            stored.terminal = Some(TerminalData::of_record(record)?);
+            let rounds_failed = self.inner.rounds.fail_unresolved(
+                &request.lease.execution_id,
+                &request.reason,
+                now,
+            );
+            stored.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
+            Ok(Terminalized {
+                record: stored.record.clone(),
+                rounds_failed,
+            })
+        })
+    }
+
+    async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
+        Ok(Arc::new(self.inner.rounds.clone()))
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.inner.clock)
+    }
+
+    fn is_persistent(&self) -> bool {
+        false
+    }
+}

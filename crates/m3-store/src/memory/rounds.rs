@@ -1,0 +1,371 @@
+//! [`MemoryManagedInputStore`]: every round in one map behind one mutex.
+//!
+//! Each operation takes the lock, reads the round, asks the shared
+//! [`rules`](crate::managed_input::rules) what to do, and stores the record they give: the
+//! lock makes each operation atomic and serializable, and no lock is held across an
+//! `.await`. This is the shortest correct backend of the contract.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use m3_types::{Clock, ManagedInputRecord, Result, SystemClock};
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use crate::managed_input::rules::{
+    self, Decision, Submission, Transition, apply_claim, apply_fail, apply_recovery_failure,
+    apply_renew, apply_submission, check_claim, check_claim_args, check_fail, check_fail_recovery,
+    check_fail_recovery_args, check_lease_args, check_renew, check_submission, check_transition,
+    lease_expiry, new_lease_token, prepare_create, replay_create, require_round, require_text,
+    round_index_taken, stored_invalid,
+};
+use crate::{
+    ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
+    RoundRef, RoundScan, UnreadableRound,
+};
+
+/// One stored round: the record (or why it cannot be read) and its redacted projection.
+#[derive(Debug, Clone)]
+pub(crate) struct Slot {
+    pub(crate) record: std::result::Result<ManagedInputRecord, String>,
+    pub(crate) redacted: std::result::Result<Option<Map<String, Value>>, String>,
+}
+
+type Key = (String, String);
+
+/// The in-memory [`ManagedInputStore`]: complete, concurrency-safe, and gone when the last
+/// clone is dropped. Clones share the rounds.
+///
+/// ```
+/// # async fn demo() -> m3_types::Result<()> {
+/// use m3_store::ManagedInputStore;
+/// use m3_store::memory::MemoryManagedInputStore;
+///
+/// let store = MemoryManagedInputStore::new();
+/// assert!(store.list_rounds("exec-1").await?.is_empty());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct MemoryManagedInputStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    clock: Arc<dyn Clock>,
+    rounds: Mutex<BTreeMap<Key, Slot>>,
+}
+
+impl Default for MemoryManagedInputStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryManagedInputStore {
+    /// An empty store on the system clock.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty store on `clock` (any timezone-aware clock; times are kept in UTC).
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                clock,
+                rounds: Mutex::new(BTreeMap::new()),
+            }),
+        }
+    }
+
+    /// The store's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        crate::store_now(self.inner.clock.as_ref())
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, BTreeMap<Key, Slot>> {
+        self.inner
+            .rounds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads a round that must exist and decode, applies `step` to it, and stores what
+    /// `step` returns (the new record, and a new redacted projection if any) under the same
+    /// lock: the read-decide-write every mutation is made of. `None` leaves the round as it is.
+    fn update(
+        &self,
+        round: &RoundRef,
+        step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<Write>>,
+    ) -> Result<ManagedInputRecord> {
+        let now = self.now();
+        let mut rounds = self.lock();
+        let slot = rounds
+            .get_mut(&key(round))
+            .ok_or_else(|| rules::missing_round(round))?;
+        let current = slot.record.clone().map_err(stored_invalid)?;
+        let Some(write) = step(&current, now)? else {
+            return Ok(current);
+        };
+        slot.record = Ok(write.record.clone());
+        if let Some(redacted) = write.redacted {
+            slot.redacted = Ok(Some(redacted));
+        }
+        Ok(write.record)
+    }
+
+    /// Fails every unresolved round of `execution_id` with `recovery_unavailable` and
+    /// `message`, without the round leases (the execution lease is authoritative); the
+    /// caller holds the execution store's lock, so recovery is one atomic step.
+    pub(crate) fn fail_unresolved(
+        &self,
+        execution_id: &str,
+        message: &str,
+        now: OffsetDateTime,
+    ) -> u64 {
+        let mut failed = 0;
+        for ((execution, _), slot) in self.lock().iter_mut() {
+            if execution != execution_id {
+                continue;
+            }
+            if let Ok(record) = &slot.record
+                && rules::UNRESOLVED.contains(&record.status)
+            {
+                slot.record = Ok(apply_recovery_failure(record, message, now));
+                failed += 1;
+            }
+        }
+        failed
+    }
+}
+
+fn key(round: &RoundRef) -> Key {
+    (round.execution_id.clone(), round.round_id.clone())
+}
+
+/// What one mutation stores.
+struct Write {
+    record: ManagedInputRecord,
+    redacted: Option<Map<String, Value>>,
+}
+
+/// The write of a record alone.
+fn write(record: ManagedInputRecord) -> Option<Write> {
+    Some(Write {
+        record,
+        redacted: None,
+    })
+}
+
+/// The write a [`Decision`] asks for: none for an idempotent repeat.
+fn decide(decision: Decision, next: impl FnOnce() -> ManagedInputRecord) -> Option<Write> {
+    match decision {
+        Decision::AlreadyDone => None,
+        _ => write(next()),
+    }
+}
+
+#[async_trait]
+impl ManagedInputStore for MemoryManagedInputStore {
+    async fn create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
+        let new = prepare_create(request)?;
+        let round = new.round();
+        let now = self.now();
+        let mut rounds = self.lock();
+        if let Some(slot) = rounds.get(&key(&round)) {
+            return replay_create(slot.record.clone().map_err(stored_invalid)?, &new);
+        }
+        let index_taken = rounds.iter().any(|((execution, _), slot)| {
+            *execution == round.execution_id
+                && slot
+                    .record
+                    .as_ref()
+                    .is_ok_and(|r| r.round_index == new.request.round_index)
+        });
+        if index_taken {
+            return Err(round_index_taken(&new));
+        }
+        let record = new.record_at(now)?;
+        rounds.insert(
+            key(&round),
+            Slot {
+                record: Ok(record.clone()),
+                redacted: Ok(None),
+            },
+        );
+        Ok(record)
+    }
+
+    async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>> {
+        require_round(round)?;
+        self.lock()
+            .get(&key(round))
+            .map(|slot| slot.record.clone().map_err(stored_invalid))
+            .transpose()
+    }
+
+    async fn scan_rounds(&self, execution_id: &str) -> Result<RoundScan> {
+        require_text(execution_id, "execution_id")?;
+        let mut scan = RoundScan::default();
+        for ((execution, round_id), slot) in self.lock().iter() {
+            if execution != execution_id {
+                continue;
+            }
+            match &slot.record {
+                Ok(record) => scan.rounds.push(record.clone()),
+                Err(why) => scan.unreadable.push(UnreadableRound::new(
+                    round_id.clone(),
+                    stored_invalid(why.clone()),
+                )),
+            }
+        }
+        scan.rounds.sort_by_key(|record| record.round_index);
+        Ok(scan)
+    }
+
+    async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
+        check_claim_args(round, &claim)?;
+        self.update(round, |current, now| {
+            let next = check_claim(current, &claim, now)?;
+            let expires = lease_expiry(now, claim.lease_duration)?;
+            Ok(write(apply_claim(
+                current,
+                &claim,
+                next,
+                new_lease_token()?,
+                expires,
+                now,
+            )))
+        })
+    }
+
+    async fn renew(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        lease_duration: Duration,
+    ) -> Result<ManagedInputRecord> {
+        check_lease_args(round, lease)?;
+        rules::require_lease_duration(lease_duration)?;
+        self.update(round, |current, now| {
+            check_renew(current, lease, now)?;
+            let expires = lease_expiry(now, lease_duration)?;
+            Ok(write(apply_renew(current, expires, now)))
+        })
+    }
+
+    async fn submit_responses(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        submission: ResponseSubmission,
+    ) -> Result<ManagedInputRecord> {
+        check_lease_args(round, lease)?;
+        require_text(&submission.idempotency_key, "response_idempotency_key")?;
+        self.update(round, |current, now| {
+            match check_submission(current, lease, &submission, now)? {
+                Submission::Accept(encoded) => Ok(Some(Write {
+                    record: apply_submission(current, &submission, now),
+                    redacted: Some(
+                        serde_json::from_str(&encoded.redacted_json)
+                            .map_err(|e| stored_invalid(e.to_string()))?,
+                    ),
+                })),
+                _ => Ok(None),
+            }
+        })
+    }
+
+    async fn start_delivery(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord> {
+        self.transition(round, lease, Transition::StartDelivery)
+    }
+
+    async fn mark_delivered(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord> {
+        self.transition(round, lease, Transition::MarkDelivered)
+    }
+
+    async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
+        self.transition(round, lease, Transition::Resolve)
+    }
+
+    async fn fail(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        failure: RoundFailure,
+    ) -> Result<ManagedInputRecord> {
+        require_text(&failure.code, "code")?;
+        require_text(&failure.message, "message")?;
+        check_lease_args(round, lease)?;
+        self.update(round, |current, now| {
+            let decided = check_fail(current, lease, &failure, now)?;
+            Ok(decide(decided, || {
+                apply_fail(current, &failure.code, &failure.message, now)
+            }))
+        })
+    }
+
+    async fn fail_recovery(
+        &self,
+        round: &RoundRef,
+        expected_lease_token: &str,
+        message: &str,
+    ) -> Result<ManagedInputRecord> {
+        check_fail_recovery_args(round, expected_lease_token, message)?;
+        self.update(round, |current, now| {
+            let decided = check_fail_recovery(current, expected_lease_token, now)?;
+            Ok(decide(decided, || {
+                apply_recovery_failure(current, message, now)
+            }))
+        })
+    }
+
+    async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {
+        require_text(execution_id, "execution_id")?;
+        require_text(message, "message")?;
+        Ok(self.fail_unresolved(execution_id, message, self.now()))
+    }
+
+    async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>> {
+        require_round(round)?;
+        match self.lock().get(&key(round)) {
+            None => Ok(None),
+            Some(slot) => slot.redacted.clone().map_err(|why| {
+                m3_types::Error::managed_input_validation(
+                    "stored redacted response projection is invalid",
+                )
+                .with_reason(m3_types::Reason::StoredRecordInvalid)
+                .with_detail("why", why)
+            }),
+        }
+    }
+}
+
+impl MemoryManagedInputStore {
+    fn transition(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        transition: Transition,
+    ) -> Result<ManagedInputRecord> {
+        check_lease_args(round, lease)?;
+        self.update(round, |current, now| {
+            let decided = check_transition(current, lease, now, transition)?;
+            Ok(decide(decided, || transition.apply(current, now)))
+        })
+    }
+}

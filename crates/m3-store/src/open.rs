@@ -1,0 +1,152 @@
+//! Opening a store by URL: the one place above which no crate names a backend.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use m3_types::{Clock, Error, Result, SystemClock};
+
+use crate::ExecutionStore;
+use crate::memory::MemoryExecutionStore;
+
+/// A parsed store location.
+///
+/// | Text | Store |
+/// |---|---|
+/// | `memory:` | a fresh [`MemoryExecutionStore`] (not persistent) |
+/// | `sqlite://PATH`, `sqlite:PATH` | the SQLite store at `PATH` (feature `sqlite`) |
+/// | anything without a `scheme:` | a plain path: the SQLite store there |
+///
+/// ```
+/// use m3_store::StoreUrl;
+/// assert_eq!(StoreUrl::parse("memory:")?, StoreUrl::Memory);
+/// assert_eq!(StoreUrl::parse("sqlite:///var/m3.db")?, StoreUrl::Sqlite("/var/m3.db".into()));
+/// assert_eq!(StoreUrl::parse("runs/m3.sqlite")?, StoreUrl::Sqlite("runs/m3.sqlite".into()));
+/// assert!(StoreUrl::parse("mysql://db").is_err());
+/// # Ok::<(), m3_types::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreUrl {
+    /// The in-memory backend.
+    Memory,
+    /// A SQLite database file.
+    Sqlite(PathBuf),
+}
+
+impl StoreUrl {
+    /// Parses `url` (see the table above).
+    ///
+    /// # Errors
+    /// `invalid_argument` for an empty text, an empty path, or a scheme no compiled-in
+    /// backend serves.
+    pub fn parse(url: &str) -> Result<Self> {
+        if url.is_empty() {
+            return Err(Error::model_validation("store URL must not be empty"));
+        }
+        if url == "memory:" || url == "memory://" {
+            return Ok(Self::Memory);
+        }
+        let path = if let Some(rest) = url.strip_prefix("sqlite://") {
+            rest
+        } else if let Some(rest) = url.strip_prefix("sqlite:") {
+            rest
+        } else if has_scheme(url) {
+            return Err(Error::model_validation(format!(
+                "unsupported store URL '{url}' (expected memory:, sqlite://PATH or a path)"
+            ))
+            .with_detail("url", url));
+        } else {
+            url
+        };
+        if path.is_empty() {
+            return Err(Error::model_validation("store URL names no database path"));
+        }
+        Ok(Self::Sqlite(PathBuf::from(path)))
+    }
+
+    /// Opens the store this URL names, on `clock`.
+    ///
+    /// # Errors
+    /// The backend's open errors; `invalid_argument` for a backend that is not compiled in.
+    pub async fn open_with_clock(&self, clock: Arc<dyn Clock>) -> Result<Arc<dyn ExecutionStore>> {
+        match self {
+            Self::Memory => Ok(Arc::new(MemoryExecutionStore::with_clock(clock))),
+            Self::Sqlite(path) => open_sqlite(path, clock).await,
+        }
+    }
+}
+
+/// `scheme:` followed by `//`, or a scheme of two or more letters (so `C:\x` stays a path).
+fn has_scheme(url: &str) -> bool {
+    match url.split_once(':') {
+        Some((scheme, rest)) => {
+            !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+                && (rest.starts_with("//") || scheme.len() > 1)
+                && !scheme.contains('/')
+        }
+        None => false,
+    }
+}
+
+#[cfg(feature = "sqlite")]
+async fn open_sqlite(
+    path: &std::path::Path,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn ExecutionStore>> {
+    let options = crate::SqliteStoreOptions::new().clock(clock);
+    Ok(Arc::new(
+        crate::SqliteExecutionStore::open_with(path, options).await?,
+    ))
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn open_sqlite(
+    path: &std::path::Path,
+    _clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn ExecutionStore>> {
+    Err(
+        Error::model_validation("this build has no SQLite backend (feature `sqlite`)")
+            .with_detail("path", path.display().to_string()),
+    )
+}
+
+/// Opens the execution store `url` names (see [`StoreUrl`]) on the system clock; its
+/// [`managed_input_store`](ExecutionStore::managed_input_store) is the same backend's.
+///
+/// ```
+/// # async fn demo() -> m3_types::Result<()> {
+/// let store = m3_store::open("memory:").await?;
+/// assert!(!store.is_persistent());
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// As [`StoreUrl::parse`] and [`StoreUrl::open_with_clock`].
+pub async fn open(url: &str) -> Result<Arc<dyn ExecutionStore>> {
+    StoreUrl::parse(url)?
+        .open_with_clock(Arc::new(SystemClock))
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_and_urls_parse_to_their_backend() {
+        let sqlite = |p: &str| StoreUrl::Sqlite(PathBuf::from(p));
+        assert_eq!(StoreUrl::parse("m3.sqlite").unwrap(), sqlite("m3.sqlite"));
+        assert_eq!(
+            StoreUrl::parse("/tmp/a:b/m3.db").unwrap(),
+            sqlite("/tmp/a:b/m3.db")
+        );
+        assert_eq!(StoreUrl::parse("sqlite:rel.db").unwrap(), sqlite("rel.db"));
+        assert_eq!(StoreUrl::parse("memory:").unwrap(), StoreUrl::Memory);
+        for bad in ["", "sqlite://", "postgres://h/db", "redis:x"] {
+            assert!(StoreUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! [`Reason`]: why an operation was refused, below the level of the error code.
+//!
+//! A code says *what kind* of failure happened (`managed_input_conflict`); a reason says
+//! *which rule* refused the call (the lease expired, the idempotency key was reused). Both
+//! are stable; messages are not. The reason travels in `details.reason` (a snake_case
+//! string) so the wire, the CLI and stored results carry it unchanged;
+//! [`Error::reason`](crate::Error::reason) reads it back as this enum.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+
+macro_rules! reasons {
+    ($($(#[$doc:meta])* $variant:ident => $text:literal,)*) => {
+        /// Why an operation was refused (see the [module docs](self)).
+        ///
+        /// Branch on it with a wildcard arm: reasons are added as the contract grows.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum Reason {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Reason {
+            /// Every reason, in declaration order.
+            pub const ALL: &'static [Reason] = &[$(Self::$variant),*];
+
+            /// The stable snake_case string stored in `details.reason`.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text,)*
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    // ---- arguments and stored data
+    /// A required string argument is empty.
+    EmptyArgument => "empty_argument",
+    /// A lease duration is zero or too large to add to the clock.
+    InvalidLeaseDuration => "invalid_lease_duration",
+    /// `round_index` is not below `round_limit`, or `round_limit` is zero.
+    RoundIndexOutOfRange => "round_index_out_of_range",
+    /// The pending round itself is malformed (ids, key/request mismatch, empty requests).
+    InvalidRound => "invalid_round",
+    /// The submitted responses do not fit the stored requests.
+    InvalidResponse => "invalid_response",
+    /// A stored row cannot be decoded into a valid record.
+    StoredRecordInvalid => "stored_record_invalid",
+    /// An event kind is reserved for the store or empty.
+    ReservedEventKind => "reserved_event_kind",
+    // ---- leases
+    /// The presented lease (owner and token) is not the stored one.
+    LeaseNotHeld => "lease_not_held",
+    /// The presented lease is the stored one but it has expired.
+    LeaseExpired => "lease_expired",
+    /// Another owner holds a live lease.
+    LeaseHeld => "lease_held",
+    /// The lease is still live, so recovery may not take it.
+    LeaseLive => "lease_live",
+    /// The expected lease token does not match the stored one.
+    LeaseTokenMismatch => "lease_token_mismatch",
+    /// The lease token is already used by another execution.
+    LeaseTokenInUse => "lease_token_in_use",
+    /// An unleased writer met a live worker lease.
+    LeaseRequired => "lease_required",
+    /// A worker lease expired: only recovery may touch the execution.
+    RecoveryRequired => "recovery_required",
+    // ---- identity and idempotency
+    /// The id exists with different data.
+    IdConflict => "id_conflict",
+    /// Another round of the execution already has this `round_index`.
+    RoundIndexTaken => "round_index_taken",
+    /// The idempotency key (or another key) was already used with another payload.
+    IdempotencyKeyReused => "idempotency_key_reused",
+    /// Another failure is already recorded.
+    FailureRecorded => "failure_recorded",
+    /// Another writer changed the row between the check and the write.
+    ConcurrentChange => "concurrent_change",
+    // ---- status
+    /// The status does not allow this step (a transition's precondition).
+    WrongStatus => "wrong_status",
+    /// The round or execution is terminal (`resolved`, `failed`, `finished`).
+    Terminal => "terminal",
+    /// The round failed: it accepts no responses and cannot be claimed.
+    RoundFailed => "round_failed",
+    /// The execution is finished.
+    Finished => "finished",
+    /// The execution is finished with other terminal data.
+    FinishedDifferently => "finished_differently",
+    /// The lifecycle table forbids the move.
+    InvalidTransition => "invalid_transition",
+    /// More than one round is pending where one was expected.
+    MultiplePending => "multiple_pending",
+    // ---- recovery
+    /// The round failed `recovery_unavailable`: nothing may resume it.
+    RecoveryUnavailable => "recovery_unavailable",
+    /// A claim came without delivery-state evidence.
+    MissingEvidence => "missing_evidence",
+    /// The delivery-state evidence does not match the stored status.
+    EvidenceMismatch => "evidence_mismatch",
+    /// Resuming needs proof that delivery is idempotent.
+    IdempotentDeliveryRequired => "idempotent_delivery_required",
+    // ---- runtime
+    /// A managed round's deadline passed.
+    ElicitationDeadline => "elicitation_deadline",
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Reason {
+    type Err = Error;
+
+    /// # Errors
+    /// `invalid_argument` for an unknown string.
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| Error::model_validation(format!("unknown reason '{s}'")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_round_trips_and_strings_are_unique() {
+        let mut seen = std::collections::BTreeSet::new();
+        for reason in Reason::ALL {
+            assert!(seen.insert(reason.as_str()), "{reason} twice");
+            assert_eq!(reason.as_str().parse::<Reason>().ok(), Some(*reason));
+        }
+        assert!("no_such_reason".parse::<Reason>().is_err());
+    }
+
+    #[test]
+    fn the_reason_travels_in_the_details() {
+        let error = Error::managed_input_conflict("x").with_reason(Reason::LeaseExpired);
+        assert_eq!(error.details()["reason"], "lease_expired");
+        assert_eq!(error.reason(), Some(Reason::LeaseExpired));
+        assert_eq!(Error::storage("y").reason(), None);
+    }
+}
