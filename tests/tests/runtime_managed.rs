@@ -288,8 +288,7 @@ async fn invalid_content_is_rejected_and_the_round_stays_pending() {
         .respond_elicitation("no-such-round", address("shipping_address", "Pune"), "k")
         .await
         .unwrap_err();
-    assert_eq!(error.code(), "managed_input_invalid");
-    assert_eq!(error.details()["not_found"], json!(true));
+    assert_eq!(error.code(), "not_found");
 
     let still = handle.pending_elicitation().await.unwrap().unwrap();
     assert_eq!(still.round_id, round.round_id);
@@ -545,8 +544,7 @@ async fn submission_misuse_is_a_model_validation_error() {
     assert!(error.message().contains("models"), "{error}");
 
     let error = kit.attach("no-such-execution").await.unwrap_err();
-    assert_eq!(error.code(), "managed_input_invalid");
-    assert_eq!(error.details()["not_found"], json!(true));
+    assert_eq!(error.code(), "not_found");
     ephemeral.close().await.unwrap();
     kit.close().await.unwrap();
 }

@@ -143,6 +143,7 @@ impl Failure {
         if let Some(key) = text("request_key") {
             line.push_str(&format!(" (request '{key}')"));
         }
+        let before_details = line.len();
         if let Some(errors) = self.details.get("errors").and_then(Value::as_array) {
             let described: Vec<String> = errors.iter().map(describe_field_error).collect();
             if !described.is_empty() {
@@ -156,7 +157,10 @@ impl Failure {
         if let Some(keys) = list("unexpected_keys") {
             line.push_str(&format!(" (unexpected: {keys})"));
         }
+        // The typed reason adds nothing where the line already names what was wrong.
+        let detailed = line.len() > before_details;
         if let Some(reason) = text("reason")
+            && !detailed
             && !message.contains(reason)
         {
             line.push_str(&format!(" (reason: {reason})"));
