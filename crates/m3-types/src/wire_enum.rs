@@ -4,7 +4,7 @@
 //! order), `as_str()` (the stable wire string), `Display` (that string) and
 //! `FromStr` (the inverse, rejecting unknown input). Each enum keeps its own
 //! error for unknown input: either the generic `invalid_argument` "unknown
-//! <what> '<input>'", or a constructor given as `unknown = |s: &str| ...`.
+//! WHAT 'INPUT'", or a constructor given as `unknown = |s: &str| ...`.
 //! Serde names are declared on the enum itself and a test round-trips every
 //! variant through both (`tests/serde_shapes.rs`).
 

@@ -4,7 +4,7 @@
 //! Every backend, the shipped ones included, calls these for each decision (argument checks,
 //! lease expiry, the fence, the lifecycle table, `finish` idempotency, the recovery
 //! preconditions, reserved event kinds, the store's own event payloads) and keeps only
-//! storage code. Errors come from [`errors`], each with its [`Reason`](m3_types::Reason).
+//! storage code. Errors come from [`errors`], each with its [`Reason`].
 //! Take "now" from [`store_now`](crate::store_now).
 
 pub mod errors;
