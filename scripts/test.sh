@@ -55,6 +55,14 @@ for codex_version in 0.169.0 0.156.1; do
 done
 export M3_TEST_CODEX_DIR="$tools"
 
+# A throwaway PostgreSQL server for the PostgreSQL backend's tests, unless
+# M3_TEST_POSTGRES_URL names one; removed at exit, also when a step fails.
+# shellcheck source=scripts/postgres-env.sh
+source "$root/scripts/postgres-env.sh"
+if [ -z "${M3_TEST_POSTGRES_URL:-}" ]; then
+  start_test_postgres
+fi
+
 # --- checks ------------------------------------------------------------------
 step "cargo fmt --check"
 cargo fmt --all -- --check
