@@ -14,6 +14,8 @@ tool, ``ship``. Calling ``ship`` triggers the fault:
 - ``endless-rounds``              modern: answer every call with a fresh input_required round;
                                   legacy: send elicitation/create after every answer, forever
 - ``hang``                        never answer
+- ``deep``                        answer with a result nested 200 levels deep (valid JSON past
+                                  serde_json's 128-level recursion limit)
 - ``malformed-input-required``    answer ``{"resultType": "input_required"}`` (neither field)
 - ``bad-request-method``          input_required whose request is ``sampling/createMessage``
 - ``withdraw``                    legacy: send elicitation/create, withdraw it 0.3 s later with
@@ -68,6 +70,11 @@ def fault(msg_id):
         out.flush()
         return
     if mode == "hang":
+        return
+    if mode == "deep":
+        nested = '{"a":' * 200 + '1' + '}' * 200
+        out.write('{"jsonrpc":"2.0","id":' + json.dumps(msg_id) + ',"result":{"content":[],"structuredContent":' + nested + '}}\n')
+        out.flush()
         return
     if mode == "withdraw":
         server_request_id += 1

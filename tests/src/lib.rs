@@ -3,6 +3,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
 
+pub mod browser_support;
 pub mod codex_support;
 pub mod runtime_support;
 pub mod store_support;

@@ -181,6 +181,42 @@ async fn silence_is_a_timeout() {
     }
 }
 
+/// A frame nested deeper than the JSON parser's recursion limit is valid JSON
+/// that cannot be read: it ends the call at once, saying why (no request timeout).
+#[tokio::test]
+async fn too_deeply_nested_frame_is_a_protocol_error() {
+    for era in ["modern", "legacy"] {
+        let protocol_era = if era == "modern" {
+            ProtocolEra::Modern
+        } else {
+            ProtocolEra::Legacy
+        };
+        let connection = McpConnection::connect(
+            &fault_peer("deep", era),
+            ConnectOptions::new()
+                .with_era(Some(protocol_era))
+                .with_request_timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+        let started = Instant::now();
+        let error = tokio::time::timeout(
+            BOUND,
+            connection.start(OperationRequest::tool("ship", Map::new())),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{era}: the unreadable frame was dropped and the call hung"))
+        .unwrap_err();
+        assert_eq!(error.code(), "protocol_error", "{era}: {error}");
+        assert!(
+            error.to_string().contains("recursion limit"),
+            "{era}: the error says why: {error}"
+        );
+        assert!(started.elapsed() < BOUND);
+        connection.close().await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn malformed_input_required_is_a_protocol_error() {
     for fault in ["malformed-input-required", "bad-request-method"] {

@@ -6,16 +6,13 @@ mod store_execution_support;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use m3_store::{
-    CreateRound, ExecutionStore,
-    RoundRef, TerminalizeExpired,
-};
+use m3_store::sqlite::{EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE};
+use m3_store::{CreateRound, ExecutionStore, RoundRef, TerminalizeExpired};
 use m3_types::{
     ElicitationRequest, ErrorCode, ErrorInfo, ExecutionOutcome, FormElicitationRequest,
     ManagedInputStatus, OperationKind, PendingElicitationRound,
 };
 use serde_json::json;
-use m3_store::sqlite::{EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE};
 use store_execution_support::*;
 
 const MANAGED_TABLES: [&str; 3] = [

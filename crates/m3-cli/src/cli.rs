@@ -64,6 +64,22 @@ pub(crate) enum Command {
         /// Execution id.
         execution: String,
     },
+    /// Serve the HTTP API and the answer page over the store (until SIGINT/SIGTERM).
+    Serve {
+        /// The address to listen on (`127.0.0.1:0` picks a free port); anything but
+        /// loopback needs a token.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+        bind: std::net::SocketAddr,
+        /// A shared secret: API calls need `Authorization: Bearer TOKEN`; the printed
+        /// page URL carries it once and sets a cookie.
+        #[arg(
+            long,
+            value_name = "TOKEN",
+            env = "M3_SERVE_TOKEN",
+            hide_env_values = true
+        )]
+        token: Option<String>,
+    },
     /// Run a bundled example MCP server on stdin/stdout.
     ExampleServer {
         /// The server: `shipping`.

@@ -102,6 +102,7 @@ pub fn main() -> ExitCode {
             Command::Cancel { execution } => commands::inspect::cancel(out, &db, &execution).await,
             Command::Recover => commands::inspect::recover(out, &db).await,
             Command::Rounds { execution } => commands::inspect::rounds(out, &db, &execution).await,
+            Command::Serve { bind, token } => commands::serve::run(out, &db, bind, token).await,
             Command::ExampleServer { .. }
             | Command::ExampleProvider { .. }
             | Command::McpRelay { .. }

@@ -3,10 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use m3_store::{ExecutionEvent, ExecutionRecord, LeaseRef, ResponseSubmission, RoundRef};
+use m3_store::{
+    ExecutionEvent, ExecutionRecord, LeaseRef, ManagedInputStore, ResponseSubmission, RoundRef,
+};
 use m3_types::{
-    Error, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, ManagedInputStatus,
-    PendingElicitationRound, ResponseMap, Result, messages,
+    Error, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, ManagedInputRecord,
+    ManagedInputStatus, PendingElicitationRound, ResponseMap, Result, messages,
 };
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -57,6 +59,17 @@ pub struct RoundDiagnostics {
     pub response_idempotency_key: Option<String>,
     /// The redacted projection of the accepted responses.
     pub redacted_responses: Option<Map<String, Value>>,
+}
+
+/// One round with its requests and its redacted diagnostics, from
+/// [`AsyncExecutionHandle::round`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RoundDetails {
+    /// The public round: server, operation, requests, deadline.
+    pub round: PendingElicitationRound,
+    /// Status, timestamps, failure and the redacted responses.
+    pub diagnostics: RoundDiagnostics,
 }
 
 /// A handle on one execution, from [`AsyncAgent::submit`](crate::AsyncAgent::submit)
@@ -251,28 +264,34 @@ impl AsyncExecutionHandle {
         }
         let store = self.kit.store.managed_input_store().await?;
         let mut out = Vec::new();
-        for r in store.list_rounds(&self.execution_id).await? {
-            let redacted_responses = store.redacted_responses(&RoundRef::of(&r)).await?;
-            out.push(RoundDiagnostics {
-                round_id: r.pending.round_id.clone(),
-                round_index: r.round_index,
-                status: r.status,
-                request_keys: r.pending.requests.keys().cloned().collect(),
-                server: r.pending.server.clone(),
-                operation_kind: r.pending.operation_kind,
-                operation_name: r.pending.operation_name.clone(),
-                delivery_attempts: r.delivery_attempts,
-                created_at: r.created_at,
-                response_validated_at: r.response_validated_at,
-                resolved_at: r.resolved_at,
-                failed_at: r.failed_at,
-                failure_code: r.failure_code.clone(),
-                failure_message: r.failure_message.clone(),
-                response_idempotency_key: r.response_idempotency_key.clone(),
-                redacted_responses,
-            });
+        for record in store.list_rounds(&self.execution_id).await? {
+            out.push(diagnostics(&*store, &record).await?);
         }
         Ok(out)
+    }
+
+    /// One round in any status: its requests (the public round) and its
+    /// redacted diagnostics.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` with detail `not_found = true` for an unknown
+    /// round (or a handle that is not managed); `storage_error`.
+    pub async fn round(&self, round_id: &str) -> Result<RoundDetails> {
+        let missing =
+            || not_found("managed-input round", round_id).with_detail("round_id", round_id);
+        if self.human_input != HumanInput::Managed || round_id.is_empty() {
+            return Err(missing());
+        }
+        let store = self.kit.store.managed_input_store().await?;
+        let record = store
+            .get_round(&RoundRef::new(self.execution_id.clone(), round_id))
+            .await?
+            .ok_or_else(missing)?;
+        let diagnostics = diagnostics(&*store, &record).await?;
+        Ok(RoundDetails {
+            round: record.pending,
+            diagnostics,
+        })
     }
 
     /// Polls until a round is pending (returns it), the execution finishes
@@ -303,6 +322,32 @@ impl AsyncExecutionHandle {
             tokio::time::sleep(WAIT_POLL).await;
         }
     }
+}
+
+/// The redacted diagnostics of one stored round.
+async fn diagnostics(
+    store: &dyn ManagedInputStore,
+    r: &ManagedInputRecord,
+) -> Result<RoundDiagnostics> {
+    let redacted_responses = store.redacted_responses(&RoundRef::of(r)).await?;
+    Ok(RoundDiagnostics {
+        round_id: r.pending.round_id.clone(),
+        round_index: r.round_index,
+        status: r.status,
+        request_keys: r.pending.requests.keys().cloned().collect(),
+        server: r.pending.server.clone(),
+        operation_kind: r.pending.operation_kind,
+        operation_name: r.pending.operation_name.clone(),
+        delivery_attempts: r.delivery_attempts,
+        created_at: r.created_at,
+        response_validated_at: r.response_validated_at,
+        resolved_at: r.resolved_at,
+        failed_at: r.failed_at,
+        failure_code: r.failure_code.clone(),
+        failure_message: r.failure_message.clone(),
+        response_idempotency_key: r.response_idempotency_key.clone(),
+        redacted_responses,
+    })
 }
 
 /// The result of a finished record: the worker's, or one rebuilt from the

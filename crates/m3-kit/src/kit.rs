@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use m3_runtime::{AgentSelection, RecoveryReport, ResponseNotifier, Worker};
 use m3_store::{CombinedStore, ExecutionStore, ListExecutions, ManagedInputStore};
-use m3_types::{Error, ExecutionState, HumanInput, ManagedInputStatus, Result};
+use m3_types::{
+    Error, ExecutionState, HumanInput, ManagedInputStatus, PendingElicitationRound, Result,
+};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -154,11 +156,16 @@ impl AsyncMcpTestKit {
     /// # Errors
     /// `storage_error`.
     pub async fn executions(&self) -> Result<Vec<ExecutionSummary>> {
-        let records = self
-            .inner
-            .store
-            .list_executions(ListExecutions::new())
-            .await?;
+        self.executions_where(ListExecutions::new()).await
+    }
+
+    /// The stored executions that `query` selects (lifecycle, human input,
+    /// limit), oldest first.
+    ///
+    /// # Errors
+    /// `storage_error`.
+    pub async fn executions_where(&self, query: ListExecutions) -> Result<Vec<ExecutionSummary>> {
+        let records = self.inner.store.list_executions(query).await?;
         let mut out = Vec::with_capacity(records.len());
         for record in records {
             let pending_rounds = if record.human_input == HumanInput::Managed {
@@ -179,6 +186,36 @@ impl AsyncMcpTestKit {
             });
         }
         Ok(out)
+    }
+
+    /// The inbox: every pending round of every execution, oldest first
+    /// (by creation time, then round id).
+    ///
+    /// # Errors
+    /// `storage_error`.
+    pub async fn pending_rounds(&self) -> Result<Vec<PendingElicitationRound>> {
+        let records = self
+            .inner
+            .store
+            .list_executions(ListExecutions::new())
+            .await?;
+        let mut pending = Vec::new();
+        for record in records {
+            if record.human_input != HumanInput::Managed || record.is_finished() {
+                continue;
+            }
+            let store = self.inner.store.managed_input_store().await?;
+            pending.extend(
+                store
+                    .list_rounds(&record.execution_id)
+                    .await?
+                    .into_iter()
+                    .filter(|r| r.status == ManagedInputStatus::Pending)
+                    .map(|r| r.pending),
+            );
+        }
+        pending.sort_by(|a, b| (a.created_at, &a.round_id).cmp(&(b.created_at, &b.round_id)));
+        Ok(pending)
     }
 
     /// Terminalizes executions whose worker lease expired (see

@@ -60,11 +60,11 @@ mod options;
 
 pub use agent::AsyncAgent;
 pub use blocking::{Agent, ExecutionHandle, McpTestKit, McpTestKitBuilder};
-pub use handle::{AsyncExecutionHandle, RoundDiagnostics};
+pub use handle::{AsyncExecutionHandle, RoundDetails, RoundDiagnostics};
 pub use kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
 pub use m3_runtime::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, ElicitationPlan,
     ExecutionTrace, PermissionPolicy, RecoveryReport, Script, ScriptStep,
 };
-pub use m3_store::ExecutionEvent;
+pub use m3_store::{ExecutionEvent, ListExecutions};
 pub use options::{HumanInputValue, SubmitOptions};

@@ -62,7 +62,11 @@ pub async fn recover(store: &dyn ExecutionStore) -> Result<RecoveryReport> {
             for row in &scan.unreadable {
                 tracing::warn!(execution.id = %record.execution_id, round.id = %row.round_id, error = %row.error, "unreadable round during recovery");
             }
-            unreadable_rounds = scan.unreadable.into_iter().map(|row| row.round_id).collect();
+            unreadable_rounds = scan
+                .unreadable
+                .into_iter()
+                .map(|row| row.round_id)
+                .collect();
             unresolved = scan
                 .rounds
                 .into_iter()

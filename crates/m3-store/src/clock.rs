@@ -41,7 +41,10 @@ mod tests {
 
     impl Clock for Offset {
         fn now(&self) -> OffsetDateTime {
-            *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+            *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
         }
     }
 

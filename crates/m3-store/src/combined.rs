@@ -57,7 +57,11 @@ impl ExecutionStore for CombinedStore {
         self.executions.acquire_lease(request).await
     }
 
-    async fn renew_lease(&self, lease: &ExecutionLeaseRef, ttl: Duration) -> Result<ExecutionLease> {
+    async fn renew_lease(
+        &self,
+        lease: &ExecutionLeaseRef,
+        ttl: Duration,
+    ) -> Result<ExecutionLease> {
         self.executions.renew_lease(lease, ttl).await
     }
 
@@ -78,7 +82,11 @@ impl ExecutionStore for CombinedStore {
         self.executions.finish(request).await
     }
 
-    async fn request_cancel(&self, execution_id: &str, reason: Option<&str>) -> Result<ExecutionRecord> {
+    async fn request_cancel(
+        &self,
+        execution_id: &str,
+        reason: Option<&str>,
+    ) -> Result<ExecutionRecord> {
         self.executions.request_cancel(execution_id, reason).await
     }
 
@@ -98,8 +106,14 @@ impl ExecutionStore for CombinedStore {
             .await
     }
 
-    async fn list_events(&self, execution_id: &str, after_sequence: Option<u64>) -> Result<Vec<ExecutionEvent>> {
-        self.executions.list_events(execution_id, after_sequence).await
+    async fn list_events(
+        &self,
+        execution_id: &str,
+        after_sequence: Option<u64>,
+    ) -> Result<Vec<ExecutionEvent>> {
+        self.executions
+            .list_events(execution_id, after_sequence)
+            .await
     }
 
     async fn list_expired_leases(&self) -> Result<Vec<ExecutionRecord>> {

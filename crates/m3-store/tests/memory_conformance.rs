@@ -36,3 +36,209 @@ async fn memory_execution_store_passes_the_execution_suite() {
     assert!(report.is_success(), "{report}");
     assert_eq!(report.passed.len(), execution::CASES.len());
 }
+
+/// Rewording every error message of a backend fails no conformance case: the suites
+/// assert codes and reasons only. `Reworded` is the memory backend with each error's
+/// message replaced (code, details and reason kept).
+mod reworded {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use m3_store::conformance::execution::{self, ExecutionBackend};
+    use m3_store::conformance::{Backend, run_all};
+    use m3_store::memory::{MemoryExecutionStore, MemoryManagedInputStore};
+    use m3_store::{
+        AcquireLease, ClaimRound, CreateRound, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+        ExecutionRecord, ExecutionStore, FinishExecution, LeaseRef, ListExecutions,
+        ManagedInputStore, NewExecution, ResponseSubmission, RoundFailure, RoundRef, RoundScan,
+        TerminalizeExpired, Terminalized,
+    };
+    use m3_types::{Clock, Error, ExecutionStatus, ManagedInputRecord, Result};
+    use serde_json::{Map, Value};
+
+    /// The same error with the message "reworded: <code>".
+    fn reword(error: Error) -> Error {
+        let mut out = Error::from_code(error.error_code(), format!("reworded: {}", error.code()));
+        for (key, value) in error.details() {
+            out = out.with_detail(key, value.clone());
+        }
+        out
+    }
+
+    fn r<T>(result: Result<T>) -> Result<T> {
+        result.map_err(reword)
+    }
+
+    #[derive(Debug, Clone)]
+    struct Reworded<S>(S);
+
+    #[async_trait]
+    impl ManagedInputStore for Reworded<MemoryManagedInputStore> {
+        async fn create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
+            r(self.0.create_round(request).await)
+        }
+        async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>> {
+            r(self.0.get_round(round).await)
+        }
+        async fn scan_rounds(&self, execution_id: &str) -> Result<RoundScan> {
+            r(self.0.scan_rounds(execution_id).await)
+        }
+        async fn claim_round(
+            &self,
+            round: &RoundRef,
+            claim: ClaimRound,
+        ) -> Result<ManagedInputRecord> {
+            r(self.0.claim_round(round, claim).await)
+        }
+        async fn renew(
+            &self,
+            round: &RoundRef,
+            lease: &LeaseRef,
+            d: Duration,
+        ) -> Result<ManagedInputRecord> {
+            r(self.0.renew(round, lease, d).await)
+        }
+        async fn submit_responses(
+            &self,
+            round: &RoundRef,
+            lease: &LeaseRef,
+            submission: ResponseSubmission,
+        ) -> Result<ManagedInputRecord> {
+            r(self.0.submit_responses(round, lease, submission).await)
+        }
+        async fn start_delivery(
+            &self,
+            round: &RoundRef,
+            lease: &LeaseRef,
+        ) -> Result<ManagedInputRecord> {
+            r(self.0.start_delivery(round, lease).await)
+        }
+        async fn mark_delivered(
+            &self,
+            round: &RoundRef,
+            lease: &LeaseRef,
+        ) -> Result<ManagedInputRecord> {
+            r(self.0.mark_delivered(round, lease).await)
+        }
+        async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
+            r(self.0.resolve(round, lease).await)
+        }
+        async fn fail(
+            &self,
+            round: &RoundRef,
+            lease: &LeaseRef,
+            failure: RoundFailure,
+        ) -> Result<ManagedInputRecord> {
+            r(self.0.fail(round, lease, failure).await)
+        }
+        async fn fail_recovery(
+            &self,
+            round: &RoundRef,
+            token: &str,
+            message: &str,
+        ) -> Result<ManagedInputRecord> {
+            r(self.0.fail_recovery(round, token, message).await)
+        }
+        async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {
+            r(self.0.fail_unresolved_rounds(execution_id, message).await)
+        }
+        async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>> {
+            r(self.0.redacted_responses(round).await)
+        }
+    }
+
+    #[async_trait]
+    impl ExecutionStore for Reworded<MemoryExecutionStore> {
+        async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
+            r(self.0.create_execution(new).await)
+        }
+        async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>> {
+            r(self.0.get_execution(id).await)
+        }
+        async fn list_executions(&self, query: ListExecutions) -> Result<Vec<ExecutionRecord>> {
+            r(self.0.list_executions(query).await)
+        }
+        async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
+            r(self.0.acquire_lease(request).await)
+        }
+        async fn renew_lease(
+            &self,
+            lease: &ExecutionLeaseRef,
+            ttl: Duration,
+        ) -> Result<ExecutionLease> {
+            r(self.0.renew_lease(lease, ttl).await)
+        }
+        async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
+            r(self.0.release_lease(lease).await)
+        }
+        async fn transition(
+            &self,
+            id: &str,
+            to: ExecutionStatus,
+            lease: Option<&ExecutionLeaseRef>,
+        ) -> Result<ExecutionRecord> {
+            r(self.0.transition(id, to, lease).await)
+        }
+        async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
+            r(self.0.finish(request).await)
+        }
+        async fn request_cancel(&self, id: &str, reason: Option<&str>) -> Result<ExecutionRecord> {
+            r(self.0.request_cancel(id, reason).await)
+        }
+        async fn is_cancel_requested(&self, id: &str) -> Result<bool> {
+            r(self.0.is_cancel_requested(id).await)
+        }
+        async fn append_event(
+            &self,
+            id: &str,
+            kind: &str,
+            payload: Value,
+            lease: Option<&ExecutionLeaseRef>,
+        ) -> Result<ExecutionEvent> {
+            r(self.0.append_event(id, kind, payload, lease).await)
+        }
+        async fn list_events(&self, id: &str, after: Option<u64>) -> Result<Vec<ExecutionEvent>> {
+            r(self.0.list_events(id, after).await)
+        }
+        async fn list_expired_leases(&self) -> Result<Vec<ExecutionRecord>> {
+            r(self.0.list_expired_leases().await)
+        }
+        async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized> {
+            r(self.0.terminalize_expired(request).await)
+        }
+        async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
+            Ok(Arc::new(Reworded(self.0.rounds().clone())))
+        }
+        fn clock(&self) -> Arc<dyn Clock> {
+            self.0.clock()
+        }
+        fn is_persistent(&self) -> bool {
+            self.0.is_persistent()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rewording_every_error_message_fails_no_case_of_either_suite() {
+        let rounds = run_all(|clock| async move {
+            let store = MemoryManagedInputStore::with_clock(clock);
+            let reworded = Arc::new(Reworded(store.clone()));
+            Ok(Backend::new(reworded.clone(), reworded, Arc::new(store)))
+        })
+        .await;
+        assert!(rounds.is_success(), "{rounds}");
+        let executions = execution::run_all(|clock| async move {
+            let store = Arc::new(Reworded(MemoryExecutionStore::with_clock(clock)));
+            Ok(ExecutionBackend::new(store.clone(), store))
+        })
+        .await;
+        assert!(executions.is_success(), "{executions}");
+        // The wrapper really changes the messages.
+        let store = Reworded(MemoryManagedInputStore::new());
+        let error = store.get_round(&RoundRef::new("", "r")).await.err();
+        assert_eq!(
+            error.map(|e| e.message().to_owned()).as_deref(),
+            Some("reworded: managed_input_invalid")
+        );
+    }
+}

@@ -58,6 +58,8 @@
 //!   never re-implement it.
 //! - [`execution`]: [`HumanInput`], the [`ExecutionStatus`] transition table, outcomes, state,
 //!   results and [`ErrorInfo`].
+//! - [`form`]: the fields of a requested schema ([`form::fields`]), classified by MCP's
+//!   restricted subset, for every form renderer.
 //! - [`server`]: [`StdioServer`] bindings and [`ToolSelection`] (`"server:tool"`).
 //! - [`error`]: one [`Error`] enum with stable [`Error::code`] strings; [`messages`] holds the
 //!   reference's message texts so every crate and backend uses the same words.
@@ -81,6 +83,7 @@ pub mod clock;
 pub mod elicitation;
 pub mod error;
 pub mod execution;
+pub mod form;
 pub mod messages;
 pub mod reason;
 pub mod record;

@@ -8,6 +8,7 @@ pub(crate) mod mcp_relay;
 pub(crate) mod respond;
 pub(crate) mod run;
 pub(crate) mod schema;
+pub(crate) mod serve;
 
 /// Logging to stderr (`RUST_LOG`, default `warn`) and a tokio runtime for the
 /// plumbing commands (example servers, provider, relay) that run outside the kit.

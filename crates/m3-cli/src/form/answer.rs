@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
-use super::field::{Choice, Field, FieldKind};
+use m3_types::form::{Choice, Field, FieldKind};
 
 /// What one line typed at a field's prompt means.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,9 +103,8 @@ fn parse_value(kind: &FieldKind, line: &str) -> Result<Value, String> {
             }
             Ok(json!(picked))
         }
-        FieldKind::Json => {
-            serde_json::from_str(line).map_err(|error| format!("not valid JSON: {error}"))
-        }
+        // `Json`, and any kind m3-types adds later (`FieldKind` is non-exhaustive): free JSON.
+        _ => serde_json::from_str(line).map_err(|error| format!("not valid JSON: {error}")),
     }
 }
 
@@ -165,7 +164,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::form::field::fields;
+    use m3_types::form::fields;
 
     fn field(schema: Value, required: bool) -> Field {
         let schema = json!({"type": "object", "properties": {"f": schema},

@@ -16,14 +16,13 @@
 //!   round's own validation before returning it.
 
 mod answer;
-mod field;
 mod prompt;
 
 use std::io::{self, BufRead, Write};
 
 use m3_types::{ElicitationResponse, PendingElicitationRound, ResponseMap, validate_responses};
 
-pub use field::{Choice, Field, FieldKind, fields};
+pub use m3_types::form::{Choice, Field, FieldKind, fields};
 pub use prompt::{CANCEL_WORD, DECLINE_WORD, Prompter};
 
 /// Asks every request of `round`, in request-key order, and returns the response map.

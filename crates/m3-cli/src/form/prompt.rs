@@ -9,7 +9,7 @@ use m3_types::{
 use serde_json::{Map, Value};
 
 use super::answer::{Parsed, format_hint, parse};
-use super::field::{Field, FieldKind, fields};
+use m3_types::form::{Field, FieldKind, fields};
 
 /// Typed at any field prompt: decline the request.
 pub const DECLINE_WORD: &str = ":decline";
@@ -240,7 +240,8 @@ fn prompt_line(field: &Field) -> String {
         FieldKind::MultiSelect { .. } => {
             "choose any: numbers or values, comma-separated".to_owned()
         }
-        FieldKind::Json => "JSON".to_owned(),
+        // `Json`, and any kind m3-types adds later (`FieldKind` is non-exhaustive).
+        _ => "JSON".to_owned(),
     });
     let mut line = format!("  {} ({})", field.label(), hints.join(", "));
     if let Some(default) = &field.default {

@@ -107,6 +107,12 @@ impl Coordinator {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// "Now" from the store's clock: round creation times and deadlines use it, so a
+    /// test's manual clock drives them.
+    pub(crate) fn now(&self) -> OffsetDateTime {
+        m3_store::store_now(self.executions.clock().as_ref())
+    }
+
     /// The per-round deadline for a round created now, if configured.
     pub(crate) fn deadline_for(&self, created_at: OffsetDateTime) -> Option<OffsetDateTime> {
         self.settings.input_deadline.map(|d| created_at + d)
@@ -320,7 +326,7 @@ impl Coordinator {
         loop {
             let mut budget = self.settings.poll;
             if let Some(deadline) = deadline {
-                let left = deadline - OffsetDateTime::now_utc();
+                let left = deadline - self.now();
                 if left <= time::Duration::ZERO {
                     return Err(deadline_error(round));
                 }

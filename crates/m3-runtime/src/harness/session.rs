@@ -377,7 +377,7 @@ impl AgentSession {
         round: &InputRound,
         coordinator: &Coordinator,
     ) -> Result<PendingElicitationRound> {
-        let created_at = m3_types::Clock::now(&m3_types::SystemClock);
+        let created_at = coordinator.now();
         let mut pending = PendingElicitationRound::new(
             m3_types::new_id(),
             self.execution_id.clone(),

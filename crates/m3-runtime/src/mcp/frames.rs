@@ -4,7 +4,9 @@
 //! *drops* an oversized line and *ignores* a non-JSON line and keeps the
 //! connection open, so a request whose answer was lost that way waits forever.
 //! The client instead reads the child's stdout here: every line must be at most
-//! `max_frame_bytes` long and parse as JSON. Valid lines are copied unchanged
+//! `max_frame_bytes` long and parse as a JSON value, with the same recursion
+//! limit rmcp's parser has (a valid but too deeply nested frame would otherwise
+//! be dropped by rmcp and its request would wait). Valid lines are copied unchanged
 //! into an in-memory pipe that rmcp reads (the transport is built from
 //! `(AsyncRead, AsyncWrite)`). The first violation records a `protocol_error`
 //! fault, closes the pipe (rmcp sees EOF) and kills the server's process group.
@@ -86,6 +88,14 @@ fn preview(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..cut]).into_owned()
 }
 
+/// The fault for a frame that does not parse, saying why.
+fn unreadable(error: &serde_json::Error, frame: &[u8]) -> ConnectionFault {
+    ConnectionFault::protocol(format!(
+        "MCP server wrote a line that is not readable JSON ({error})"
+    ))
+    .with_detail("line_preview", preview(frame))
+}
+
 async fn pump(
     stdout: ChildStdout,
     mut out: DuplexStream,
@@ -104,10 +114,11 @@ async fn pump(
                 if frame.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                if serde_json::from_slice::<serde::de::IgnoredAny>(frame).is_err() {
+                // A `Value` (not `IgnoredAny`, which skips without a depth limit) fails
+                // exactly where rmcp's own parse would.
+                if let Err(error) = serde_json::from_slice::<serde_json::Value>(frame) {
                     kill.cancel();
-                    break ConnectionFault::protocol("MCP server wrote a line that is not JSON")
-                        .with_detail("line_preview", preview(frame));
+                    break unreadable(&error, frame);
                 }
                 if out.write_all(&line).await.is_err() {
                     // rmcp dropped its side: the connection is closing.

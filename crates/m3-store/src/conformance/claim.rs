@@ -29,16 +29,24 @@ pub async fn claim_requires_delivery_state_evidence(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
     let bare = ClaimRound::new("worker-b", LEASE).with_expected_lease_token(TOKEN);
-    expect_error(h.store.claim_round(&round_ref(), bare).await, RECOVERY, Some(Reason::MissingEvidence))?;
+    expect_error(
+        h.store.claim_round(&round_ref(), bare).await,
+        RECOVERY,
+        Some(Reason::MissingEvidence),
+    )?;
     Ok(())
 }
 
 /// A live lease cannot be taken over.
 pub async fn claim_of_a_live_lease_conflicts(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(h.store
+    expect_error(
+        h.store
             .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
-            .await, CONFLICT, Some(Reason::LeaseLive))?;
+            .await,
+        CONFLICT,
+        Some(Reason::LeaseLive),
+    )?;
     let stored = reload(h).await?;
     ensure!(
         stored.lease.owner_id == OWNER && stored.lease.lease_token == TOKEN,
@@ -67,9 +75,13 @@ pub async fn claim_of_an_expired_pending_round_hands_the_lease_over(h: &Harness)
         "new expiry"
     );
     ensure!(claimed.delivery_attempts == 0, "attempts unchanged");
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await, CONFLICT, Some(Reason::LeaseNotHeld))?;
+            .await,
+        CONFLICT,
+        Some(Reason::LeaseNotHeld),
+    )?;
     let new_lease = LeaseRef::of(&claimed.lease);
     h.store
         .submit_responses(&round_ref(), &new_lease, submission("key-1"))
@@ -83,7 +95,11 @@ pub async fn claim_of_an_expired_pending_round_hands_the_lease_over(h: &Harness)
         done.pending.request_state.as_deref() == Some("opaque-state"),
         "request state kept"
     );
-    expect_error(h.store.start_delivery(&round_ref(), &new_lease).await, STATE, Some(Reason::WrongStatus))?;
+    expect_error(
+        h.store.start_delivery(&round_ref(), &new_lease).await,
+        STATE,
+        Some(Reason::WrongStatus),
+    )?;
     Ok(())
 }
 
@@ -94,9 +110,17 @@ pub async fn claim_with_a_wrong_expected_token_conflicts(h: &Harness) -> CaseRes
     let wrong = ClaimRound::new("worker-b", LEASE)
         .with_expected_lease_token("lease-other")
         .with_delivery_state(DeliveryState::NotStarted);
-    expect_error(h.store.claim_round(&round_ref(), wrong).await, CONFLICT, Some(Reason::LeaseTokenMismatch))?;
+    expect_error(
+        h.store.claim_round(&round_ref(), wrong).await,
+        CONFLICT,
+        Some(Reason::LeaseTokenMismatch),
+    )?;
     let none = ClaimRound::new("worker-b", LEASE).with_delivery_state(DeliveryState::NotStarted);
-    expect_error(h.store.claim_round(&round_ref(), none).await, CONFLICT, Some(Reason::LeaseTokenMismatch))?;
+    expect_error(
+        h.store.claim_round(&round_ref(), none).await,
+        CONFLICT,
+        Some(Reason::LeaseTokenMismatch),
+    )?;
     Ok(())
 }
 
@@ -104,9 +128,13 @@ pub async fn claim_with_a_wrong_expected_token_conflicts(h: &Harness) -> CaseRes
 pub async fn claim_of_validated_responses_requires_idempotent_proof(h: &Harness) -> CaseResult {
     let before = validated(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store
+    expect_error(
+        h.store
             .claim_round(&round_ref(), claim(DeliveryState::NotDelivered))
-            .await, RECOVERY, Some(Reason::IdempotentDeliveryRequired))?;
+            .await,
+        RECOVERY,
+        Some(Reason::IdempotentDeliveryRequired),
+    )?;
     expect_same(&before, &reload(h).await?, "round after a refused claim")?;
     let claimed = h
         .store
@@ -126,9 +154,13 @@ pub async fn claim_of_started_delivery_not_delivered_requires_proof_and_reverts(
 ) -> CaseResult {
     let before = delivery_started(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store
+    expect_error(
+        h.store
             .claim_round(&round_ref(), claim(DeliveryState::NotDelivered))
-            .await, RECOVERY, Some(Reason::IdempotentDeliveryRequired))?;
+            .await,
+        RECOVERY,
+        Some(Reason::IdempotentDeliveryRequired),
+    )?;
     expect_same(&before, &reload(h).await?, "round after a refused claim")?;
     let claimed = h
         .store
@@ -146,12 +178,16 @@ pub async fn claim_of_started_delivery_not_delivered_requires_proof_and_reverts(
 pub async fn claim_of_started_delivery_not_started_is_ambiguous(h: &Harness) -> CaseResult {
     delivery_started(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store
+    expect_error(
+        h.store
             .claim_round(
                 &round_ref(),
                 claim(DeliveryState::NotStarted).with_idempotent_delivery(true),
             )
-            .await, RECOVERY, Some(Reason::EvidenceMismatch))?;
+            .await,
+        RECOVERY,
+        Some(Reason::EvidenceMismatch),
+    )?;
     Ok(())
 }
 
@@ -181,15 +217,23 @@ pub async fn claim_of_started_delivery_delivered_marks_delivered(h: &Harness) ->
 pub async fn claim_with_mismatched_evidence_is_refused(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store
+    expect_error(
+        h.store
             .claim_round(&round_ref(), claim(DeliveryState::Delivered))
-            .await, RECOVERY, Some(Reason::EvidenceMismatch))?;
-    expect_error(h.store
+            .await,
+        RECOVERY,
+        Some(Reason::EvidenceMismatch),
+    )?;
+    expect_error(
+        h.store
             .claim_round(
                 &round_ref(),
                 claim(DeliveryState::NotDelivered).with_idempotent_delivery(true),
             )
-            .await, RECOVERY, Some(Reason::EvidenceMismatch))?;
+            .await,
+        RECOVERY,
+        Some(Reason::EvidenceMismatch),
+    )?;
     let other = h
         .store
         .create_round(
@@ -204,9 +248,13 @@ pub async fn claim_with_mismatched_evidence_is_refused(h: &Harness) -> CaseResul
     h.store.start_delivery(&other_ref, &lease()).await?;
     h.store.mark_delivered(&other_ref, &lease()).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store
+    expect_error(
+        h.store
             .claim_round(&other_ref, claim(DeliveryState::NotStarted))
-            .await, RECOVERY, Some(Reason::EvidenceMismatch))?;
+            .await,
+        RECOVERY,
+        Some(Reason::EvidenceMismatch),
+    )?;
     let claimed = h
         .store
         .claim_round(&other_ref, claim(DeliveryState::Delivered))
@@ -221,12 +269,20 @@ pub async fn claim_of_a_recovery_failure_is_a_recovery_error(h: &Harness) -> Cas
     h.store
         .fail_recovery(&round_ref(), TOKEN, "worker lost")
         .await?;
-    let error = expect_error(h.store
+    let error = expect_error(
+        h.store
             .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
-            .await, RECOVERY, Some(Reason::RecoveryUnavailable))?;
+            .await,
+        RECOVERY,
+        Some(Reason::RecoveryUnavailable),
+    )?;
     ensure!(error.code() == RECOVERY, "recovery code");
     let any = ClaimRound::new("worker-c", LEASE).with_expected_lease_token("whatever");
-    expect_error(h.peer.claim_round(&round_ref(), any).await, RECOVERY, Some(Reason::RecoveryUnavailable))?;
+    expect_error(
+        h.peer.claim_round(&round_ref(), any).await,
+        RECOVERY,
+        Some(Reason::RecoveryUnavailable),
+    )?;
     Ok(())
 }
 
@@ -236,9 +292,13 @@ pub async fn claim_of_other_failures_and_resolved_rounds_are_state_errors(
 ) -> CaseResult {
     resolved(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store
+    expect_error(
+        h.store
             .claim_round(&round_ref(), claim(DeliveryState::Delivered))
-            .await, STATE, Some(Reason::Terminal))?;
+            .await,
+        STATE,
+        Some(Reason::Terminal),
+    )?;
     let other = h
         .store
         .create_round(
@@ -249,16 +309,24 @@ pub async fn claim_of_other_failures_and_resolved_rounds_are_state_errors(
     let other_ref = RoundRef::of(&other);
     h.store.fail(&other_ref, &lease(), cancelled()).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store
+    expect_error(
+        h.store
             .claim_round(&other_ref, claim(DeliveryState::NotStarted))
-            .await, STATE, Some(Reason::Terminal))?;
+            .await,
+        STATE,
+        Some(Reason::Terminal),
+    )?;
     Ok(())
 }
 
 /// A missing round conflicts.
 pub async fn claim_of_a_missing_round_conflicts(h: &Harness) -> CaseResult {
-    expect_error(h.store
+    expect_error(
+        h.store
             .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
-            .await, NOT_FOUND, None)?;
+            .await,
+        NOT_FOUND,
+        None,
+    )?;
     Ok(())
 }

@@ -8,13 +8,17 @@ use super::fixture::{
     EXECUTION, LEASE, OWNER, ROUND, Step, address_round, lease, pending, round_ref, submission,
     validated,
 };
-use crate::CreateRound;
 use super::{CaseResult, Corruption, Harness};
+use crate::CreateRound;
 
 const INVALID: &str = "managed_input_invalid";
 
 async fn reads_report_stored_corruption(h: &Harness) -> Step<()> {
-    expect_error(h.store.get_round(&round_ref()).await, INVALID, Some(Reason::StoredRecordInvalid))?;
+    expect_error(
+        h.store.get_round(&round_ref()).await,
+        INVALID,
+        Some(Reason::StoredRecordInvalid),
+    )?;
     let scan = h.store.scan_rounds(EXECUTION).await?;
     ensure!(
         scan.rounds.is_empty() && scan.unreadable.len() == 1,
@@ -31,7 +35,11 @@ async fn reads_report_stored_corruption(h: &Harness) -> Step<()> {
         h.store.list_rounds(EXECUTION).await?.is_empty(),
         "list_rounds must skip the unreadable round"
     );
-    expect_error(h.peer.get_round(&round_ref()).await, INVALID, Some(Reason::StoredRecordInvalid))?;
+    expect_error(
+        h.peer.get_round(&round_ref()).await,
+        INVALID,
+        Some(Reason::StoredRecordInvalid),
+    )?;
     Ok(())
 }
 
@@ -47,9 +55,13 @@ pub async fn corrupt_pending_json_is_a_stored_validation_error(h: &Harness) -> C
     pending(h).await?;
     corrupt(h, Corruption::PendingNotObject).await?;
     reads_report_stored_corruption(h).await?;
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await, INVALID, Some(Reason::StoredRecordInvalid))?;
+            .await,
+        INVALID,
+        Some(Reason::StoredRecordInvalid),
+    )?;
     Ok(())
 }
 
@@ -58,7 +70,11 @@ pub async fn corrupt_responses_json_is_a_stored_validation_error(h: &Harness) ->
     validated(h).await?;
     corrupt(h, Corruption::ResponsesNotObject).await?;
     reads_report_stored_corruption(h).await?;
-    expect_error(h.store.start_delivery(&round_ref(), &lease()).await, INVALID, Some(Reason::StoredRecordInvalid))?;
+    expect_error(
+        h.store.start_delivery(&round_ref(), &lease()).await,
+        INVALID,
+        Some(Reason::StoredRecordInvalid),
+    )?;
     Ok(())
 }
 
@@ -74,9 +90,13 @@ pub async fn corrupt_status_is_a_stored_validation_error(h: &Harness) -> CaseRes
     pending(h).await?;
     corrupt(h, Corruption::UnknownStatus).await?;
     reads_report_stored_corruption(h).await?;
-    expect_error(h.store
+    expect_error(
+        h.store
             .renew(&round_ref(), &lease(), super::fixture::LEASE)
-            .await, INVALID, Some(Reason::StoredRecordInvalid))?;
+            .await,
+        INVALID,
+        Some(Reason::StoredRecordInvalid),
+    )?;
     Ok(())
 }
 
@@ -91,7 +111,11 @@ pub async fn corrupt_timestamp_is_a_stored_validation_error(h: &Harness) -> Case
 pub async fn corrupt_redacted_projection_is_a_validation_error(h: &Harness) -> CaseResult {
     validated(h).await?;
     corrupt(h, Corruption::RedactedResponsesNotObject).await?;
-    expect_error(h.store.redacted_responses(&round_ref()).await, INVALID, Some(Reason::StoredRecordInvalid))?;
+    expect_error(
+        h.store.redacted_responses(&round_ref()).await,
+        INVALID,
+        Some(Reason::StoredRecordInvalid),
+    )?;
     Ok(())
 }
 
@@ -107,7 +131,10 @@ pub async fn one_unreadable_round_does_not_hide_the_others(h: &Harness) -> CaseR
         .await?;
     corrupt(h, Corruption::UnknownStatus).await?;
     let listed = h.store.list_rounds(EXECUTION).await?;
-    ensure!(listed == vec![other.clone()], "list_rounds must return the readable round only");
+    ensure!(
+        listed == vec![other.clone()],
+        "list_rounds must return the readable round only"
+    );
     let scan = h.peer.scan_rounds(EXECUTION).await?;
     ensure!(
         scan.rounds == vec![other] && scan.unreadable.len() == 1,

@@ -125,7 +125,11 @@ pub async fn create_round_preserves_optional_metadata(h: &Harness) -> CaseResult
 /// `round_index == round_limit` is refused and nothing is stored.
 pub async fn create_round_rejects_round_index_at_the_limit(h: &Harness) -> CaseResult {
     let request = create_request().with_round_index(3).with_round_limit(3);
-    expect_error(h.store.create_round(request).await, INVALID, Some(Reason::RoundIndexOutOfRange))?;
+    expect_error(
+        h.store.create_round(request).await,
+        INVALID,
+        Some(Reason::RoundIndexOutOfRange),
+    )?;
     ensure!(
         h.store.get_round(&round_ref()).await?.is_none(),
         "a refused round must not be stored"
@@ -136,7 +140,11 @@ pub async fn create_round_rejects_round_index_at_the_limit(h: &Harness) -> CaseR
 /// A zero round budget is refused.
 pub async fn create_round_rejects_a_zero_round_limit(h: &Harness) -> CaseResult {
     let request = create_request().with_round_index(0).with_round_limit(0);
-    expect_error(h.store.create_round(request).await, INVALID, Some(Reason::RoundIndexOutOfRange))?;
+    expect_error(
+        h.store.create_round(request).await,
+        INVALID,
+        Some(Reason::RoundIndexOutOfRange),
+    )?;
     ensure!(
         h.store.list_rounds(EXECUTION).await?.is_empty(),
         "nothing may be stored"
@@ -149,7 +157,11 @@ pub async fn create_round_rejects_an_empty_round(h: &Harness) -> CaseResult {
     let mut round = address_round(EXECUTION, ROUND);
     round.requests = BTreeMap::new();
     let request = CreateRound::new(round, OWNER, LEASE);
-    expect_error(h.store.create_round(request).await, INVALID, Some(Reason::InvalidRound))?;
+    expect_error(
+        h.store.create_round(request).await,
+        INVALID,
+        Some(Reason::InvalidRound),
+    )?;
     ensure!(
         h.store.list_rounds(EXECUTION).await?.is_empty(),
         "nothing may be stored"
@@ -160,14 +172,22 @@ pub async fn create_round_rejects_an_empty_round(h: &Harness) -> CaseResult {
 /// An empty owner id is refused.
 pub async fn create_round_rejects_an_empty_owner(h: &Harness) -> CaseResult {
     let request = CreateRound::new(address_round(EXECUTION, ROUND), "", LEASE);
-    expect_error(h.store.create_round(request).await, INVALID, Some(Reason::EmptyArgument))?;
+    expect_error(
+        h.store.create_round(request).await,
+        INVALID,
+        Some(Reason::EmptyArgument),
+    )?;
     Ok(())
 }
 
 /// A zero lease is refused.
 pub async fn create_round_rejects_a_zero_lease(h: &Harness) -> CaseResult {
     let request = CreateRound::new(address_round(EXECUTION, ROUND), OWNER, Duration::ZERO);
-    expect_error(h.store.create_round(request).await, INVALID, Some(Reason::InvalidLeaseDuration))?;
+    expect_error(
+        h.store.create_round(request).await,
+        INVALID,
+        Some(Reason::InvalidLeaseDuration),
+    )?;
     Ok(())
 }
 
@@ -237,7 +257,11 @@ pub async fn create_round_replay_after_progress_returns_the_current_record(
 pub async fn create_round_replay_without_the_explicit_token_conflicts(h: &Harness) -> CaseResult {
     let request = CreateRound::new(address_round(EXECUTION, ROUND), OWNER, LEASE);
     h.store.create_round(request.clone()).await?;
-    expect_error(h.store.create_round(request).await, CONFLICT, Some(Reason::IdConflict))?;
+    expect_error(
+        h.store.create_round(request).await,
+        CONFLICT,
+        Some(Reason::IdConflict),
+    )?;
     Ok(())
 }
 
@@ -249,7 +273,11 @@ pub async fn create_round_with_different_request_state_conflicts(h: &Harness) ->
     let request = CreateRound::new(round, OWNER, LEASE)
         .with_round_limit(3)
         .with_lease_token(TOKEN);
-    expect_error(h.store.create_round(request).await, CONFLICT, Some(Reason::IdConflict))?;
+    expect_error(
+        h.store.create_round(request).await,
+        CONFLICT,
+        Some(Reason::IdConflict),
+    )?;
     let stored = super::fixture::reload(h).await?;
     expect_same(
         &original,
@@ -290,7 +318,11 @@ pub async fn create_round_with_a_taken_round_index_conflicts(h: &Harness) -> Cas
     pending(h).await?;
     let request =
         CreateRound::new(address_round(EXECUTION, "round-2"), OWNER, LEASE).with_round_limit(3);
-    expect_error(h.store.create_round(request).await, CONFLICT, Some(Reason::RoundIndexTaken))?;
+    expect_error(
+        h.store.create_round(request).await,
+        CONFLICT,
+        Some(Reason::RoundIndexTaken),
+    )?;
     ensure!(
         h.store
             .get_round(&RoundRef::new(EXECUTION, "round-2"))
@@ -344,12 +376,28 @@ pub async fn get_round_returns_none_for_a_missing_round(h: &Harness) -> CaseResu
 
 /// Empty identifiers are validation errors, for reads too.
 pub async fn reads_reject_empty_identifiers(h: &Harness) -> CaseResult {
-    expect_error(h.store.get_round(&RoundRef::new("", ROUND)).await, INVALID, Some(Reason::EmptyArgument))?;
-    expect_error(h.store.get_round(&RoundRef::new(EXECUTION, "")).await, INVALID, Some(Reason::EmptyArgument))?;
-    expect_error(h.store.list_rounds("").await, INVALID, Some(Reason::EmptyArgument))?;
-    expect_error(h.store
+    expect_error(
+        h.store.get_round(&RoundRef::new("", ROUND)).await,
+        INVALID,
+        Some(Reason::EmptyArgument),
+    )?;
+    expect_error(
+        h.store.get_round(&RoundRef::new(EXECUTION, "")).await,
+        INVALID,
+        Some(Reason::EmptyArgument),
+    )?;
+    expect_error(
+        h.store.list_rounds("").await,
+        INVALID,
+        Some(Reason::EmptyArgument),
+    )?;
+    expect_error(
+        h.store
             .redacted_responses(&RoundRef::new(EXECUTION, ""))
-            .await, INVALID, Some(Reason::EmptyArgument))?;
+            .await,
+        INVALID,
+        Some(Reason::EmptyArgument),
+    )?;
     Ok(())
 }
 
@@ -412,7 +460,11 @@ pub async fn a_second_store_reads_the_same_round(h: &Harness) -> CaseResult {
 pub async fn create_round_validates_the_whole_round_before_writing(h: &Harness) -> CaseResult {
     let good = h
         .store
-        .create_round(CreateRound::new(address_round(EXECUTION, "round-0"), OWNER, LEASE))
+        .create_round(CreateRound::new(
+            address_round(EXECUTION, "round-0"),
+            OWNER,
+            LEASE,
+        ))
         .await?;
     let mut misfiled = address_round(EXECUTION, ROUND);
     if let Some(request) = misfiled.requests.remove(super::fixture::ADDRESS) {
@@ -440,7 +492,10 @@ pub async fn create_round_validates_the_whole_round_before_writing(h: &Harness) 
         "a refused round must not be stored"
     );
     let listed = h.store.list_rounds(EXECUTION).await?;
-    ensure!(listed == vec![good], "the execution's rounds changed: {listed:?}");
+    ensure!(
+        listed == vec![good],
+        "the execution's rounds changed: {listed:?}"
+    );
     Ok(())
 }
 
@@ -463,7 +518,10 @@ pub async fn non_utc_clock_is_normalized_to_utc(factory: &dyn StoreFactory) -> C
         record.lease.expires_at
     );
     let read = backend.peer.get_round(&round_ref()).await?;
-    ensure!(read.as_ref() == Some(&record), "the stored round reads back differently");
+    ensure!(
+        read.as_ref() == Some(&record),
+        "the stored round reads back differently"
+    );
     Ok(())
 }
 

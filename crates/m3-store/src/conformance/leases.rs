@@ -51,14 +51,22 @@ pub async fn renew_extends_the_lease_and_keeps_the_token(h: &Harness) -> CaseRes
 pub async fn renew_rejects_an_expired_lease(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs() + 1);
-    expect_error(h.store.renew(&round_ref(), &lease(), LEASE).await, CONFLICT, Some(Reason::LeaseExpired))?;
+    expect_error(
+        h.store.renew(&round_ref(), &lease(), LEASE).await,
+        CONFLICT,
+        Some(Reason::LeaseExpired),
+    )?;
     Ok(())
 }
 
 /// `delivered` rounds are refused (the renewal loop stops there).
 pub async fn renew_refuses_a_delivered_round(h: &Harness) -> CaseResult {
     delivered(h).await?;
-    expect_error(h.store.renew(&round_ref(), &lease(), LEASE).await, STATE, Some(Reason::Terminal))?;
+    expect_error(
+        h.store.renew(&round_ref(), &lease(), LEASE).await,
+        STATE,
+        Some(Reason::Terminal),
+    )?;
     Ok(())
 }
 
@@ -68,7 +76,11 @@ pub async fn renew_refuses_resolved_and_failed_rounds(h: &Harness) -> CaseResult
     h.store.renew(&round_ref(), &lease(), LEASE).await?;
     h.store.mark_delivered(&round_ref(), &lease()).await?;
     h.store.resolve(&round_ref(), &lease()).await?;
-    expect_error(h.store.renew(&round_ref(), &lease(), LEASE).await, STATE, Some(Reason::Terminal))?;
+    expect_error(
+        h.store.renew(&round_ref(), &lease(), LEASE).await,
+        STATE,
+        Some(Reason::Terminal),
+    )?;
     let other = h
         .store
         .create_round(crate::CreateRound::new(
@@ -80,23 +92,35 @@ pub async fn renew_refuses_resolved_and_failed_rounds(h: &Harness) -> CaseResult
     let other_ref = crate::RoundRef::of(&other);
     let other_lease = LeaseRef::of(&other.lease);
     h.store.fail(&other_ref, &other_lease, cancelled()).await?;
-    expect_error(h.store.renew(&other_ref, &other_lease, LEASE).await, STATE, Some(Reason::Terminal))?;
+    expect_error(
+        h.store.renew(&other_ref, &other_lease, LEASE).await,
+        STATE,
+        Some(Reason::Terminal),
+    )?;
     Ok(())
 }
 
 /// A foreign token cannot renew.
 pub async fn renew_rejects_a_foreign_token(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(h.store
+    expect_error(
+        h.store
             .renew(&round_ref(), &LeaseRef::new(OWNER, "lease-other"), LEASE)
-            .await, CONFLICT, Some(Reason::LeaseNotHeld))?;
+            .await,
+        CONFLICT,
+        Some(Reason::LeaseNotHeld),
+    )?;
     Ok(())
 }
 
 /// A zero lease duration is a validation error.
 pub async fn renew_rejects_a_zero_lease(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(h.store.renew(&round_ref(), &lease(), Duration::ZERO).await, INVALID, Some(Reason::InvalidLeaseDuration))?;
+    expect_error(
+        h.store.renew(&round_ref(), &lease(), Duration::ZERO).await,
+        INVALID,
+        Some(Reason::InvalidLeaseDuration),
+    )?;
     Ok(())
 }
 
@@ -109,9 +133,13 @@ pub async fn lease_expiry_is_measured_by_the_store_clock(h: &Harness) -> CaseRes
         .await?;
     // expires_at is now exactly start + 30 s; one more microsecond reaches it.
     h.clock.advance_std(Duration::from_micros(1));
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await, CONFLICT, Some(Reason::LeaseExpired))?;
+            .await,
+        CONFLICT,
+        Some(Reason::LeaseExpired),
+    )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Pending)
 }
 
@@ -162,27 +190,39 @@ pub async fn fail_is_idempotent_for_the_same_code_and_message(h: &Harness) -> Ca
 pub async fn fail_with_another_failure_conflicts(h: &Harness) -> CaseResult {
     pending(h).await?;
     h.store.fail(&round_ref(), &lease(), cancelled()).await?;
-    expect_error(h.store
+    expect_error(
+        h.store
             .fail(
                 &round_ref(),
                 &lease(),
                 RoundFailure::new("timeout", "timed out"),
             )
-            .await, CONFLICT, Some(Reason::FailureRecorded))?;
-    expect_error(h.store
+            .await,
+        CONFLICT,
+        Some(Reason::FailureRecorded),
+    )?;
+    expect_error(
+        h.store
             .fail(
                 &round_ref(),
                 &lease(),
                 RoundFailure::new("cancelled", "other message"),
             )
-            .await, CONFLICT, Some(Reason::FailureRecorded))?;
+            .await,
+        CONFLICT,
+        Some(Reason::FailureRecorded),
+    )?;
     Ok(())
 }
 
 /// A resolved round cannot fail.
 pub async fn fail_on_a_resolved_round_is_a_state_error(h: &Harness) -> CaseResult {
     resolved(h).await?;
-    expect_error(h.store.fail(&round_ref(), &lease(), cancelled()).await, STATE, Some(Reason::Terminal))?;
+    expect_error(
+        h.store.fail(&round_ref(), &lease(), cancelled()).await,
+        STATE,
+        Some(Reason::Terminal),
+    )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Resolved)
 }
 
@@ -190,28 +230,44 @@ pub async fn fail_on_a_resolved_round_is_a_state_error(h: &Harness) -> CaseResul
 pub async fn fail_rejects_an_expired_lease(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store.fail(&round_ref(), &lease(), cancelled()).await, CONFLICT, Some(Reason::LeaseExpired))?;
+    expect_error(
+        h.store.fail(&round_ref(), &lease(), cancelled()).await,
+        CONFLICT,
+        Some(Reason::LeaseExpired),
+    )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Pending)
 }
 
 /// Code and message must be non-empty.
 pub async fn fail_rejects_an_empty_code_or_message(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(h.store
+    expect_error(
+        h.store
             .fail(&round_ref(), &lease(), RoundFailure::new("", "m"))
-            .await, INVALID, Some(Reason::EmptyArgument))?;
-    expect_error(h.store
+            .await,
+        INVALID,
+        Some(Reason::EmptyArgument),
+    )?;
+    expect_error(
+        h.store
             .fail(&round_ref(), &lease(), RoundFailure::new("c", ""))
-            .await, INVALID, Some(Reason::EmptyArgument))?;
+            .await,
+        INVALID,
+        Some(Reason::EmptyArgument),
+    )?;
     Ok(())
 }
 
 /// While the lease is live, recovery failure is refused.
 pub async fn fail_recovery_requires_an_expired_lease(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(h.store
+    expect_error(
+        h.store
             .fail_recovery(&round_ref(), TOKEN, "worker lost")
-            .await, CONFLICT, Some(Reason::LeaseLive))?;
+            .await,
+        CONFLICT,
+        Some(Reason::LeaseLive),
+    )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Pending)
 }
 
@@ -299,9 +355,13 @@ pub async fn fail_recovery_is_idempotent(h: &Harness) -> CaseResult {
 pub async fn fail_recovery_with_a_wrong_token_conflicts(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store
+    expect_error(
+        h.store
             .fail_recovery(&round_ref(), "lease-other", "worker lost")
-            .await, CONFLICT, Some(Reason::LeaseTokenMismatch))?;
+            .await,
+        CONFLICT,
+        Some(Reason::LeaseTokenMismatch),
+    )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Pending)
 }
 
@@ -310,9 +370,13 @@ pub async fn fail_recovery_after_another_failure_is_a_state_error(h: &Harness) -
     pending(h).await?;
     h.store.fail(&round_ref(), &lease(), cancelled()).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store
+    expect_error(
+        h.store
             .fail_recovery(&round_ref(), TOKEN, "worker lost")
-            .await, STATE, Some(Reason::Terminal))?;
+            .await,
+        STATE,
+        Some(Reason::Terminal),
+    )?;
     Ok(())
 }
 
@@ -320,9 +384,13 @@ pub async fn fail_recovery_after_another_failure_is_a_state_error(h: &Harness) -
 pub async fn fail_recovery_on_a_resolved_round_is_a_state_error(h: &Harness) -> CaseResult {
     resolved(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store
+    expect_error(
+        h.store
             .fail_recovery(&round_ref(), TOKEN, "worker lost")
-            .await, STATE, Some(Reason::Terminal))?;
+            .await,
+        STATE,
+        Some(Reason::Terminal),
+    )?;
     Ok(())
 }
 
@@ -333,9 +401,13 @@ pub async fn late_responses_after_recovery_failure_are_state_errors(h: &Harness)
     h.store
         .fail_recovery(&round_ref(), TOKEN, "worker lost")
         .await?;
-    expect_error(h.peer
+    expect_error(
+        h.peer
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await, STATE, Some(Reason::RoundFailed))?;
+            .await,
+        STATE,
+        Some(Reason::RoundFailed),
+    )?;
     let stored = reload(h).await?;
     expect_status(&stored, ManagedInputStatus::Failed)?;
     ensure!(

@@ -75,9 +75,13 @@ async fn expect_still_pending(h: &Harness) -> CaseResult {
 pub async fn submit_rejects_missing_keys_and_keeps_the_round_pending(h: &Harness) -> CaseResult {
     pending(h).await?;
     let empty = ResponseSubmission::new(BTreeMap::new(), "key-1");
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), empty)
-            .await, INVALID, Some(Reason::InvalidResponse))?;
+            .await,
+        INVALID,
+        Some(Reason::InvalidResponse),
+    )?;
     expect_still_pending(h).await
 }
 
@@ -87,9 +91,13 @@ pub async fn submit_rejects_unexpected_keys(h: &Harness) -> CaseResult {
     let mut responses = accept_address();
     responses.insert("other".into(), ElicitationResponse::decline());
     let extra = ResponseSubmission::new(responses, "key-1");
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), extra)
-            .await, INVALID, Some(Reason::InvalidResponse))?;
+            .await,
+        INVALID,
+        Some(Reason::InvalidResponse),
+    )?;
     expect_still_pending(h).await
 }
 
@@ -102,7 +110,11 @@ pub async fn submit_rejects_schema_violations_and_keeps_the_round_pending(
     let mut content = serde_json::Map::new();
     content.insert("street".into(), json!(42));
     let bad = ResponseSubmission::single(ADDRESS, ElicitationResponse::accept(content), "key-1");
-    expect_error(h.store.submit_responses(&round_ref(), &lease(), bad).await, INVALID, Some(Reason::InvalidResponse))?;
+    expect_error(
+        h.store.submit_responses(&round_ref(), &lease(), bad).await,
+        INVALID,
+        Some(Reason::InvalidResponse),
+    )?;
     expect_still_pending(h).await?;
     let record = h
         .store
@@ -115,7 +127,11 @@ pub async fn submit_rejects_schema_violations_and_keeps_the_round_pending(
 pub async fn submit_rejects_form_acceptance_without_content(h: &Harness) -> CaseResult {
     pending(h).await?;
     let bare = ResponseSubmission::single(ADDRESS, ElicitationResponse::accept_url(), "key-1");
-    expect_error(h.store.submit_responses(&round_ref(), &lease(), bare).await, INVALID, Some(Reason::InvalidResponse))?;
+    expect_error(
+        h.store.submit_responses(&round_ref(), &lease(), bare).await,
+        INVALID,
+        Some(Reason::InvalidResponse),
+    )?;
     expect_still_pending(h).await
 }
 
@@ -135,9 +151,13 @@ pub async fn submit_rejects_url_content(h: &Harness) -> CaseResult {
         ),
     ]);
     let with_content = ResponseSubmission::new(responses, "key-1");
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), with_content)
-            .await, INVALID, Some(Reason::InvalidResponse))?;
+            .await,
+        INVALID,
+        Some(Reason::InvalidResponse),
+    )?;
     expect_still_pending(h).await
 }
 
@@ -181,17 +201,25 @@ pub async fn submit_accepts_decline_cancel_and_url_consent(h: &Harness) -> CaseR
 /// The idempotency key must be non-empty.
 pub async fn submit_rejects_an_empty_idempotency_key(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), submission(""))
-            .await, INVALID, Some(Reason::EmptyArgument))?;
+            .await,
+        INVALID,
+        Some(Reason::EmptyArgument),
+    )?;
     expect_still_pending(h).await
 }
 
 /// A missing round is a conflict at store level.
 pub async fn submit_to_a_missing_round_conflicts(h: &Harness) -> CaseResult {
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await, NOT_FOUND, None)?;
+            .await,
+        NOT_FOUND,
+        None,
+    )?;
     Ok(())
 }
 
@@ -200,12 +228,20 @@ pub async fn submit_with_a_foreign_lease_conflicts(h: &Harness) -> CaseResult {
     pending(h).await?;
     let wrong_token = LeaseRef::new(OWNER, "lease-other");
     let wrong_owner = LeaseRef::new("worker-b", TOKEN);
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &wrong_token, submission("key-1"))
-            .await, CONFLICT, Some(Reason::LeaseNotHeld))?;
-    expect_error(h.store
+            .await,
+        CONFLICT,
+        Some(Reason::LeaseNotHeld),
+    )?;
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &wrong_owner, submission("key-1"))
-            .await, CONFLICT, Some(Reason::LeaseNotHeld))?;
+            .await,
+        CONFLICT,
+        Some(Reason::LeaseNotHeld),
+    )?;
     expect_still_pending(h).await
 }
 
@@ -215,9 +251,13 @@ pub async fn submit_after_lease_expiry_conflicts_and_keeps_the_round_pending(
 ) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs() + 1);
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await, CONFLICT, Some(Reason::LeaseExpired))?;
+            .await,
+        CONFLICT,
+        Some(Reason::LeaseExpired),
+    )?;
     expect_still_pending(h).await
 }
 
@@ -245,13 +285,21 @@ pub async fn submit_replay_with_same_key_and_payload_returns_the_stored_record(
 pub async fn submit_replay_with_same_key_and_other_payload_conflicts(h: &Harness) -> CaseResult {
     let first = validated(h).await?;
     let other = other_address("key-1");
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), other)
-            .await, CONFLICT, Some(Reason::IdempotencyKeyReused))?;
+            .await,
+        CONFLICT,
+        Some(Reason::IdempotencyKeyReused),
+    )?;
     let decline = ResponseSubmission::single(ADDRESS, ElicitationResponse::decline(), "key-1");
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), decline)
-            .await, CONFLICT, Some(Reason::IdempotencyKeyReused))?;
+            .await,
+        CONFLICT,
+        Some(Reason::IdempotencyKeyReused),
+    )?;
     expect_same(
         &first,
         &reload(h).await?,
@@ -262,9 +310,13 @@ pub async fn submit_replay_with_same_key_and_other_payload_conflicts(h: &Harness
 /// Another key, even with the same payload: conflict.
 pub async fn submit_with_another_key_conflicts(h: &Harness) -> CaseResult {
     validated(h).await?;
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), submission("key-2"))
-            .await, CONFLICT, Some(Reason::IdempotencyKeyReused))?;
+            .await,
+        CONFLICT,
+        Some(Reason::IdempotencyKeyReused),
+    )?;
     Ok(())
 }
 
@@ -294,9 +346,13 @@ pub async fn submit_replay_succeeds_after_resolve(h: &Harness) -> CaseResult {
 pub async fn submit_replay_still_requires_the_lease_credentials(h: &Harness) -> CaseResult {
     validated(h).await?;
     let stranger = LeaseRef::new("worker-b", "lease-other");
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &stranger, submission("key-1"))
-            .await, CONFLICT, Some(Reason::LeaseNotHeld))?;
+            .await,
+        CONFLICT,
+        Some(Reason::LeaseNotHeld),
+    )?;
     Ok(())
 }
 
@@ -304,9 +360,13 @@ pub async fn submit_replay_still_requires_the_lease_credentials(h: &Harness) -> 
 pub async fn submit_replay_validates_before_comparing(h: &Harness) -> CaseResult {
     validated(h).await?;
     let empty = ResponseSubmission::new(BTreeMap::new(), "key-1");
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), empty)
-            .await, INVALID, Some(Reason::InvalidResponse))?;
+            .await,
+        INVALID,
+        Some(Reason::InvalidResponse),
+    )?;
     Ok(())
 }
 
@@ -314,12 +374,20 @@ pub async fn submit_replay_validates_before_comparing(h: &Harness) -> CaseResult
 pub async fn submit_to_a_failed_round_is_a_state_error(h: &Harness) -> CaseResult {
     validated(h).await?;
     h.store.fail(&round_ref(), &lease(), cancelled()).await?;
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await, STATE, Some(Reason::RoundFailed))?;
-    expect_error(h.store
+            .await,
+        STATE,
+        Some(Reason::RoundFailed),
+    )?;
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), submission("key-9"))
-            .await, STATE, Some(Reason::RoundFailed))?;
+            .await,
+        STATE,
+        Some(Reason::RoundFailed),
+    )?;
     let other = h
         .store
         .create_round(CreateRound::new(
@@ -331,9 +399,13 @@ pub async fn submit_to_a_failed_round_is_a_state_error(h: &Harness) -> CaseResul
     let other_ref = RoundRef::of(&other);
     let other_lease = LeaseRef::of(&other.lease);
     h.store.fail(&other_ref, &other_lease, cancelled()).await?;
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&other_ref, &other_lease, submission("key-1"))
-            .await, STATE, Some(Reason::RoundFailed))?;
+            .await,
+        STATE,
+        Some(Reason::RoundFailed),
+    )?;
     Ok(())
 }
 

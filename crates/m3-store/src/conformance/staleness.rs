@@ -48,7 +48,11 @@ pub async fn a_transition_after_a_peer_failed_the_round_is_a_state_error(
 ) -> CaseResult {
     validated(h).await?;
     h.peer.fail(&round_ref(), &lease(), cancelled()).await?;
-    expect_error(h.store.start_delivery(&round_ref(), &lease()).await, STATE, Some(Reason::WrongStatus))?;
+    expect_error(
+        h.store.start_delivery(&round_ref(), &lease()).await,
+        STATE,
+        Some(Reason::WrongStatus),
+    )?;
     expect_status(&reload(h).await?, ManagedInputStatus::Failed)
 }
 
@@ -68,9 +72,13 @@ pub async fn a_submission_after_a_peer_accepted_is_a_replay_or_a_conflict(
         .await?;
     expect_same(&replay, &accepted, "replay vs the peer's record")?;
     let other = other_address("key-2");
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), other)
-            .await, CONFLICT, Some(Reason::IdempotencyKeyReused))?;
+            .await,
+        CONFLICT,
+        Some(Reason::IdempotencyKeyReused),
+    )?;
     Ok(())
 }
 
@@ -84,11 +92,19 @@ pub async fn a_submission_after_a_peer_failed_the_round_is_a_state_error(
     h.peer.fail(&round_ref(), &lease(), cancelled()).await?;
     let invalid =
         ResponseSubmission::single("not_requested", ElicitationResponse::decline(), "key-1");
-    expect_error(h.store
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), invalid)
-            .await, STATE, Some(Reason::RoundFailed))?;
-    expect_error(h.store
+            .await,
+        STATE,
+        Some(Reason::RoundFailed),
+    )?;
+    expect_error(
+        h.store
             .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await, STATE, Some(Reason::RoundFailed))?;
+            .await,
+        STATE,
+        Some(Reason::RoundFailed),
+    )?;
     Ok(())
 }

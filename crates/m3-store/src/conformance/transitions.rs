@@ -39,7 +39,11 @@ pub async fn start_delivery_counts_one_attempt(h: &Harness) -> CaseResult {
 /// A pending round cannot start delivery.
 pub async fn start_delivery_requires_validated_responses(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(h.store.start_delivery(&round_ref(), &lease()).await, STATE, Some(Reason::WrongStatus))?;
+    expect_error(
+        h.store.start_delivery(&round_ref(), &lease()).await,
+        STATE,
+        Some(Reason::WrongStatus),
+    )?;
     expect_status(
         &super::fixture::reload(h).await?,
         ManagedInputStatus::Pending,
@@ -62,7 +66,11 @@ pub async fn start_delivery_is_idempotent(h: &Harness) -> CaseResult {
 /// `mark_delivered` needs `delivery_started`.
 pub async fn mark_delivered_requires_delivery_started(h: &Harness) -> CaseResult {
     validated(h).await?;
-    expect_error(h.store.mark_delivered(&round_ref(), &lease()).await, STATE, Some(Reason::WrongStatus))?;
+    expect_error(
+        h.store.mark_delivered(&round_ref(), &lease()).await,
+        STATE,
+        Some(Reason::WrongStatus),
+    )?;
     Ok(())
 }
 
@@ -77,7 +85,11 @@ pub async fn mark_delivered_is_idempotent(h: &Harness) -> CaseResult {
 /// `resolve` needs `delivered`.
 pub async fn resolve_requires_delivered(h: &Harness) -> CaseResult {
     delivery_started(h).await?;
-    expect_error(h.store.resolve(&round_ref(), &lease()).await, STATE, Some(Reason::WrongStatus))?;
+    expect_error(
+        h.store.resolve(&round_ref(), &lease()).await,
+        STATE,
+        Some(Reason::WrongStatus),
+    )?;
     Ok(())
 }
 
@@ -134,7 +146,11 @@ pub async fn full_lifecycle_records_every_timestamp(h: &Harness) -> CaseResult {
 pub async fn transitions_reject_an_expired_lease(h: &Harness) -> CaseResult {
     validated(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(h.store.start_delivery(&round_ref(), &lease()).await, CONFLICT, Some(Reason::LeaseExpired))?;
+    expect_error(
+        h.store.start_delivery(&round_ref(), &lease()).await,
+        CONFLICT,
+        Some(Reason::LeaseExpired),
+    )?;
     expect_status(
         &super::fixture::reload(h).await?,
         ManagedInputStatus::ResponseValidated,
@@ -145,25 +161,49 @@ pub async fn transitions_reject_an_expired_lease(h: &Harness) -> CaseResult {
 pub async fn transitions_reject_a_foreign_lease(h: &Harness) -> CaseResult {
     delivery_started(h).await?;
     let stranger = LeaseRef::new(OWNER, "lease-other");
-    expect_error(h.store.mark_delivered(&round_ref(), &stranger).await, CONFLICT, Some(Reason::LeaseNotHeld))?;
+    expect_error(
+        h.store.mark_delivered(&round_ref(), &stranger).await,
+        CONFLICT,
+        Some(Reason::LeaseNotHeld),
+    )?;
     let other_owner = LeaseRef::new("worker-b", super::fixture::TOKEN);
-    expect_error(h.store.mark_delivered(&round_ref(), &other_owner).await, CONFLICT, Some(Reason::LeaseNotHeld))?;
+    expect_error(
+        h.store.mark_delivered(&round_ref(), &other_owner).await,
+        CONFLICT,
+        Some(Reason::LeaseNotHeld),
+    )?;
     Ok(())
 }
 
 /// A resolved round refuses earlier transitions.
 pub async fn transitions_after_resolve_are_state_errors(h: &Harness) -> CaseResult {
     resolved(h).await?;
-    expect_error(h.store.start_delivery(&round_ref(), &lease()).await, STATE, Some(Reason::WrongStatus))?;
-    expect_error(h.store.mark_delivered(&round_ref(), &lease()).await, STATE, Some(Reason::WrongStatus))?;
+    expect_error(
+        h.store.start_delivery(&round_ref(), &lease()).await,
+        STATE,
+        Some(Reason::WrongStatus),
+    )?;
+    expect_error(
+        h.store.mark_delivered(&round_ref(), &lease()).await,
+        STATE,
+        Some(Reason::WrongStatus),
+    )?;
     Ok(())
 }
 
 /// A missing round conflicts.
 pub async fn transitions_on_a_missing_round_conflict(h: &Harness) -> CaseResult {
     let missing = RoundRef::new("exec-x", "round-x");
-    expect_error(h.store.start_delivery(&missing, &lease()).await, NOT_FOUND, None)?;
-    expect_error(h.store.mark_delivered(&missing, &lease()).await, NOT_FOUND, None)?;
+    expect_error(
+        h.store.start_delivery(&missing, &lease()).await,
+        NOT_FOUND,
+        None,
+    )?;
+    expect_error(
+        h.store.mark_delivered(&missing, &lease()).await,
+        NOT_FOUND,
+        None,
+    )?;
     expect_error(h.store.resolve(&missing, &lease()).await, NOT_FOUND, None)?;
     Ok(())
 }

@@ -16,10 +16,10 @@ use time::OffsetDateTime;
 
 use super::MemoryManagedInputStore;
 use crate::execution::rules::{
-    self, Acquire, TerminalData, check_acquire, check_event_kind, check_fence, check_finish,
-    check_lease_write, check_terminalize, check_transition, created_payload, errors,
-    finished_payload, lease_expiry, new_execution_lease_token, require_non_empty,
-    state_changed_payload, terminalized_payload, to_canonical,
+    self, Acquire, TerminalData, acquire_token, check_acquire, check_event_kind, check_fence,
+    check_finish, check_lease_write, check_terminalize, check_transition, created_payload, errors,
+    finished_payload, lease_expiry, require_non_empty, state_changed_payload, terminalized_payload,
+    to_canonical,
 };
 use crate::managed_input::rules::Decision;
 use crate::{
@@ -192,7 +192,8 @@ impl ExecutionStore for MemoryExecutionStore {
             .filter(|r| query.human_input.is_none_or(|h| r.human_input == h))
             .cloned()
             .collect();
-        records.sort_by(|a, b| (a.created_at, &a.execution_id).cmp(&(b.created_at, &b.execution_id)));
+        records
+            .sort_by(|a, b| (a.created_at, &a.execution_id).cmp(&(b.created_at, &b.execution_id)));
         if let Some(limit) = query.limit {
             records.truncate(limit as usize);
         }
@@ -200,20 +201,14 @@ impl ExecutionStore for MemoryExecutionStore {
     }
 
     async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
-        require_non_empty(&request.owner_id, "owner_id")?;
-        let token = match request.lease_token {
-            Some(token) => {
-                require_non_empty(&token, "lease_token")?;
-                token
-            }
-            None => new_execution_lease_token(),
-        };
+        let token = acquire_token(&request)?;
         let id = request.execution_id.as_str();
         let now = self.now();
         let expires_at = lease_expiry(now, request.ttl)?;
         let mut executions = self.lock();
         let stored = executions.get(id).ok_or_else(|| errors::not_found(id))?;
-        if let Acquire::Held(lease) = check_acquire(&stored.record, &request.owner_id, &token, now)? {
+        if let Acquire::Held(lease) = check_acquire(&stored.record, &request.owner_id, &token, now)?
+        {
             return Ok(lease);
         }
         let token_taken = executions.values().any(|other| {
@@ -232,13 +227,19 @@ impl ExecutionStore for MemoryExecutionStore {
             lease_token: token,
             expires_at,
         };
-        let stored = executions.get_mut(id).ok_or_else(|| errors::not_found(id))?;
+        let stored = executions
+            .get_mut(id)
+            .ok_or_else(|| errors::not_found(id))?;
         stored.record.lease = Some(lease.clone());
         stored.record.updated_at = now;
         Ok(lease)
     }
 
-    async fn renew_lease(&self, lease: &ExecutionLeaseRef, ttl: Duration) -> Result<ExecutionLease> {
+    async fn renew_lease(
+        &self,
+        lease: &ExecutionLeaseRef,
+        ttl: Duration,
+    ) -> Result<ExecutionLease> {
         let now = self.now();
         let expires_at = lease_expiry(now, ttl)?;
         let mut executions = self.lock();
@@ -262,7 +263,9 @@ impl ExecutionStore for MemoryExecutionStore {
         let stored = executions.get_mut(&lease.execution_id);
         match stored {
             Some(s) if s.record.is_finished() && s.record.lease.is_none() => Ok(()),
-            Some(s) if !s.record.is_finished() && check_fence(&s.record, Some(lease), now).is_ok() => {
+            Some(s)
+                if !s.record.is_finished() && check_fence(&s.record, Some(lease), now).is_ok() =>
+            {
                 s.record.lease = None;
                 s.record.updated_at = now;
                 Ok(())
@@ -286,7 +289,11 @@ impl ExecutionStore for MemoryExecutionStore {
             check_transition(&stored.record, to, lease, now)?;
             stored.record.lifecycle = to;
             stored.record.updated_at = now;
-            stored.append(crate::EVENT_EXECUTION_STATE_CHANGED, state_changed_payload(to), now);
+            stored.append(
+                crate::EVENT_EXECUTION_STATE_CHANGED,
+                state_changed_payload(to),
+                now,
+            );
             Ok(stored.record.clone())
         })
     }
@@ -319,7 +326,11 @@ impl ExecutionStore for MemoryExecutionStore {
         })
     }
 
-    async fn request_cancel(&self, execution_id: &str, reason: Option<&str>) -> Result<ExecutionRecord> {
+    async fn request_cancel(
+        &self,
+        execution_id: &str,
+        reason: Option<&str>,
+    ) -> Result<ExecutionRecord> {
         self.with_existing(execution_id, |stored, now| {
             let record = &mut stored.record;
             if record.cancel_requested_at.is_none() && !record.is_finished() {
@@ -332,7 +343,9 @@ impl ExecutionStore for MemoryExecutionStore {
     }
 
     async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {
-        self.with_existing(execution_id, |stored, _| Ok(stored.record.is_cancel_requested()))
+        self.with_existing(execution_id, |stored, _| {
+            Ok(stored.record.is_cancel_requested())
+        })
     }
 
     async fn append_event(
@@ -353,7 +366,11 @@ impl ExecutionStore for MemoryExecutionStore {
         })
     }
 
-    async fn list_events(&self, execution_id: &str, after_sequence: Option<u64>) -> Result<Vec<ExecutionEvent>> {
+    async fn list_events(
+        &self,
+        execution_id: &str,
+        after_sequence: Option<u64>,
+    ) -> Result<Vec<ExecutionEvent>> {
         Ok(self
             .lock()
             .get(execution_id)
@@ -377,7 +394,12 @@ impl ExecutionStore for MemoryExecutionStore {
             .filter(|r| !r.is_finished() && r.lease.as_ref().is_some_and(|l| l.is_expired_at(now)))
             .cloned()
             .collect();
-        expired.sort_by_key(|r| (r.lease.as_ref().map(|l| l.expires_at), r.execution_id.clone()));
+        expired.sort_by_key(|r| {
+            (
+                r.lease.as_ref().map(|l| l.expires_at),
+                r.execution_id.clone(),
+            )
+        });
         Ok(expired)
     }
 
@@ -395,10 +417,11 @@ impl ExecutionStore for MemoryExecutionStore {
             record.updated_at = now;
             record.lease = None;
             stored.terminal = Some(TerminalData::of_record(record)?);
-            let rounds_failed =
-                self.inner
-                    .rounds
-                    .fail_unresolved(&request.lease.execution_id, &request.reason, now);
+            let rounds_failed = self.inner.rounds.fail_unresolved(
+                &request.lease.execution_id,
+                &request.reason,
+                now,
+            );
             stored.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
             Ok(Terminalized {
                 record: stored.record.clone(),

@@ -16,10 +16,10 @@ use time::OffsetDateTime;
 
 use crate::managed_input::rules::{
     self, Decision, Submission, Transition, apply_claim, apply_fail, apply_recovery_failure,
-    apply_renew, apply_submission, check_claim, check_fail, check_fail_recovery, check_renew,
-    check_submission, check_transition, lease_expiry, new_lease_token, prepare_create,
-    replay_create, require_lease, require_round, require_text, round_index_taken,
-    stored_invalid,
+    apply_renew, apply_submission, check_claim, check_claim_args, check_fail, check_fail_recovery,
+    check_fail_recovery_args, check_lease_args, check_renew, check_submission, check_transition,
+    lease_expiry, new_lease_token, prepare_create, replay_create, require_round, require_text,
+    round_index_taken, stored_invalid,
 };
 use crate::{
     ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
@@ -123,7 +123,12 @@ impl MemoryManagedInputStore {
     /// Fails every unresolved round of `execution_id` with `recovery_unavailable` and
     /// `message`, without the round leases (the execution lease is authoritative); the
     /// caller holds the execution store's lock, so recovery is one atomic step.
-    pub(crate) fn fail_unresolved(&self, execution_id: &str, message: &str, now: OffsetDateTime) -> u64 {
+    pub(crate) fn fail_unresolved(
+        &self,
+        execution_id: &str,
+        message: &str,
+        now: OffsetDateTime,
+    ) -> u64 {
         let mut failed = 0;
         for ((execution, _), slot) in self.lock().iter_mut() {
             if execution != execution_id {
@@ -214,9 +219,10 @@ impl ManagedInputStore for MemoryManagedInputStore {
             }
             match &slot.record {
                 Ok(record) => scan.rounds.push(record.clone()),
-                Err(why) => scan
-                    .unreadable
-                    .push(UnreadableRound::new(round_id.clone(), stored_invalid(why.clone()))),
+                Err(why) => scan.unreadable.push(UnreadableRound::new(
+                    round_id.clone(),
+                    stored_invalid(why.clone()),
+                )),
             }
         }
         scan.rounds.sort_by_key(|record| record.round_index);
@@ -224,10 +230,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
     }
 
     async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(&claim.owner_id, "owner_id")?;
-        rules::optional_text(claim.expected_lease_token.as_deref(), "expected_lease_token")?;
-        rules::require_lease_duration(claim.lease_duration)?;
+        check_claim_args(round, &claim)?;
         self.update(round, |current, now| {
             let next = check_claim(current, &claim, now)?;
             let expires = lease_expiry(now, claim.lease_duration)?;
@@ -248,8 +251,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_lease(lease)?;
+        check_lease_args(round, lease)?;
         rules::require_lease_duration(lease_duration)?;
         self.update(round, |current, now| {
             check_renew(current, lease, now)?;
@@ -264,9 +266,8 @@ impl ManagedInputStore for MemoryManagedInputStore {
         lease: &LeaseRef,
         submission: ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
+        check_lease_args(round, lease)?;
         require_text(&submission.idempotency_key, "response_idempotency_key")?;
-        require_lease(lease)?;
         self.update(round, |current, now| {
             match check_submission(current, lease, &submission, now)? {
                 Submission::Accept(encoded) => Ok(Some(Write {
@@ -281,11 +282,19 @@ impl ManagedInputStore for MemoryManagedInputStore {
         })
     }
 
-    async fn start_delivery(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
+    async fn start_delivery(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord> {
         self.transition(round, lease, Transition::StartDelivery)
     }
 
-    async fn mark_delivered(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
+    async fn mark_delivered(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord> {
         self.transition(round, lease, Transition::MarkDelivered)
     }
 
@@ -301,8 +310,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
     ) -> Result<ManagedInputRecord> {
         require_text(&failure.code, "code")?;
         require_text(&failure.message, "message")?;
-        require_round(round)?;
-        require_lease(lease)?;
+        check_lease_args(round, lease)?;
         self.update(round, |current, now| {
             let decided = check_fail(current, lease, &failure, now)?;
             Ok(decide(decided, || {
@@ -317,9 +325,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
         expected_lease_token: &str,
         message: &str,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(expected_lease_token, "expected_lease_token")?;
-        require_text(message, "message")?;
+        check_fail_recovery_args(round, expected_lease_token, message)?;
         self.update(round, |current, now| {
             let decided = check_fail_recovery(current, expected_lease_token, now)?;
             Ok(decide(decided, || {
@@ -356,8 +362,7 @@ impl MemoryManagedInputStore {
         lease: &LeaseRef,
         transition: Transition,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_lease(lease)?;
+        check_lease_args(round, lease)?;
         self.update(round, |current, now| {
             let decided = check_transition(current, lease, now, transition)?;
             Ok(decide(decided, || transition.apply(current, now)))

@@ -55,7 +55,6 @@ pub(crate) async fn begin_and_fetch_existing(
         .ok_or_else(|| missing_round(round))
 }
 
-
 const SELECT_ROUND: &str = concat!(
     "SELECT ",
     record_columns!(),

@@ -8,14 +8,14 @@ use time::OffsetDateTime;
 
 use super::checks::{bind_lease_guard, fetch_existing};
 use super::codec::{decode_record, record_columns, timestamp_text};
-use crate::managed_input::rules::{
-    Decision, apply_claim, check_claim, check_fail, check_fail_recovery, check_renew,
-    lease_expiry, new_lease_token, optional_text, raced, require_lease, require_lease_duration,
-    require_round, require_text,
-};
 use super::error::storage;
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
+use crate::managed_input::rules::{
+    Decision, apply_claim, check_claim, check_claim_args, check_fail, check_fail_recovery,
+    check_fail_recovery_args, check_lease_args, check_renew, lease_expiry, new_lease_token, raced,
+    require_lease_duration, require_text,
+};
 use crate::{ClaimRound, LeaseRef, RoundFailure, RoundRef};
 
 const CLAIM: &str = concat!(
@@ -103,13 +103,7 @@ impl SqliteManagedInputStore {
         round: &RoundRef,
         claim: ClaimRound,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(&claim.owner_id, "owner_id")?;
-        optional_text(
-            claim.expected_lease_token.as_deref(),
-            "expected_lease_token",
-        )?;
-        require_lease_duration(claim.lease_duration)?;
+        check_claim_args(round, &claim)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
@@ -126,8 +120,7 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_lease(lease)?;
+        check_lease_args(round, lease)?;
         require_lease_duration(lease_duration)?;
         self.ensure_schema().await?;
         let inner = self.inner();
@@ -149,8 +142,7 @@ impl SqliteManagedInputStore {
     ) -> Result<ManagedInputRecord> {
         require_text(&failure.code, "code")?;
         require_text(&failure.message, "message")?;
-        require_round(round)?;
-        require_lease(lease)?;
+        check_lease_args(round, lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
@@ -167,9 +159,7 @@ impl SqliteManagedInputStore {
         expected_lease_token: &str,
         message: &str,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(expected_lease_token, "expected_lease_token")?;
-        require_text(message, "message")?;
+        check_fail_recovery_args(round, expected_lease_token, message)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;

@@ -26,18 +26,18 @@ use async_trait::async_trait;
 use m3_types::{ManagedInputRecord, Result};
 use serde_json::{Map, Value};
 
+pub use execution::SqliteExecutionStore;
+pub use execution::{EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE};
 pub use options::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SqliteStoreOptions, SqliteSynchronous,
 };
-pub use execution::SqliteExecutionStore;
-pub use execution::{EXECUTION_EVENTS_TABLE, EXECUTION_SCHEMA_TABLE, EXECUTIONS_TABLE};
 pub use store::SqliteManagedInputStore;
 
+use crate::managed_input::rules::Transition;
 use crate::{
     ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
     RoundRef, RoundScan,
 };
-use crate::managed_input::rules::Transition;
 
 #[async_trait]
 impl ManagedInputStore for SqliteManagedInputStore {

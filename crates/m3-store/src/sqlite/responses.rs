@@ -6,14 +6,14 @@ use time::OffsetDateTime;
 
 use super::checks::{begin_and_fetch_existing, bind_lease_guard};
 use super::codec::{decode_record, record_columns, timestamp_text};
-use crate::managed_input::rules::{
-    EncodedSubmission, Submission, check_submission, encode_submission, raced, require_lease,
-    require_round, require_text,
-};
 use super::connect::ScriptTx;
 use super::error::storage;
 use super::image::{ImageCache, image_guard};
 use super::store::SqliteManagedInputStore;
+use crate::managed_input::rules::{
+    EncodedSubmission, Submission, check_lease_args, check_submission, encode_submission, raced,
+    require_text,
+};
 use crate::{LeaseRef, ResponseSubmission, RoundRef};
 
 /// The guarded accept, up to (not including) `RETURNING`; parameters: responses_json, key,
@@ -60,9 +60,8 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         submission: ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
+        check_lease_args(round, lease)?;
         require_text(&submission.idempotency_key, "response_idempotency_key")?;
-        require_lease(lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         if let Some(record) = self.imaged_submit(round, lease, &submission).await? {

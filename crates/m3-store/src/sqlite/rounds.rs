@@ -6,14 +6,14 @@ use sqlx::{Row, SqliteConnection};
 
 use super::checks::fetch_round;
 use super::codec::{decode_record, record_columns, timestamp_text};
-use crate::managed_input::rules::{
-    PreparedRound, lease_expiry, prepare_create, replay_create, require_round, require_text,
-    round_index_taken,
-};
 use super::connect::ScriptTx;
 use super::error::{is_integrity_violation, storage};
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
+use crate::managed_input::rules::{
+    PreparedRound, lease_expiry, prepare_create, replay_create, require_round, require_text,
+    round_index_taken,
+};
 use crate::{CreateRound, RoundRef, RoundScan, UnreadableRound};
 
 /// `BEGIN IMMEDIATE`, the insert and `COMMIT` in one script (one round trip).

@@ -6,12 +6,12 @@ use time::OffsetDateTime;
 
 use super::checks::{bind_lease_guard, fetch_existing};
 use super::codec::{decode_record, record_columns, stored_invalid, timestamp_text};
-use crate::managed_input::rules::{
-    Decision, Transition, check_transition, raced, require_lease, require_round,
-};
 use super::error::storage;
 use super::image::{Change, ImageCache, image_guard};
 use super::store::SqliteManagedInputStore;
+use crate::managed_input::rules::{
+    Decision, Transition, check_lease_args, check_transition, raced,
+};
 use crate::{LeaseRef, RoundRef};
 
 /// The SQL of each shared [`Transition`].
@@ -118,8 +118,7 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         transition: Transition,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_lease(lease)?;
+        check_lease_args(round, lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         if let Some(record) = self.imaged_transition(round, lease, transition).await? {

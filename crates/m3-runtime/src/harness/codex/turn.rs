@@ -522,7 +522,7 @@ impl<'a> Turn<'a> {
                 let Some(op) = self.tracker.operations.get(round.operation) else {
                     return Err(Error::protocol("observed round has no operation"));
                 };
-                let created_at = m3_types::Clock::now(&m3_types::SystemClock);
+                let created_at = coordinator.now();
                 let mut pending = PendingElicitationRound::new(
                     m3_types::new_id(),
                     self.context.execution_id.clone(),

@@ -22,7 +22,9 @@ fn joined<T>(result: Result<T, tokio::task::JoinError>) -> Result<T, CaseFailure
 }
 
 /// Appenders racing on two store objects get distinct, gap-free sequences, each in order.
-pub async fn concurrent_appenders_get_distinct_gap_free_sequences(h: &ExecutionHarness) -> CaseResult {
+pub async fn concurrent_appenders_get_distinct_gap_free_sequences(
+    h: &ExecutionHarness,
+) -> CaseResult {
     const TASKS: u64 = 6;
     const PER_TASK: u64 = 10;
     let id = create(h).await?.execution_id;
@@ -45,14 +47,29 @@ pub async fn concurrent_appenders_get_distinct_gap_free_sequences(h: &ExecutionH
     let mut all = BTreeSet::new();
     for task in tasks {
         let mine = joined(task.await)??;
-        ensure!(mine.windows(2).all(|w| w[0] < w[1]), "a task's appends out of order: {mine:?}");
+        ensure!(
+            mine.windows(2).all(|w| w[0] < w[1]),
+            "a task's appends out of order: {mine:?}"
+        );
         for sequence in mine {
             ensure!(all.insert(sequence), "sequence {sequence} handed out twice");
         }
     }
-    ensure!(all == (1..=TASKS * PER_TASK).collect::<BTreeSet<_>>(), "sequences have gaps");
-    let listed: Vec<u64> = h.peer.list_events(&id, None).await?.iter().map(|e| e.sequence).collect();
-    ensure!(listed == (0..=TASKS * PER_TASK).collect::<Vec<_>>(), "listed sequences {listed:?}");
+    ensure!(
+        all == (1..=TASKS * PER_TASK).collect::<BTreeSet<_>>(),
+        "sequences have gaps"
+    );
+    let listed: Vec<u64> = h
+        .peer
+        .list_events(&id, None)
+        .await?
+        .iter()
+        .map(|e| e.sequence)
+        .collect();
+    ensure!(
+        listed == (0..=TASKS * PER_TASK).collect::<Vec<_>>(),
+        "listed sequences {listed:?}"
+    );
     Ok(())
 }
 
@@ -80,7 +97,10 @@ pub async fn racing_workers_get_exactly_one_lease(h: &ExecutionHarness) -> CaseR
     }
     ensure!(winners.len() == 1, "winners: {winners:?}");
     let stored = h.peer.get_execution(&id).await?.and_then(|r| r.lease);
-    ensure!(stored.as_ref() == winners.first(), "the stored lease is not the winner's");
+    ensure!(
+        stored.as_ref() == winners.first(),
+        "the stored lease is not the winner's"
+    );
     Ok(())
 }
 
@@ -106,6 +126,9 @@ pub async fn racing_transitions_apply_once(h: &ExecutionHarness) -> CaseResult {
         }
     }
     ensure!(applied == 1, "applied {applied} times");
-    ensure!(h.store.list_events(&id, None).await?.len() == 2, "one state_changed event");
+    ensure!(
+        h.store.list_events(&id, None).await?.len() == 2,
+        "one state_changed event"
+    );
     Ok(())
 }

@@ -6,7 +6,9 @@ use m3_types::{ExecutionOutcome, ExecutionStatus, Reason};
 use serde_json::json;
 
 use super::ExecutionHarness;
-use super::support::{CONFLICT, INVALID_ARGUMENT, NOT_FOUND, STATE, TTL, advance, create, lease, read};
+use super::support::{
+    CONFLICT, INVALID_ARGUMENT, NOT_FOUND, STATE, TTL, advance, create, lease, read,
+};
 use crate::conformance::check::{ensure, expect_error};
 use crate::conformance::{CaseResult, start_time};
 use crate::{AcquireLease, ExecutionLeaseRef, FinishExecution};
@@ -22,7 +24,10 @@ pub async fn acquire_sets_owner_token_and_expiry(h: &ExecutionHarness) -> CaseRe
             && held.expires_at == start_time() + TTL,
         "unexpected lease {held:?}"
     );
-    ensure!(read(h, &id).await?.lease == Some(held), "the lease is not stored");
+    ensure!(
+        read(h, &id).await?.lease == Some(held),
+        "the lease is not stored"
+    );
     Ok(())
 }
 
@@ -34,19 +39,36 @@ pub async fn acquire_is_idempotent_for_the_same_lease_and_exclusive_otherwise(
     let request = AcquireLease::new(&id, "worker-a", TTL).with_lease_token("lease-fixed");
     let first = h.store.acquire_lease(request.clone()).await?;
     advance(h, Duration::from_secs(1));
-    ensure!(h.peer.acquire_lease(request).await? == first, "not idempotent");
-    expect_error(lease(h, &id, "worker-b").await, CONFLICT, Some(Reason::LeaseHeld))?;
+    ensure!(
+        h.peer.acquire_lease(request).await? == first,
+        "not idempotent"
+    );
+    expect_error(
+        lease(h, &id, "worker-b").await,
+        CONFLICT,
+        Some(Reason::LeaseHeld),
+    )?;
     // The same owner with another token is someone else's acquisition.
-    expect_error(lease(h, &id, "worker-a").await, CONFLICT, Some(Reason::LeaseHeld))?;
+    expect_error(
+        lease(h, &id, "worker-a").await,
+        CONFLICT,
+        Some(Reason::LeaseHeld),
+    )?;
     Ok(())
 }
 
 /// Empty owner or token, zero ttl, a token in use, a finished execution are refused.
 pub async fn acquire_validates_its_arguments_and_the_execution(h: &ExecutionHarness) -> CaseResult {
     let id = create(h).await?.execution_id;
-    expect_error(lease(h, &id, " ").await, INVALID_ARGUMENT, Some(Reason::EmptyArgument))?;
     expect_error(
-        h.store.acquire_lease(AcquireLease::new(&id, "w", Duration::ZERO)).await,
+        lease(h, &id, " ").await,
+        INVALID_ARGUMENT,
+        Some(Reason::EmptyArgument),
+    )?;
+    expect_error(
+        h.store
+            .acquire_lease(AcquireLease::new(&id, "w", Duration::ZERO))
+            .await,
         INVALID_ARGUMENT,
         Some(Reason::InvalidLeaseDuration),
     )?;
@@ -89,9 +111,21 @@ pub async fn lease_expires_by_the_store_clock_and_is_never_taken_over(
         renewed.expires_at
     );
     advance(h, TTL);
-    expect_error(h.store.renew_lease(&held.to_ref(), TTL).await, CONFLICT, Some(Reason::LeaseExpired))?;
-    expect_error(lease(h, &id, "worker-b").await, CONFLICT, Some(Reason::RecoveryRequired))?;
-    expect_error(h.peer.release_lease(&held.to_ref()).await, CONFLICT, Some(Reason::LeaseExpired))?;
+    expect_error(
+        h.store.renew_lease(&held.to_ref(), TTL).await,
+        CONFLICT,
+        Some(Reason::LeaseExpired),
+    )?;
+    expect_error(
+        lease(h, &id, "worker-b").await,
+        CONFLICT,
+        Some(Reason::RecoveryRequired),
+    )?;
+    expect_error(
+        h.peer.release_lease(&held.to_ref()).await,
+        CONFLICT,
+        Some(Reason::LeaseExpired),
+    )?;
     Ok(())
 }
 
@@ -102,8 +136,16 @@ pub async fn renew_and_release_refuse_a_wrong_owner_or_token(h: &ExecutionHarnes
     let wrong_owner = ExecutionLeaseRef::new(&id, "worker-b", &held.lease_token);
     let wrong_token = ExecutionLeaseRef::new(&id, "worker-a", "lease-other");
     for bad in [&wrong_owner, &wrong_token] {
-        expect_error(h.store.renew_lease(bad, TTL).await, CONFLICT, Some(Reason::LeaseNotHeld))?;
-        expect_error(h.store.release_lease(bad).await, CONFLICT, Some(Reason::LeaseNotHeld))?;
+        expect_error(
+            h.store.renew_lease(bad, TTL).await,
+            CONFLICT,
+            Some(Reason::LeaseNotHeld),
+        )?;
+        expect_error(
+            h.store.release_lease(bad).await,
+            CONFLICT,
+            Some(Reason::LeaseNotHeld),
+        )?;
     }
     expect_error(
         h.store.renew_lease(&held.to_ref(), Duration::ZERO).await,
@@ -117,7 +159,10 @@ pub async fn renew_and_release_refuse_a_wrong_owner_or_token(h: &ExecutionHarnes
         NOT_FOUND,
         None,
     )?;
-    ensure!(read(h, &id).await?.lease == Some(held), "the real lease changed");
+    ensure!(
+        read(h, &id).await?.lease == Some(held),
+        "the real lease changed"
+    );
     Ok(())
 }
 
@@ -128,10 +173,17 @@ pub async fn a_released_lease_can_be_acquired_again_and_the_old_token_is_dead(
     let id = create(h).await?.execution_id;
     let first = lease(h, &id, "worker-a").await?;
     h.store.release_lease(&first.to_ref()).await?;
-    ensure!(read(h, &id).await?.lease.is_none(), "released lease still stored");
+    ensure!(
+        read(h, &id).await?.lease.is_none(),
+        "released lease still stored"
+    );
     let second = lease(h, &id, "worker-b").await?;
     ensure!(second.lease_token != first.lease_token, "token reused");
-    expect_error(h.store.renew_lease(&first.to_ref(), TTL).await, CONFLICT, Some(Reason::LeaseNotHeld))?;
+    expect_error(
+        h.store.renew_lease(&first.to_ref(), TTL).await,
+        CONFLICT,
+        Some(Reason::LeaseNotHeld),
+    )?;
     Ok(())
 }
 
@@ -145,33 +197,56 @@ pub async fn leased_writes_need_the_live_lease_and_unleased_writes_need_none(
     s.transition(&id, ExecutionStatus::Queued, None).await?;
     let fence = lease(h, &id, "worker-a").await?.to_ref();
     let required = Some(Reason::LeaseRequired);
-    expect_error(s.transition(&id, ExecutionStatus::Starting, None).await, CONFLICT, required)?;
-    expect_error(s.append_event(&id, "diagnostic", json!({}), None).await, CONFLICT, required)?;
     expect_error(
-        s.finish(FinishExecution::new(&id, ExecutionOutcome::Cancelled)).await,
+        s.transition(&id, ExecutionStatus::Starting, None).await,
+        CONFLICT,
+        required,
+    )?;
+    expect_error(
+        s.append_event(&id, "diagnostic", json!({}), None).await,
+        CONFLICT,
+        required,
+    )?;
+    expect_error(
+        s.finish(FinishExecution::new(&id, ExecutionOutcome::Cancelled))
+            .await,
         CONFLICT,
         required,
     )?;
     let wrong = ExecutionLeaseRef::new(&id, "worker-a", "lease-wrong");
     expect_error(
-        s.transition(&id, ExecutionStatus::Starting, Some(&wrong)).await,
+        s.transition(&id, ExecutionStatus::Starting, Some(&wrong))
+            .await,
         CONFLICT,
         Some(Reason::LeaseNotHeld),
     )?;
-    s.transition(&id, ExecutionStatus::Starting, Some(&fence)).await?;
-    s.transition(&id, ExecutionStatus::RunningTurn, Some(&fence)).await?;
+    s.transition(&id, ExecutionStatus::Starting, Some(&fence))
+        .await?;
+    s.transition(&id, ExecutionStatus::RunningTurn, Some(&fence))
+        .await?;
     let event = s
-        .append_event(&id, "elicitation.request", json!({"round_id": "r1"}), Some(&fence))
+        .append_event(
+            &id,
+            "elicitation.request",
+            json!({"round_id": "r1"}),
+            Some(&fence),
+        )
         .await?;
     ensure!(event.sequence == 4, "sequence {}", event.sequence);
     advance(h, TTL);
     let expired = Some(Reason::LeaseExpired);
     expect_error(
-        s.transition(&id, ExecutionStatus::WaitingForInput, Some(&fence)).await,
+        s.transition(&id, ExecutionStatus::WaitingForInput, Some(&fence))
+            .await,
         CONFLICT,
         expired,
     )?;
-    expect_error(s.append_event(&id, "diagnostic", json!({}), Some(&fence)).await, CONFLICT, expired)?;
+    expect_error(
+        s.append_event(&id, "diagnostic", json!({}), Some(&fence))
+            .await,
+        CONFLICT,
+        expired,
+    )?;
     expect_error(
         s.finish(FinishExecution::new(&id, ExecutionOutcome::Completed).with_lease(fence.clone()))
             .await,
@@ -179,7 +254,8 @@ pub async fn leased_writes_need_the_live_lease_and_unleased_writes_need_none(
         expired,
     )?;
     expect_error(
-        s.finish(FinishExecution::new(&id, ExecutionOutcome::Cancelled)).await,
+        s.finish(FinishExecution::new(&id, ExecutionOutcome::Cancelled))
+            .await,
         CONFLICT,
         Some(Reason::RecoveryRequired),
     )?;
@@ -198,8 +274,15 @@ pub async fn finish_with_the_lease_ends_it_and_release_afterwards_succeeds(
         .await?;
     ensure!(finished.lease.is_none(), "finish must end the lease");
     h.store.release_lease(&held.to_ref()).await?;
-    expect_error(h.store.renew_lease(&held.to_ref(), TTL).await, STATE, Some(Reason::Finished))?;
+    expect_error(
+        h.store.renew_lease(&held.to_ref(), TTL).await,
+        STATE,
+        Some(Reason::Finished),
+    )?;
     advance(h, TTL * 10);
-    ensure!(h.store.list_expired_leases().await?.is_empty(), "no expired lease after finish");
+    ensure!(
+        h.store.list_expired_leases().await?.is_empty(),
+        "no expired lease after finish"
+    );
     Ok(())
 }

@@ -58,21 +58,44 @@ fn path_to(target: ExecutionStatus) -> Vec<ExecutionStatus> {
 }
 
 /// A new execution is `created`, unleased, with its `execution.created` event at sequence 0.
-pub async fn created_execution_reads_back_with_its_created_event(h: &ExecutionHarness) -> CaseResult {
+pub async fn created_execution_reads_back_with_its_created_event(
+    h: &ExecutionHarness,
+) -> CaseResult {
     let record = create_managed(h).await?;
-    ensure!(record.lifecycle == ExecutionStatus::Created, "lifecycle {:?}", record.lifecycle);
+    ensure!(
+        record.lifecycle == ExecutionStatus::Created,
+        "lifecycle {:?}",
+        record.lifecycle
+    );
     ensure!(record.human_input == HumanInput::Managed, "human_input");
-    ensure!(record.spec == json!({"prompt": "ask me"}), "spec {}", record.spec);
-    ensure!(record.outcome.is_none() && record.sequence == 0, "outcome or sequence");
-    ensure!(record.created_at == start_time(), "created_at {}", record.created_at);
+    ensure!(
+        record.spec == json!({"prompt": "ask me"}),
+        "spec {}",
+        record.spec
+    );
+    ensure!(
+        record.outcome.is_none() && record.sequence == 0,
+        "outcome or sequence"
+    );
+    ensure!(
+        record.created_at == start_time(),
+        "created_at {}",
+        record.created_at
+    );
     ensure!(
         record.lease.is_none() && !record.is_cancel_requested() && !record.is_finished(),
         "a new execution has no lease, no cancel and is not finished"
     );
     ensure!(!record.execution_id.is_empty(), "generated id");
     let read = h.store.get_execution(&record.execution_id).await?;
-    ensure!(read.as_ref() == Some(&record), "read back differs: {read:?}");
-    ensure!(h.store.get_execution("missing").await?.is_none(), "missing is None");
+    ensure!(
+        read.as_ref() == Some(&record),
+        "read back differs: {read:?}"
+    );
+    ensure!(
+        h.store.get_execution("missing").await?.is_none(),
+        "missing is None"
+    );
     let events = h.store.list_events(&record.execution_id, None).await?;
     ensure!(events.len() == 1, "one event, got {}", events.len());
     let event = &events[0];
@@ -97,13 +120,23 @@ pub async fn create_with_chosen_id_is_idempotent_and_conflicts_on_other_data(
         .peer
         .create_execution(NewExecution::new(json!({"a": 1, "b": 2})).with_execution_id("exec-1"))
         .await?;
-    ensure!(first == again, "same canonical spec must return the stored record");
-    ensure!(h.store.list_events("exec-1", None).await?.len() == 1, "one created event");
+    ensure!(
+        first == again,
+        "same canonical spec must return the stored record"
+    );
+    ensure!(
+        h.store.list_events("exec-1", None).await?.len() == 1,
+        "one created event"
+    );
     for other in [
         NewExecution::new(json!({"a": 2})).with_execution_id("exec-1"),
         new.clone().with_human_input(HumanInput::Managed),
     ] {
-        expect_error(h.store.create_execution(other).await, CONFLICT, Some(Reason::IdConflict))?;
+        expect_error(
+            h.store.create_execution(other).await,
+            CONFLICT,
+            Some(Reason::IdConflict),
+        )?;
     }
     expect_error(
         h.store
@@ -126,11 +159,18 @@ pub async fn list_executions_filters_and_orders_oldest_first(h: &ExecutionHarnes
         .transition(&c.execution_id, ExecutionStatus::Queued, None)
         .await?;
     let ids = |records: Vec<crate::ExecutionRecord>| {
-        records.into_iter().map(|r| r.execution_id).collect::<Vec<_>>()
+        records
+            .into_iter()
+            .map(|r| r.execution_id)
+            .collect::<Vec<_>>()
     };
     let all = ids(h.store.list_executions(ListExecutions::new()).await?);
     ensure!(
-        all == [a.execution_id.clone(), b.execution_id.clone(), c.execution_id.clone()],
+        all == [
+            a.execution_id.clone(),
+            b.execution_id.clone(),
+            c.execution_id.clone()
+        ],
         "oldest first: {all:?}"
     );
     let managed = ids(h
@@ -143,7 +183,10 @@ pub async fn list_executions_filters_and_orders_oldest_first(h: &ExecutionHarnes
         .list_executions(ListExecutions::new().with_lifecycle(ExecutionStatus::Queued))
         .await?);
     ensure!(queued == [c.execution_id], "lifecycle filter: {queued:?}");
-    let limited = h.store.list_executions(ListExecutions::new().with_limit(2)).await?;
+    let limited = h
+        .store
+        .list_executions(ListExecutions::new().with_limit(2))
+        .await?;
     ensure!(limited.len() == 2, "limit: {}", limited.len());
     Ok(())
 }
@@ -183,9 +226,16 @@ pub async fn transition_table_is_enforced_for_every_pair(h: &ExecutionHarness) -
                     "{from:?} -> {to:?}: wrong record or event"
                 );
             } else {
-                let error = expect_error(result, INVALID_ARGUMENT, Some(Reason::InvalidTransition))?;
-                ensure!(error.details()["code"] == "invalid_transition", "{from:?} -> {to:?}: detail code");
-                ensure!(read(h, &id).await?.lifecycle == from, "{from:?} -> {to:?} changed the lifecycle");
+                let error =
+                    expect_error(result, INVALID_ARGUMENT, Some(Reason::InvalidTransition))?;
+                ensure!(
+                    error.details()["code"] == "invalid_transition",
+                    "{from:?} -> {to:?}: detail code"
+                );
+                ensure!(
+                    read(h, &id).await?.lifecycle == from,
+                    "{from:?} -> {to:?} changed the lifecycle"
+                );
                 ensure!(
                     h.store.list_events(&id, None).await?.len() == before,
                     "{from:?} -> {to:?} appended an event"
@@ -199,25 +249,41 @@ pub async fn transition_table_is_enforced_for_every_pair(h: &ExecutionHarness) -
 /// Every write on an execution that does not exist is `not_found`.
 pub async fn operations_on_a_missing_execution_are_not_found(h: &ExecutionHarness) -> CaseResult {
     let s = &h.store;
-    expect_error(s.transition("nope", ExecutionStatus::Queued, None).await, NOT_FOUND, None)?;
     expect_error(
-        s.finish(FinishExecution::new("nope", ExecutionOutcome::Completed)).await,
+        s.transition("nope", ExecutionStatus::Queued, None).await,
         NOT_FOUND,
         None,
     )?;
-    expect_error(s.append_event("nope", "diagnostic", json!({}), None).await, NOT_FOUND, None)?;
+    expect_error(
+        s.finish(FinishExecution::new("nope", ExecutionOutcome::Completed))
+            .await,
+        NOT_FOUND,
+        None,
+    )?;
+    expect_error(
+        s.append_event("nope", "diagnostic", json!({}), None).await,
+        NOT_FOUND,
+        None,
+    )?;
     expect_error(s.request_cancel("nope", None).await, NOT_FOUND, None)?;
     expect_error(s.is_cancel_requested("nope").await, NOT_FOUND, None)?;
     expect_error(super::support::lease(h, "nope", "w").await, NOT_FOUND, None)?;
-    ensure!(s.list_events("nope", None).await?.is_empty(), "no events for a missing execution");
+    ensure!(
+        s.list_events("nope", None).await?.is_empty(),
+        "no events for a missing execution"
+    );
     Ok(())
 }
 
 /// `finish` happens once; repeating it with identical data returns the stored record;
 /// other data is a state error.
-pub async fn finish_happens_once_and_is_idempotent_for_identical_data(h: &ExecutionHarness) -> CaseResult {
+pub async fn finish_happens_once_and_is_idempotent_for_identical_data(
+    h: &ExecutionHarness,
+) -> CaseResult {
     let id = create(h).await?.execution_id;
-    h.store.transition(&id, ExecutionStatus::Starting, None).await?;
+    h.store
+        .transition(&id, ExecutionStatus::Starting, None)
+        .await?;
     advance(h, Duration::from_secs(5));
     let request = FinishExecution::new(&id, ExecutionOutcome::TimedOut).with_error(sample_error());
     let finished = h.store.finish(request.clone()).await?;
@@ -238,23 +304,41 @@ pub async fn finish_happens_once_and_is_idempotent_for_identical_data(h: &Execut
     );
     advance(h, Duration::from_secs(5));
     let again = h.peer.finish(request).await?;
-    ensure!(again == finished, "identical finish must return the stored record");
-    ensure!(h.store.list_events(&id, None).await?.len() == events.len(), "no new event");
+    ensure!(
+        again == finished,
+        "identical finish must return the stored record"
+    );
+    ensure!(
+        h.store.list_events(&id, None).await?.len() == events.len(),
+        "no new event"
+    );
     for other in [
         FinishExecution::new(&id, ExecutionOutcome::Completed),
         FinishExecution::new(&id, ExecutionOutcome::TimedOut),
     ] {
-        expect_error(h.store.finish(other).await, STATE, Some(Reason::FinishedDifferently))?;
+        expect_error(
+            h.store.finish(other).await,
+            STATE,
+            Some(Reason::FinishedDifferently),
+        )?;
     }
     Ok(())
 }
 
 /// Appends get 1, 2, 3, ... after the created event; `after_sequence` pages.
-pub async fn appended_events_get_consecutive_sequences_and_page(h: &ExecutionHarness) -> CaseResult {
+pub async fn appended_events_get_consecutive_sequences_and_page(
+    h: &ExecutionHarness,
+) -> CaseResult {
     let id = create(h).await?.execution_id;
     for n in 1..=5_u64 {
-        let event = h.store.append_event(&id, "diagnostic", json!({"n": n}), None).await?;
-        ensure!(event.sequence == n && event.payload == json!({"n": n}), "event {event:?}");
+        let event = h
+            .store
+            .append_event(&id, "diagnostic", json!({"n": n}), None)
+            .await?;
+        ensure!(
+            event.sequence == n && event.payload == json!({"n": n}),
+            "event {event:?}"
+        );
     }
     let sequences = |events: Vec<crate::ExecutionEvent>| {
         events.into_iter().map(|e| e.sequence).collect::<Vec<_>>()
@@ -263,21 +347,30 @@ pub async fn appended_events_get_consecutive_sequences_and_page(h: &ExecutionHar
     ensure!(all == [0, 1, 2, 3, 4, 5], "sequences {all:?}");
     let tail = sequences(h.peer.list_events(&id, Some(3)).await?);
     ensure!(tail == [4, 5], "page after 3: {tail:?}");
-    ensure!(h.store.list_events(&id, Some(5)).await?.is_empty(), "nothing after the last");
+    ensure!(
+        h.store.list_events(&id, Some(5)).await?.is_empty(),
+        "nothing after the last"
+    );
     ensure!(read(h, &id).await?.sequence == 5, "record sequence");
     Ok(())
 }
 
 /// Empty and reserved kinds are refused; a finished execution's log ends with
 /// `execution.finished`.
-pub async fn append_event_refuses_bad_kinds_and_finished_executions(h: &ExecutionHarness) -> CaseResult {
+pub async fn append_event_refuses_bad_kinds_and_finished_executions(
+    h: &ExecutionHarness,
+) -> CaseResult {
     let id = create(h).await?.execution_id;
     expect_error(
         h.store.append_event(&id, "", json!({}), None).await,
         INVALID_ARGUMENT,
         Some(Reason::EmptyArgument),
     )?;
-    for reserved in [EVENT_EXECUTION_CREATED, EVENT_EXECUTION_STATE_CHANGED, EVENT_EXECUTION_FINISHED] {
+    for reserved in [
+        EVENT_EXECUTION_CREATED,
+        EVENT_EXECUTION_STATE_CHANGED,
+        EVENT_EXECUTION_FINISHED,
+    ] {
         expect_error(
             h.store.append_event(&id, reserved, json!({}), None).await,
             INVALID_ARGUMENT,
@@ -288,13 +381,17 @@ pub async fn append_event_refuses_bad_kinds_and_finished_executions(h: &Executio
         .finish(FinishExecution::new(&id, ExecutionOutcome::Cancelled))
         .await?;
     expect_error(
-        h.store.append_event(&id, "diagnostic", json!({}), None).await,
+        h.store
+            .append_event(&id, "diagnostic", json!({}), None)
+            .await,
         STATE,
         Some(Reason::Finished),
     )?;
     let events = h.store.list_events(&id, None).await?;
     ensure!(
-        events.last().is_some_and(|e| e.kind == EVENT_EXECUTION_FINISHED),
+        events
+            .last()
+            .is_some_and(|e| e.kind == EVENT_EXECUTION_FINISHED),
         "the log must end with execution.finished"
     );
     Ok(())
@@ -302,11 +399,22 @@ pub async fn append_event_refuses_bad_kinds_and_finished_executions(h: &Executio
 
 /// The first cancel request's time and reason are kept; cancelling a finished execution is
 /// a no-op.
-pub async fn cancel_request_keeps_the_first_reason_and_ignores_finished(h: &ExecutionHarness) -> CaseResult {
+pub async fn cancel_request_keeps_the_first_reason_and_ignores_finished(
+    h: &ExecutionHarness,
+) -> CaseResult {
     let id = create(h).await?.execution_id;
-    ensure!(!h.store.is_cancel_requested(&id).await?, "not cancelled yet");
-    let cancelled = h.store.request_cancel(&id, Some("caller requested cancellation")).await?;
-    ensure!(cancelled.cancel_requested_at == Some(start_time()), "cancel time");
+    ensure!(
+        !h.store.is_cancel_requested(&id).await?,
+        "not cancelled yet"
+    );
+    let cancelled = h
+        .store
+        .request_cancel(&id, Some("caller requested cancellation"))
+        .await?;
+    ensure!(
+        cancelled.cancel_requested_at == Some(start_time()),
+        "cancel time"
+    );
     advance(h, Duration::from_secs(1));
     let again = h.peer.request_cancel(&id, Some("second")).await?;
     ensure!(
@@ -320,7 +428,10 @@ pub async fn cancel_request_keeps_the_first_reason_and_ignores_finished(h: &Exec
         .finish(FinishExecution::new(&other, ExecutionOutcome::Completed))
         .await?;
     let after = h.store.request_cancel(&other, None).await?;
-    ensure!(!after.is_cancel_requested(), "cancelling a finished execution is a no-op");
+    ensure!(
+        !after.is_cancel_requested(),
+        "cancelling a finished execution is a no-op"
+    );
     Ok(())
 }
 
@@ -332,7 +443,10 @@ pub async fn a_peer_reads_the_same_executions(h: &ExecutionHarness) -> CaseResul
         .finish(FinishExecution::new(&id, ExecutionOutcome::Failed).with_error(sample_error()))
         .await?;
     let read = h.peer.get_execution(&id).await?;
-    ensure!(read == Some(record), "the peer reads another record: {read:?}");
+    ensure!(
+        read == Some(record),
+        "the peer reads another record: {read:?}"
+    );
     ensure!(
         h.peer.list_events(&id, None).await? == h.store.list_events(&id, None).await?,
         "the peer reads other events"

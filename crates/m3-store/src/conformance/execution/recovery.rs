@@ -32,9 +32,14 @@ pub async fn expired_leases_are_listed_in_expiry_order(h: &ExecutionHarness) -> 
     let lb = lease(h, &b, "w").await?;
     let lf = lease(h, &finished, "w").await?;
     h.store
-        .finish(FinishExecution::new(&finished, ExecutionOutcome::Completed).with_lease(lf.to_ref()))
+        .finish(
+            FinishExecution::new(&finished, ExecutionOutcome::Completed).with_lease(lf.to_ref()),
+        )
         .await?;
-    ensure!(h.store.list_expired_leases().await?.is_empty(), "nothing expired at the start");
+    ensure!(
+        h.store.list_expired_leases().await?.is_empty(),
+        "nothing expired at the start"
+    );
     advance(h, TTL);
     let at_ttl = h.peer.list_expired_leases().await?;
     ensure!(
@@ -57,16 +62,28 @@ pub async fn terminalize_finishes_an_expired_execution_once(h: &ExecutionHarness
     h.store
         .transition(&id, ExecutionStatus::Starting, Some(&held.to_ref()))
         .await?;
-    let request = TerminalizeExpired::new(held.to_ref(), ExecutionOutcome::Failed, "worker lease expired")
-        .with_error(recovery_error());
-    expect_error(h.store.terminalize_expired(request.clone()).await, CONFLICT, Some(Reason::LeaseLive))?;
+    let request = TerminalizeExpired::new(
+        held.to_ref(),
+        ExecutionOutcome::Failed,
+        "worker lease expired",
+    )
+    .with_error(recovery_error());
+    expect_error(
+        h.store.terminalize_expired(request.clone()).await,
+        CONFLICT,
+        Some(Reason::LeaseLive),
+    )?;
     advance(h, TTL);
     let wrong = TerminalizeExpired::new(
         ExecutionLeaseRef::new(&id, "worker-a", "lease-other"),
         ExecutionOutcome::Failed,
         "x",
     );
-    expect_error(h.store.terminalize_expired(wrong).await, CONFLICT, Some(Reason::LeaseNotHeld))?;
+    expect_error(
+        h.store.terminalize_expired(wrong).await,
+        CONFLICT,
+        Some(Reason::LeaseNotHeld),
+    )?;
     let done = h.store.terminalize_expired(request.clone()).await?;
     let record = &done.record;
     ensure!(
@@ -88,8 +105,15 @@ pub async fn terminalize_finishes_an_expired_execution_once(h: &ExecutionHarness
             && e.payload["error"]["code"] == "managed_input_recovery_unavailable"),
         "unexpected finished event {last:?}"
     );
-    ensure!(h.store.list_expired_leases().await?.is_empty(), "still listed as expired");
-    expect_error(h.peer.terminalize_expired(request).await, STATE, Some(Reason::Finished))?;
+    ensure!(
+        h.store.list_expired_leases().await?.is_empty(),
+        "still listed as expired"
+    );
+    expect_error(
+        h.peer.terminalize_expired(request).await,
+        STATE,
+        Some(Reason::Finished),
+    )?;
     expect_error(
         h.store
             .transition(&id, ExecutionStatus::RunningTurn, Some(&held.to_ref()))
@@ -132,26 +156,44 @@ pub async fn terminalize_fails_the_unresolved_rounds_of_the_same_backend(
     let done_ref = RoundRef::of(&done_round);
     let done_lease = LeaseRef::of(&done_round.lease);
     rounds
-        .submit_responses(&done_ref, &done_lease, crate::conformance::fixture::submission("k0"))
+        .submit_responses(
+            &done_ref,
+            &done_lease,
+            crate::conformance::fixture::submission("k0"),
+        )
         .await?;
     rounds.start_delivery(&done_ref, &done_lease).await?;
     rounds.mark_delivered(&done_ref, &done_lease).await?;
     rounds.resolve(&done_ref, &done_lease).await?;
     let open = rounds
-        .create_round(CreateRound::new(address_round(&id, "r1"), "worker-a", long).with_round_index(1))
+        .create_round(
+            CreateRound::new(address_round(&id, "r1"), "worker-a", long).with_round_index(1),
+        )
         .await?;
     let bystander = rounds
-        .create_round(CreateRound::new(address_round(&other, "r0"), "worker-b", long))
+        .create_round(CreateRound::new(
+            address_round(&other, "r0"),
+            "worker-b",
+            long,
+        ))
         .await?;
     advance(h, Duration::from_secs(5));
     let done = h
         .store
         .terminalize_expired(
-            TerminalizeExpired::new(held.to_ref(), ExecutionOutcome::Failed, "worker lease expired")
-                .with_error(recovery_error()),
+            TerminalizeExpired::new(
+                held.to_ref(),
+                ExecutionOutcome::Failed,
+                "worker lease expired",
+            )
+            .with_error(recovery_error()),
         )
         .await?;
-    ensure!(done.rounds_failed == 1, "rounds_failed {}", done.rounds_failed);
+    ensure!(
+        done.rounds_failed == 1,
+        "rounds_failed {}",
+        done.rounds_failed
+    );
     let peer_rounds = h.peer.managed_input_store().await?;
     let failed = peer_rounds.require_round(&RoundRef::of(&open)).await?;
     ensure!(
@@ -161,7 +203,10 @@ pub async fn terminalize_fails_the_unresolved_rounds_of_the_same_backend(
         "the open round must fail recovery_unavailable: {failed:?}"
     );
     let resolved = peer_rounds.require_round(&done_ref).await?;
-    ensure!(resolved.status == ManagedInputStatus::Resolved, "resolved round changed");
+    ensure!(
+        resolved.status == ManagedInputStatus::Resolved,
+        "resolved round changed"
+    );
     let untouched = peer_rounds.require_round(&RoundRef::of(&bystander)).await?;
     ensure!(untouched == bystander, "another execution's round changed");
     expect_error(

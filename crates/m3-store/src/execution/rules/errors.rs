@@ -72,11 +72,7 @@ pub fn finished_differently(execution_id: &str) -> Error {
 /// `InvalidTransitionError`, built with [`Error::from_code`] so it carries the
 /// kind m3-types gives `invalid_transition` (today `invalid_argument` with
 /// detail `code = "invalid_transition"`).
-pub fn invalid_transition(
-    execution_id: &str,
-    from: ExecutionStatus,
-    to: ExecutionStatus,
-) -> Error {
+pub fn invalid_transition(execution_id: &str, from: ExecutionStatus, to: ExecutionStatus) -> Error {
     Error::from_code(
         ErrorCode::InvalidTransition,
         format!(

@@ -40,9 +40,8 @@ pub fn require_non_empty(value: &str, what: &'static str) -> Result<()> {
 /// `now + ttl` at the stored precision, refusing a zero or unrepresentable ttl
 /// (`invalid_argument` / [`Reason::InvalidLeaseDuration`]).
 pub fn lease_expiry(now: OffsetDateTime, ttl: Duration) -> Result<OffsetDateTime> {
-    let invalid = |message: &str| {
-        Error::model_validation(message).with_reason(Reason::InvalidLeaseDuration)
-    };
+    let invalid =
+        |message: &str| Error::model_validation(message).with_reason(Reason::InvalidLeaseDuration);
     if ttl.is_zero() {
         return Err(invalid("lease ttl must be positive"));
     }
@@ -56,6 +55,22 @@ pub fn lease_expiry(now: OffsetDateTime, ttl: Duration) -> Result<OffsetDateTime
 /// A fresh execution-lease token (`lease-` + a ULID).
 pub fn new_execution_lease_token() -> String {
     format!("lease-{}", new_id())
+}
+
+/// `acquire_lease`'s argument checks: a non-empty owner, and the caller's non-empty token
+/// or a fresh one. Returns the token to store.
+///
+/// # Errors
+/// `invalid_argument` / [`Reason::EmptyArgument`].
+pub fn acquire_token(request: &crate::AcquireLease) -> Result<String> {
+    require_non_empty(&request.owner_id, "owner_id")?;
+    match &request.lease_token {
+        Some(token) => {
+            require_non_empty(token, "lease_token")?;
+            Ok(token.clone())
+        }
+        None => Ok(new_execution_lease_token()),
+    }
 }
 
 /// An event kind a caller may append: non-empty and not reserved.
@@ -227,7 +242,10 @@ impl TerminalData {
     /// As [`of_request`](Self::of_request).
     pub fn of_record(record: &ExecutionRecord) -> Result<Self> {
         Ok(Self {
-            outcome: record.outcome.map(|o| o.as_str().to_owned()).unwrap_or_default(),
+            outcome: record
+                .outcome
+                .map(|o| o.as_str().to_owned())
+                .unwrap_or_default(),
             error_json: to_canonical_opt(record.error.as_ref())?,
             result_json: to_canonical_opt(record.result.as_ref())?,
         })
@@ -256,7 +274,10 @@ pub fn check_finish(
             _ => Err(errors::finished_differently(id)),
         };
     }
-    if !record.lifecycle.can_transition_to(ExecutionStatus::Finished) {
+    if !record
+        .lifecycle
+        .can_transition_to(ExecutionStatus::Finished)
+    {
         return Err(errors::invalid_transition(
             id,
             record.lifecycle,

@@ -104,6 +104,44 @@ pub fn require_lease(lease: &LeaseRef) -> Result<()> {
     require_text(&lease.lease_token, "lease_token")
 }
 
+/// `claim_round`'s argument checks.
+///
+/// # Errors
+/// `managed_input_invalid` ([`Reason::EmptyArgument`], [`Reason::InvalidLeaseDuration`]).
+pub fn check_claim_args(round: &RoundRef, claim: &ClaimRound) -> Result<()> {
+    require_round(round)?;
+    require_text(&claim.owner_id, "owner_id")?;
+    optional_text(
+        claim.expected_lease_token.as_deref(),
+        "expected_lease_token",
+    )?;
+    require_lease_duration(claim.lease_duration)
+}
+
+/// The argument checks of every lease-holding write (`renew`, the transitions, `fail`,
+/// `submit_responses`): the round's ids and the lease's owner and token.
+///
+/// # Errors
+/// `managed_input_invalid` / [`Reason::EmptyArgument`].
+pub fn check_lease_args(round: &RoundRef, lease: &LeaseRef) -> Result<()> {
+    require_round(round)?;
+    require_lease(lease)
+}
+
+/// `fail_recovery`'s argument checks.
+///
+/// # Errors
+/// `managed_input_invalid` / [`Reason::EmptyArgument`].
+pub fn check_fail_recovery_args(
+    round: &RoundRef,
+    expected_lease_token: &str,
+    message: &str,
+) -> Result<()> {
+    require_round(round)?;
+    require_text(expected_lease_token, "expected_lease_token")?;
+    require_text(message, "message")
+}
+
 /// `managed_input_invalid` / [`Reason::InvalidLeaseDuration`] for a zero duration.
 pub fn require_lease_duration(duration: Duration) -> Result<()> {
     if duration.is_zero() {
@@ -239,7 +277,10 @@ pub fn prepare_create(request: CreateRound) -> Result<PreparedRound> {
         (&request.lease_token, "lease_token"),
         (&request.harness_session_id, "harness_session_id"),
         (&request.native_resume_token, "native_resume_token"),
-        (&request.delivery_idempotency_key, "delivery_idempotency_key"),
+        (
+            &request.delivery_idempotency_key,
+            "delivery_idempotency_key",
+        ),
         (&request.session_id, "session_id"),
         (&request.turn_id, "turn_id"),
     ] {
@@ -286,7 +327,10 @@ pub fn same_round(current: &ManagedInputRecord, new: &PreparedRound) -> Result<b
 ///
 /// # Errors
 /// As described.
-pub fn replay_create(current: ManagedInputRecord, new: &PreparedRound) -> Result<ManagedInputRecord> {
+pub fn replay_create(
+    current: ManagedInputRecord,
+    new: &PreparedRound,
+) -> Result<ManagedInputRecord> {
     if same_round(&current, new)? {
         return Ok(current);
     }
@@ -328,8 +372,10 @@ pub fn authorize(
         );
     }
     if !allow_expired && current.lease.expires_at <= now {
-        return Err(Error::managed_input_conflict("managed-input lease has expired")
-            .with_reason(Reason::LeaseExpired));
+        return Err(
+            Error::managed_input_conflict("managed-input lease has expired")
+                .with_reason(Reason::LeaseExpired),
+        );
     }
     Ok(())
 }
@@ -339,7 +385,11 @@ pub fn authorize(
 /// # Errors
 /// `managed_input_conflict` from [`authorize`]; `managed_input_state` /
 /// [`Reason::Terminal`] for `delivered`, `resolved` or `failed`.
-pub fn check_renew(current: &ManagedInputRecord, lease: &LeaseRef, now: OffsetDateTime) -> Result<()> {
+pub fn check_renew(
+    current: &ManagedInputRecord,
+    lease: &LeaseRef,
+    now: OffsetDateTime,
+) -> Result<()> {
     authorize(current, lease, now, false)?;
     if !RENEWABLE.contains(&current.status) {
         return Err(
@@ -371,9 +421,13 @@ pub fn apply_renew(
 /// `managed_input_recovery_unavailable` ([`Reason::RecoveryUnavailable`],
 /// [`Reason::MissingEvidence`], [`Reason::EvidenceMismatch`],
 /// [`Reason::IdempotentDeliveryRequired`]); `managed_input_state` ([`Reason::Terminal`]).
-pub fn claimed_status(current: &ManagedInputRecord, claim: &ClaimRound) -> Result<ManagedInputStatus> {
+pub fn claimed_status(
+    current: &ManagedInputRecord,
+    claim: &ClaimRound,
+) -> Result<ManagedInputStatus> {
     use ManagedInputStatus as S;
-    let recovery = |message: &str, reason| Error::managed_input_recovery(message).with_reason(reason);
+    let recovery =
+        |message: &str, reason| Error::managed_input_recovery(message).with_reason(reason);
     match current.status {
         S::Failed if current.failure_code.as_deref() == Some(RECOVERY_UNAVAILABLE) => {
             let message = current
@@ -447,8 +501,10 @@ pub fn check_claim(
 ) -> Result<ManagedInputStatus> {
     let next = claimed_status(current, claim)?;
     if current.lease.expires_at > now {
-        return Err(Error::managed_input_conflict("managed-input round lease is still held")
-            .with_reason(Reason::LeaseLive));
+        return Err(
+            Error::managed_input_conflict("managed-input round lease is still held")
+                .with_reason(Reason::LeaseLive),
+        );
     }
     if claim.expected_lease_token.as_deref() != Some(current.lease.lease_token.as_str()) {
         return Err(token_mismatch());
@@ -472,7 +528,9 @@ pub fn apply_claim(
     now: OffsetDateTime,
 ) -> ManagedInputRecord {
     let mut record = current.clone();
-    if current.status == ManagedInputStatus::DeliveryStarted && next == ManagedInputStatus::Delivered {
+    if current.status == ManagedInputStatus::DeliveryStarted
+        && next == ManagedInputStatus::Delivered
+    {
         record.delivered_at = Some(now);
     }
     record.status = next;

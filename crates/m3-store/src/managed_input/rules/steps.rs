@@ -149,10 +149,10 @@ pub fn check_submission(
     now: OffsetDateTime,
 ) -> Result<Submission> {
     if current.status == ManagedInputStatus::Failed {
-        return Err(
-            Error::managed_input_state("failed managed-input round cannot accept responses")
-                .with_reason(Reason::RoundFailed),
-        );
+        return Err(Error::managed_input_state(
+            "failed managed-input round cannot accept responses",
+        )
+        .with_reason(Reason::RoundFailed));
     }
     let pending = current.status == ManagedInputStatus::Pending;
     authorize(current, lease, now, !pending)?;
@@ -267,7 +267,9 @@ pub fn check_fail_recovery(
         return Err(token_mismatch());
     }
     match current.status {
-        ManagedInputStatus::Failed if current.failure_code.as_deref() == Some(RECOVERY_UNAVAILABLE) => {
+        ManagedInputStatus::Failed
+            if current.failure_code.as_deref() == Some(RECOVERY_UNAVAILABLE) =>
+        {
             return Ok(Decision::AlreadyDone);
         }
         ManagedInputStatus::Failed | ManagedInputStatus::Resolved => {
@@ -280,8 +282,10 @@ pub fn check_fail_recovery(
         _ => {}
     }
     if current.lease.expires_at > now {
-        return Err(Error::managed_input_conflict("managed-input lease is still held")
-            .with_reason(Reason::LeaseLive));
+        return Err(
+            Error::managed_input_conflict("managed-input lease is still held")
+                .with_reason(Reason::LeaseLive),
+        );
     }
     Ok(Decision::Apply)
 }

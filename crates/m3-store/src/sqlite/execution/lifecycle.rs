@@ -6,6 +6,9 @@ use serde_json::Value;
 use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
+use super::schema::MANAGED_ROUNDS_TABLE;
+use super::store::SqliteExecutionStore;
+use super::writes::{append, fetch, fetch_existing, table_exists};
 use crate::execution::record::{
     EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
     ExecutionEvent, ExecutionLeaseRef, ExecutionRecord, FinishExecution, NewExecution,
@@ -13,13 +16,10 @@ use crate::execution::record::{
 };
 use crate::execution::rules::errors as error;
 use crate::execution::rules::{
-    TerminalData, check_event_kind, check_fence, check_finish, check_terminalize,
-    check_transition, created_payload, diagnose, finished_payload, require_non_empty,
-    state_changed_payload, terminalized_payload, to_canonical,
+    TerminalData, check_event_kind, check_fence, check_finish, check_terminalize, check_transition,
+    created_payload, diagnose, finished_payload, require_non_empty, state_changed_payload,
+    terminalized_payload, to_canonical,
 };
-use super::schema::MANAGED_ROUNDS_TABLE;
-use super::store::SqliteExecutionStore;
-use super::writes::{append, fetch, fetch_existing, table_exists};
 use crate::managed_input::rules::Decision;
 use crate::sqlite::error::storage;
 
@@ -127,8 +127,11 @@ impl SqliteExecutionStore {
         let id = request.execution_id.as_str();
         let lease = request.lease.as_ref();
         let requested = TerminalData::of_request(&request)?;
-        let (outcome, error_json, result_json) =
-            (&requested.outcome, &requested.error_json, &requested.result_json);
+        let (outcome, error_json, result_json) = (
+            &requested.outcome,
+            &requested.error_json,
+            &requested.result_json,
+        );
         let now = self.now();
         let mut tx = self.begin_write().await?;
         let result = async {

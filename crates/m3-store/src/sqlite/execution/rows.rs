@@ -6,8 +6,8 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use time::OffsetDateTime;
 
-use crate::execution::rules::errors::corrupt;
 use crate::execution::record::{ExecutionEvent, ExecutionLease, ExecutionRecord};
+use crate::execution::rules::errors::corrupt;
 
 /// `SELECT <every execution column> FROM m3rs_executions e ` followed by the
 /// given tail (a `WHERE`/`ORDER BY` clause), as a `&'static str`.

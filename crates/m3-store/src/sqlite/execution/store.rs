@@ -12,20 +12,19 @@ use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 use tracing::instrument;
 
-use crate::execution::record::{
-    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
-    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
-};
 use super::rows::{event_from_row, execution_from_row, select_execution};
-use crate::execution::rules::errors as error;
-use crate::execution::rules::{
-    Acquire, check_acquire, check_lease_write, diagnose, lease_expiry,
-    new_execution_lease_token, require_non_empty,
-};
 use super::writes::{fetch, fetch_existing};
 use super::{managed, schema};
 use crate::ExecutionStore;
 use crate::ManagedInputStore;
+use crate::execution::record::{
+    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
+    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
+};
+use crate::execution::rules::errors as error;
+use crate::execution::rules::{
+    Acquire, acquire_token, check_acquire, check_lease_write, diagnose, lease_expiry,
+};
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
 use crate::sqlite::error::storage;
@@ -168,14 +167,7 @@ impl ExecutionStore for SqliteExecutionStore {
 
     #[instrument(skip_all, fields(execution.id = %request.execution_id, owner.id = %request.owner_id), err)]
     async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
-        require_non_empty(&request.owner_id, "owner_id")?;
-        let token = match request.lease_token {
-            Some(token) => {
-                require_non_empty(&token, "lease_token")?;
-                token
-            }
-            None => new_execution_lease_token(),
-        };
+        let token = acquire_token(&request)?;
         let id = request.execution_id.as_str();
         let now = self.now();
         let expires_at = lease_expiry(now, request.ttl)?;

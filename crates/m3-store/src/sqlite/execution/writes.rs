@@ -6,9 +6,9 @@ use serde_json::Value;
 use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
+use super::rows::{event_from_row, execution_from_row, select_execution};
 use crate::execution::record::{ExecutionEvent, ExecutionRecord};
 use crate::execution::rules::errors as error;
-use super::rows::{event_from_row, execution_from_row, select_execution};
 use crate::sqlite::error::storage;
 
 /// Reads one execution on `conn` (inside or outside a transaction).

@@ -1,11 +1,16 @@
 //! The fields of a requested schema, classified the way MCP's restricted schema subset is
 //! decoded (boolean, number/integer, single- and multi-select enums, strings), plus a JSON
-//! fallback for anything outside the subset.
+//! fallback for anything outside the subset. Every form renderer (the terminal's, the answer
+//! page's) starts from [`fields`].
 
 use serde_json::{Map, Value};
 
 /// One option of an enum field.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "plain data the form renderers (CLI, HTTP page) read field by field"
+)]
 pub struct Choice {
     /// The value submitted (`enum` item or `const`).
     pub value: String,
@@ -57,6 +62,10 @@ pub enum FieldKind {
 
 /// One property of the requested schema.
 #[derive(Debug, Clone, PartialEq)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "plain data the form renderers (CLI, HTTP page) read field by field"
+)]
 pub struct Field {
     /// The property name (the content key).
     pub name: String,

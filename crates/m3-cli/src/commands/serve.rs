@@ -1,0 +1,80 @@
+//! `m3 serve`: the HTTP API and the answer page over the `--db` store
+//! (`m3-server`), until SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::commands::inspect::open_kit;
+use crate::failure::Failure;
+use crate::output::Output;
+
+/// Binds, prints the page's URL first (with `?token=` when a token is set),
+/// serves, and exits 0 after a graceful stop on SIGINT / SIGTERM.
+pub(crate) async fn run(
+    out: Output,
+    db: &Path,
+    bind: SocketAddr,
+    token: Option<String>,
+) -> Result<(), Failure> {
+    let token = token.filter(|t| !t.is_empty());
+    m3_server::check_bind(bind, token.as_deref())?;
+    let kit = open_kit(db, true).await?;
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| Failure::other("io_error", format!("cannot bind {bind}: {e}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| Failure::other("io_error", format!("cannot read the bound address: {e}")))?;
+    let shutdown = CancellationToken::new();
+    let mut builder = m3_server::ServerBuilder::new(kit.clone()).shutdown(shutdown.clone());
+    if let Some(token) = &token {
+        builder = builder.token(token.clone());
+    }
+    let url = match &token {
+        Some(token) => format!("http://{local}/?token={}", query_escape(token)),
+        None => format!("http://{local}/"),
+    };
+    if out.is_json() {
+        out.json_line(&serde_json::json!({"url": url, "bind": local.to_string()}))?;
+    } else {
+        out.say(&url);
+    }
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        signal().await;
+        stop.cancel();
+    });
+    m3_server::serve(listener, builder.build(), shutdown.cancelled_owned()).await?;
+    kit.close().await?;
+    Ok(())
+}
+
+fn query_escape(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// SIGINT or SIGTERM.
+async fn signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let terminate = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut stream) => {
+                    stream.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            () = terminate => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}

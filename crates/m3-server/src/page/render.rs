@@ -1,0 +1,192 @@
+//! The page's markup (maud escapes every value it inserts): the layout, one
+//! round as a form (HTTP.md "Markup that tests rely on"), an answered round.
+
+use m3_kit::RoundDetails;
+use m3_types::form::fields;
+use m3_types::{ElicitationRequest, ManagedInputStatus, PendingElicitationRound, timestamp};
+use maud::{DOCTYPE, Markup, html};
+use time::OffsetDateTime;
+
+use super::coerce::{PageErrors, Submitted};
+use super::widgets::{self, FieldContext};
+
+/// The document around `main`.
+pub(super) fn layout(base: &str, title: &str, cursor: Option<&str>, main: Markup) -> Markup {
+    let events = format!("{base}/api/v1/events");
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                link rel="stylesheet" href={(base) "/assets/app.css"};
+                script src={(base) "/assets/app.js"} defer {}
+            }
+            body data-base=(base) data-events=(events) data-cursor=[cursor] {
+                header class="top" {
+                    a href={(base) "/"} { "m3 inbox" }
+                }
+                main { (main) }
+            }
+        }
+    }
+}
+
+/// A pending round as a form, or an answered one as its status.
+pub(super) fn round(base: &str, details: &RoundDetails, view: &RoundView<'_>) -> Markup {
+    if details.diagnostics.status == ManagedInputStatus::Pending {
+        round_form(base, &details.round, view)
+    } else {
+        answered(base, details)
+    }
+}
+
+/// What a form shows besides the round: typed values, errors, the idempotency key.
+#[derive(Default)]
+pub(super) struct RoundView<'a> {
+    pub(super) submitted: Option<&'a Submitted>,
+    pub(super) errors: Option<&'a PageErrors>,
+    pub(super) idempotency_key: Option<&'a str>,
+}
+
+/// `<form data-round-id data-execution-id>` with one element per request.
+pub(super) fn round_form(
+    base: &str,
+    round: &PendingElicitationRound,
+    view: &RoundView<'_>,
+) -> Markup {
+    let action = format!(
+        "{base}/executions/{}/rounds/{}",
+        encode(&round.execution_id),
+        encode(&round.round_id)
+    );
+    let key = view
+        .idempotency_key
+        .map_or_else(|| format!("page-{}", m3_types::new_id()), str::to_owned);
+    let heading = format!("{} {}", round.operation_kind.as_str(), round.operation_name);
+    html! {
+        form class="round" method="post" action=(action) novalidate
+            data-round-id=(round.round_id) data-execution-id=(round.execution_id) data-round-status="pending" {
+            h2 { (heading) }
+            p class="meta" {
+                "server " strong { (round.server) }
+                " · execution " a href={(base) "/executions/" (encode(&round.execution_id))} { code { (round.execution_id) } }
+                " · asked " (age(round.created_at))
+                @if let Some(deadline) = round.deadline { " · deadline " time datetime=(timestamp::format(deadline)) { (timestamp::format(deadline)) } }
+            }
+            @if let Some(message) = view.errors.and_then(|e| e.round.as_deref()) {
+                p class="alert" role="alert" { (message) }
+            }
+            input type="hidden" name="idempotency_key" value=(key);
+            @for (request_key, request) in &round.requests {
+                (request_block(&round.round_id, request_key, request, view))
+            }
+            button type="submit" { "Submit" }
+        }
+    }
+}
+
+fn request_block(
+    round_id: &str,
+    key: &str,
+    request: &ElicitationRequest,
+    view: &RoundView<'_>,
+) -> Markup {
+    let mode = request.mode().as_str();
+    html! {
+        fieldset class="request" data-request-key=(key) data-mode=(mode) {
+            legend { (request.message()) }
+            @match request {
+                ElicitationRequest::Form(form) => {
+                    @for field in fields(&form.requested_schema) {
+                        @let name = format!("{key}.{}", field.name);
+                        @let ctx = FieldContext {
+                            round_id,
+                            request_key: key,
+                            submitted: view.submitted,
+                            error: view.errors.and_then(|e| e.fields.get(&name)).map(String::as_str),
+                        };
+                        (widgets::field(&ctx, &field))
+                    }
+                }
+                ElicitationRequest::Url(url) => {
+                    p class="url" { "The server asks you to open this address yourself: " code { (url.url) } }
+                    p class="hint" { "Accepting records your consent only; this page never opens, fetches or embeds the address." }
+                }
+            }
+            (actions(round_id, key, mode, view.submitted))
+        }
+    }
+}
+
+fn actions(round_id: &str, key: &str, mode: &str, submitted: Option<&Submitted>) -> Markup {
+    let name = format!("{key}.action");
+    let chosen = submitted
+        .and_then(|s| s.first(&name))
+        .unwrap_or("accept")
+        .to_owned();
+    let accept = if mode == "url" {
+        "Accept (I consent)"
+    } else {
+        "Accept"
+    };
+    html! {
+        div class="actions" role="radiogroup" aria-label="Answer" {
+            @for (value, label) in [("accept", accept), ("decline", "Decline"), ("cancel", "Cancel")] {
+                @let id = format!("f-{round_id}-{key}-action-{value}");
+                span class="choice" {
+                    input type="radio" id=(id) name=(name) value=(value) checked[chosen == value];
+                    " "
+                    label for=(id) { (label) }
+                }
+            }
+        }
+    }
+}
+
+/// A round that is no longer pending: its status until it leaves the inbox.
+pub(super) fn answered(base: &str, details: &RoundDetails) -> Markup {
+    let round = &details.round;
+    let d = &details.diagnostics;
+    html! {
+        article class="round answered" data-round-id=(round.round_id) data-execution-id=(round.execution_id)
+            data-round-status=(d.status.as_str()) {
+            h2 { (round.operation_kind.as_str()) " " (round.operation_name) }
+            p role="status" {
+                "Answered: " strong { (d.status.as_str()) }
+                @if let Some(code) = &d.failure_code { " (" (code) ")" }
+                " · " a href={(base) "/executions/" (encode(&round.execution_id))} { "execution" }
+            }
+        }
+    }
+}
+
+/// "3 s ago" style age (the exact time in the element's `datetime`).
+fn age(at: OffsetDateTime) -> Markup {
+    let seconds = (OffsetDateTime::now_utc() - at).whole_seconds().max(0);
+    let text = match seconds {
+        0..60 => format!("{seconds} s ago"),
+        60..3600 => format!("{} min ago", seconds / 60),
+        _ => format!("{} h ago", seconds / 3600),
+    };
+    html! { time datetime=(timestamp::format(at)) title=(timestamp::format(at)) { (text) } }
+}
+
+/// Percent-encodes one path segment.
+pub(super) fn encode(segment: &str) -> String {
+    form_urlencoded::byte_serialize(segment.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+/// Pretty JSON as escaped text.
+pub(super) fn json_text(value: &serde_json::Value) -> Markup {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    html! { pre { (text) } }
+}
+
+/// An empty marker for the inbox's "nothing pending" line.
+pub(super) fn nothing_pending(hidden: bool) -> Markup {
+    html! { p id="empty" hidden[hidden] { "Nothing is waiting for an answer." } }
+}

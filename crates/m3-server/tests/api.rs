@@ -1,0 +1,375 @@
+//! The JSON API over real HTTP against a real SQLite store: every route and
+//! status code, replay and conflict, auth on and off, foreign origins, the
+//! body limit, the redacted projection.
+
+mod support;
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+use serde_json::{Value, json};
+use support::{address_form, responses_path, serve, url_request};
+
+fn answer(street: &str, key: &str) -> Value {
+    json!({
+        "responses": {"shipping_address": {"action": "accept", "content": {"street": street, "city": "Pune", "api_key": "sk-live-123"}}},
+        "idempotency_key": key
+    })
+}
+
+#[tokio::test]
+async fn reads_list_executions_rounds_and_the_inbox() {
+    let served = serve(|b| b).await;
+    assert_eq!(served.get("/healthz").await.json(), json!({"status": "ok"}));
+    let first = served.round(vec![address_form()]).await;
+    let second = served
+        .round(vec![url_request("https://example.test/verify")])
+        .await;
+
+    let executions = served.get("/api/v1/executions").await;
+    assert_eq!(executions.status, StatusCode::OK);
+    assert_eq!(executions.json().as_array().unwrap().len(), 2);
+    let limited = served
+        .get("/api/v1/executions?lifecycle=created&limit=1")
+        .await;
+    assert_eq!(limited.json().as_array().unwrap().len(), 1);
+    assert_eq!(
+        served
+            .get("/api/v1/executions?lifecycle=sleeping")
+            .await
+            .status,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        served.get("/api/v1/executions?limit=many").await.status,
+        StatusCode::BAD_REQUEST
+    );
+
+    let one = served
+        .get(&format!("/api/v1/executions/{}", first.execution_id))
+        .await;
+    assert_eq!(one.json()["execution_id"], json!(first.execution_id));
+    let missing = served.get("/api/v1/executions/nope").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(missing.json()["error"]["code"].is_string());
+
+    let inbox = served.get("/api/v1/rounds?status=pending").await.json();
+    let ids: Vec<&str> = inbox
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["round_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [first.round_id.as_str(), second.round_id.as_str()],
+        "oldest first"
+    );
+    assert_eq!(
+        served.get("/api/v1/rounds?status=resolved").await.status,
+        StatusCode::BAD_REQUEST
+    );
+
+    let rounds = served
+        .get(&format!("/api/v1/executions/{}/rounds", first.execution_id))
+        .await
+        .json();
+    assert_eq!(rounds[0]["status"], "pending");
+    let round = served
+        .get(&format!(
+            "/api/v1/executions/{}/rounds/{}",
+            first.execution_id, first.round_id
+        ))
+        .await
+        .json();
+    assert_eq!(round["status"], "pending");
+    assert_eq!(round["requests"]["shipping_address"]["mode"], "form");
+    let unknown = served
+        .get(&format!(
+            "/api/v1/executions/{}/rounds/nope",
+            first.execution_id
+        ))
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        served.get("/api/v1/no-such-route").await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn answering_is_respond_elicitation_replay_conflict_invalid_and_redacted() {
+    let served = serve(|b| b).await;
+    let round = served.round(vec![address_form()]).await;
+    let path = responses_path(&round);
+
+    let invalid = served
+        .post_json(&path, &json!({"responses": {"shipping_address": {"action": "accept", "content": {"street": "x"}}}, "idempotency_key": "k0"}))
+        .await;
+    assert_eq!(invalid.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(invalid.json()["error"]["code"], "managed_input_invalid");
+    assert!(
+        invalid.json()["error"]["details"]["errors"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty())
+    );
+    let bad_action = served
+        .post_json(&path, &json!({"responses": {"shipping_address": {"action": "reject"}}, "idempotency_key": "k0"}))
+        .await;
+    assert_eq!(bad_action.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let extra_key = served
+        .post_json(
+            &path,
+            &json!({"responses": {"other": {"action": "decline"}}, "idempotency_key": "k0"}),
+        )
+        .await;
+    assert_eq!(extra_key.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let accepted = served
+        .post_json(&path, &answer("1 Main Street", "k1"))
+        .await;
+    assert_eq!(accepted.status, StatusCode::OK, "{}", accepted.body);
+    let body = accepted.json();
+    assert_eq!(body["status"], "response_validated");
+    assert_eq!(
+        body["redacted_responses"]["shipping_address"]["content"]["api_key"],
+        "[REDACTED]"
+    );
+    assert!(
+        !accepted.body.contains("sk-live-123"),
+        "the raw secret never leaves the store"
+    );
+
+    let replay = served
+        .post_json(&path, &answer("1 Main Street", "k1"))
+        .await;
+    assert_eq!(replay.status, StatusCode::OK, "a replay is 200");
+    let conflict = served
+        .post_json(&path, &answer("2 Other Street", "k1"))
+        .await;
+    assert_eq!(conflict.status, StatusCode::CONFLICT);
+    assert_eq!(conflict.json()["error"]["code"], "managed_input_conflict");
+
+    for listing in [
+        served
+            .get(&format!("/api/v1/executions/{}/rounds", round.execution_id))
+            .await,
+        served
+            .get(&format!(
+                "/api/v1/executions/{}/rounds/{}",
+                round.execution_id, round.round_id
+            ))
+            .await,
+    ] {
+        assert!(listing.body.contains("[REDACTED]"));
+        assert!(!listing.body.contains("sk-live-123"));
+    }
+}
+
+#[tokio::test]
+async fn a_failed_round_is_a_state_conflict() {
+    let served = serve(|b| b).await;
+    let round = served.round(vec![address_form()]).await;
+    let managed = served.kit.store().managed_input_store().await.unwrap();
+    let record = managed
+        .get_round(&m3_store::RoundRef::new(
+            round.execution_id.clone(),
+            round.round_id.clone(),
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    managed
+        .fail(
+            &m3_store::RoundRef::of(&record),
+            &m3_store::LeaseRef::of(&record.lease),
+            m3_store::RoundFailure::new("timeout", "nobody answered"),
+        )
+        .await
+        .unwrap();
+    let refused = served
+        .post_json(&responses_path(&round), &answer("1 Main Street", "k"))
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT);
+    assert_eq!(refused.json()["error"]["code"], "managed_input_state");
+}
+
+#[tokio::test]
+async fn bodies_are_checked_for_shape_and_size() {
+    let served = serve(|b| b.body_limit(1024)).await;
+    let round = served.round(vec![address_form()]).await;
+    let path = responses_path(&round);
+    let headers = [("content-type", "application/json")];
+    for body in [
+        "{not json",
+        "[]",
+        r#"{"responses": {}}"#,
+        r#"{"responses": [], "idempotency_key": "k"}"#,
+        r#"{"responses": {}, "idempotency_key": "k", "x": 1}"#,
+    ] {
+        let answer = served
+            .send(Method::POST, &path, &headers, body.to_owned())
+            .await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(answer.json()["error"]["code"], "bad_request");
+    }
+    let big = answer(&"x".repeat(2048), "k");
+    let too_large = served.post_json(&path, &big).await;
+    assert_eq!(too_large.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(too_large.json()["error"]["code"], "payload_too_large");
+    let unknown = served
+        .post_json(
+            "/api/v1/executions/nope/rounds/r/responses",
+            &answer("1 Main Street", "k"),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    let still = served
+        .get(&format!(
+            "/api/v1/executions/{}/rounds/{}",
+            round.execution_id, round.round_id
+        ))
+        .await;
+    assert_eq!(still.json()["status"], "pending", "nothing changed");
+}
+
+#[tokio::test]
+async fn cancel_is_accepted_and_recorded() {
+    let served = serve(|b| b).await;
+    let round = served.round(vec![address_form()]).await;
+    let cancelled = served
+        .send(
+            Method::POST,
+            &format!("/api/v1/executions/{}/cancel", round.execution_id),
+            &[],
+            Bytes::new(),
+        )
+        .await;
+    assert_eq!(cancelled.status, StatusCode::ACCEPTED);
+    assert_eq!(cancelled.json()["cancel_requested"], true);
+    let record = served
+        .kit
+        .store()
+        .get_execution(&round.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(record.is_cancel_requested());
+    let unknown = served
+        .send(
+            Method::POST,
+            "/api/v1/executions/nope/cancel",
+            &[],
+            Bytes::new(),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_token_guards_the_api_and_the_page() {
+    let served = serve(|b| b.token("s3cret")).await;
+    let round = served.round(vec![address_form()]).await;
+    assert_eq!(
+        served.get("/healthz").await.status,
+        StatusCode::OK,
+        "health needs no token"
+    );
+    let none = served.get("/api/v1/rounds").await;
+    assert_eq!(none.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(none.json()["error"]["code"], "unauthorized");
+    let wrong = served
+        .send(
+            Method::GET,
+            "/api/v1/rounds",
+            &[("authorization", "Bearer nope")],
+            Bytes::new(),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    let right = served
+        .send(
+            Method::GET,
+            "/api/v1/rounds",
+            &[("authorization", "Bearer s3cret")],
+            Bytes::new(),
+        )
+        .await;
+    assert_eq!(right.status, StatusCode::OK);
+    let refused = served
+        .post_json(&responses_path(&round), &answer("1 Main Street", "k"))
+        .await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+
+    assert_eq!(served.get("/").await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        served.get("/?token=nope").await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let login = served.get("/?token=s3cret").await;
+    assert_eq!(login.status, StatusCode::SEE_OTHER);
+    assert_eq!(login.headers["location"], "/");
+    let cookie = login.headers["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap();
+    let page = served
+        .send(Method::GET, "/", &[("cookie", pair)], Bytes::new())
+        .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body
+            .contains(&format!("data-round-id=\"{}\"", round.round_id))
+    );
+}
+
+#[tokio::test]
+async fn a_foreign_origin_never_changes_state() {
+    let served = serve(|b| b).await;
+    let round = served.round(vec![address_form()]).await;
+    let path = responses_path(&round);
+    let body = answer("1 Main Street", "k").to_string();
+    for headers in [
+        vec![
+            ("origin", "http://evil.test"),
+            ("content-type", "application/json"),
+        ],
+        vec![("origin", "null")],
+        vec![("sec-fetch-site", "cross-site")],
+    ] {
+        let refused = served
+            .send(Method::POST, &path, &headers, body.clone())
+            .await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN);
+        assert_eq!(refused.json()["error"]["code"], "forbidden_origin");
+    }
+    let form = served
+        .send(
+            Method::POST,
+            &format!(
+                "/executions/{}/rounds/{}",
+                round.execution_id, round.round_id
+            ),
+            &[
+                ("origin", "http://evil.test"),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            "idempotency_key=k&shipping_address.street=1+Main&shipping_address.city=Pune"
+                .to_owned(),
+        )
+        .await;
+    assert_eq!(form.status, StatusCode::FORBIDDEN);
+    let still = served
+        .get(&format!(
+            "/api/v1/executions/{}/rounds/{}",
+            round.execution_id, round.round_id
+        ))
+        .await;
+    assert_eq!(still.json()["status"], "pending");
+    let origin = format!("http://{}", served.addr);
+    let same = served
+        .send(Method::POST, &path, &[("origin", origin.as_str())], body)
+        .await;
+    assert_eq!(same.status, StatusCode::OK, "{}", same.body);
+}

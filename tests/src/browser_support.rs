@@ -1,0 +1,176 @@
+//! A real headless Chromium driven through chromedriver (Debian's `chromium`
+//! and `chromium-driver`, installed by `scripts/test.sh`), offline.
+#![expect(
+    clippy::panic,
+    reason = "test support: a missing browser fails the test"
+)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+/// The browser binary.
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+/// The WebDriver binary.
+pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// A running chromedriver and one browser session; the driver is killed on drop.
+#[derive(Debug)]
+pub struct Browser {
+    /// The WebDriver session.
+    pub client: Client,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .unwrap_or_else(|error| panic!("no free port: {error}"))
+}
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium at `width` x `height`.
+    pub async fn start(width: u32, height: u32) -> Self {
+        for binary in [CHROMIUM, CHROMEDRIVER] {
+            assert!(
+                Path::new(binary).exists(),
+                "{binary} is missing: run scripts/test.sh (it installs chromium and chromium-driver)"
+            );
+        }
+        let port = free_port();
+        let driver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start chromedriver: {error}"));
+        let profile = tempfile::tempdir().unwrap_or_else(|error| panic!("no temp dir: {error}"));
+        let args = vec![
+            "--headless".to_owned(),
+            "--no-sandbox".to_owned(),
+            "--disable-gpu".to_owned(),
+            "--disable-dev-shm-usage".to_owned(),
+            "--disable-background-networking".to_owned(),
+            "--disable-component-update".to_owned(),
+            "--disable-sync".to_owned(),
+            "--no-first-run".to_owned(),
+            "--disable-quic".to_owned(),
+            format!("--window-size={width},{height}"),
+            format!("--user-data-dir={}", profile.path().display()),
+        ];
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({"binary": CHROMIUM, "args": args}),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let client = loop {
+            let attempt =
+                ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+                    .capabilities(capabilities.clone())
+                    .connect(&url)
+                    .await;
+            match attempt {
+                Ok(client) => break client,
+                Err(error) if Instant::now() > deadline => {
+                    panic!("chromedriver did not start: {error}")
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        Self {
+            client,
+            driver,
+            _profile: profile,
+        }
+    }
+
+    /// Runs `script` in the page and returns its value.
+    pub async fn eval(&self, script: &str) -> Value {
+        self.client
+            .execute(script, vec![])
+            .await
+            .unwrap_or_else(|error| panic!("script failed: {error}\n{script}"))
+    }
+
+    /// Waits until `script` returns `true` (polling the page).
+    pub async fn wait_until(&self, what: &str, script: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if self.eval(script).await == Value::Bool(true) {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Types `text` into the field named `name` inside `scope` (replacing its value).
+    pub async fn fill(&self, scope: &str, name: &str, text: &str) {
+        let field = self
+            .client
+            .find(Locator::Css(&format!("{scope} [name=\"{name}\"]")))
+            .await
+            .unwrap_or_else(|error| panic!("no field {name}: {error}"));
+        field
+            .clear()
+            .await
+            .unwrap_or_else(|error| panic!("cannot clear {name}: {error}"));
+        field
+            .send_keys(text)
+            .await
+            .unwrap_or_else(|error| panic!("cannot type into {name}: {error}"));
+    }
+
+    /// Clicks the element at `css`.
+    pub async fn click(&self, css: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|error| panic!("no element {css}: {error}"))
+            .click()
+            .await
+            .unwrap_or_else(|error| panic!("cannot click {css}: {error}"));
+    }
+
+    /// Writes a PNG screenshot of the page to `path`.
+    pub async fn screenshot(&self, path: &Path) {
+        let png = self
+            .client
+            .screenshot()
+            .await
+            .unwrap_or_else(|error| panic!("no screenshot: {error}"));
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).unwrap_or_else(|error| panic!("{error}"));
+        }
+        std::fs::write(path, png)
+            .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
+    }
+
+    /// Ends the session and the driver.
+    pub async fn close(mut self) {
+        let _ = self.client.clone().close().await;
+        let _ = self.driver.kill().await;
+    }
+}
+
+/// Where the browser tests write screenshots (`M3_SCREENSHOT_DIR`, default
+/// `$CARGO_TARGET_DIR/m3-screenshots` or `target/m3-screenshots`).
+pub fn screenshot_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("M3_SCREENSHOT_DIR") {
+        return PathBuf::from(dir);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".to_owned());
+    PathBuf::from(target).join("m3-screenshots")
+}

@@ -1,0 +1,403 @@
+//! The answer page in a real headless Chromium: managed executions run by the
+//! kit's worker against the real shipping server pause, their rounds appear in
+//! the already-open inbox without a reload, a person answers them (accept,
+//! invalid value, decline, URL consent), and a round full of markup runs none
+//! of it. Screenshots of the inbox and a form are written for the docs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use m3_kit::{AsyncExecutionHandle, AsyncMcpTestKit, ExecutionTrace, SubmitOptions};
+use m3_store::{CreateRound, NewExecution};
+use m3_tests::browser_support::{Browser, screenshot_dir};
+use m3_tests::runtime_support::{WAIT, call, pending, shipping};
+use m3_types::{
+    ElicitationRequest, ExecutionOutcome, FormElicitationRequest, HumanInput, ManagedInputStatus,
+    OperationKind, PendingElicitationRound, UrlElicitationRequest,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const SERVER: &str = env!("CARGO_BIN_EXE_m3-test-shipping-server");
+const TOKEN: &str = "browser-test-token";
+
+struct Page {
+    kit: AsyncMcpTestKit,
+    base: String,
+    browser: Browser,
+    shutdown: CancellationToken,
+    started: Instant,
+    _dir: tempfile::TempDir,
+}
+
+impl Page {
+    fn step(&self, what: &str) {
+        eprintln!(
+            "[browser {:>6.2} s] {what}",
+            self.started.elapsed().as_secs_f64()
+        );
+    }
+
+    async fn submit(&self, tool: &str) -> AsyncExecutionHandle {
+        let agent = self.kit.agents([call(tool)]).unwrap().remove(0);
+        let options = SubmitOptions::new()
+            .server(shipping(SERVER, "modern"))
+            .tools([format!("shipping:{tool}")])
+            .human_input(HumanInput::Managed);
+        agent.submit("Book the shipment.", options).await.unwrap()
+    }
+
+    fn form(round_id: &str) -> String {
+        format!("form[data-round-id=\"{round_id}\"]")
+    }
+
+    /// Waits for round `round_id` to appear in the open inbox (no reload).
+    async fn wait_for_form(&self, round_id: &str) {
+        let css = Self::form(round_id);
+        self.browser
+            .wait_until(
+                &format!("round {round_id} in the inbox"),
+                &format!("return document.querySelector('{css}') !== null;"),
+            )
+            .await;
+        assert_eq!(
+            self.browser.eval("return window.__m3_loaded_once;").await,
+            json!(true),
+            "the page was not reloaded"
+        );
+    }
+
+    async fn wait_for_status(&self, round_id: &str) {
+        let script = format!(
+            "var e = document.querySelector('[data-round-id=\"{round_id}\"]'); \
+             return e !== null && e.getAttribute('data-round-status') !== 'pending';"
+        );
+        self.browser
+            .wait_until("the answered status", &script)
+            .await;
+    }
+}
+
+async fn open() -> Page {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let kit = AsyncMcpTestKit::builder()
+        .database(dir.path().join("m3.sqlite"))
+        .build()
+        .await
+        .unwrap();
+    let shutdown = CancellationToken::new();
+    let router = m3_server::ServerBuilder::new(kit.clone())
+        .token(TOKEN)
+        .poll_interval(Duration::from_millis(50))
+        .shutdown(shutdown.clone())
+        .build();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(m3_server::serve(
+        listener,
+        router,
+        shutdown.clone().cancelled_owned(),
+    ));
+    let browser = Browser::start(1000, 1100).await;
+    let page = Page {
+        kit,
+        base,
+        browser,
+        shutdown,
+        started,
+        _dir: dir,
+    };
+    page.step("browser started");
+    page.browser
+        .client
+        .goto(&format!("{}/?token={TOKEN}", page.base))
+        .await
+        .unwrap();
+    let url = page.browser.client.current_url().await.unwrap();
+    assert_eq!(
+        url.as_str(),
+        format!("{}/", page.base),
+        "the token leaves the address"
+    );
+    page.browser
+        .eval("window.__m3_loaded_once = true; return null;")
+        .await;
+    page.step("inbox open");
+    page
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_answers_rounds_in_the_browser() {
+    let page = open().await;
+
+    // Accept, after an invalid value that stays pending.
+    let handle = page.submit("book_shipment").await;
+    let round = pending(&handle).await;
+    page.wait_for_form(&round.round_id).await;
+    page.step("round appeared without reload");
+    let form = Page::form(&round.round_id);
+    page.browser
+        .fill(&form, "shipping_address.city", "Pune-browser")
+        .await;
+    page.browser
+        .screenshot(&screenshot_dir().join("form.png"))
+        .await;
+    page.browser
+        .click(&format!("{form} button[type=submit]"))
+        .await;
+    page.browser
+        .wait_until("the error next to street", "return document.querySelector('[data-error-for=\"shipping_address.street\"]') !== null;")
+        .await;
+    let still = handle.round(&round.round_id).await.unwrap();
+    assert_eq!(
+        still.diagnostics.status,
+        ManagedInputStatus::Pending,
+        "an invalid answer changes nothing"
+    );
+    page.step("invalid value refused next to its field");
+    page.browser
+        .fill(&form, "shipping_address.street", "1 Browser Street")
+        .await;
+    page.browser
+        .click(&format!("{form} button[type=submit]"))
+        .await;
+    page.wait_for_status(&round.round_id).await;
+    let result = handle.result(Some(WAIT)).await.unwrap();
+    assert_eq!(
+        result.outcome(),
+        Some(ExecutionOutcome::Completed),
+        "{:?}",
+        result.error
+    );
+    let trace = ExecutionTrace::of(&result).unwrap();
+    assert!(
+        trace
+            .final_text
+            .as_deref()
+            .unwrap()
+            .contains("Shipment booked.")
+    );
+    let operations = serde_json::to_string(&trace.operations).unwrap();
+    assert!(
+        operations.contains("Pune-browser"),
+        "the server booked the typed city: {operations}"
+    );
+    page.step("accepted; execution completed with the typed values");
+
+    // Decline.
+    let handle = page.submit("book_shipment").await;
+    let round = pending(&handle).await;
+    page.wait_for_form(&round.round_id).await;
+    let form = Page::form(&round.round_id);
+    page.browser
+        .click(&format!(
+            "{form} input[name=\"shipping_address.action\"][value=\"decline\"]"
+        ))
+        .await;
+    page.browser
+        .click(&format!("{form} button[type=submit]"))
+        .await;
+    page.wait_for_status(&round.round_id).await;
+    let result = handle.result(Some(WAIT)).await.unwrap();
+    let trace = serde_json::to_string(&ExecutionTrace::of(&result).unwrap().operations).unwrap();
+    assert!(trace.contains("the address was declined"), "{trace}");
+    page.step("declined");
+
+    url_consent(&page).await;
+    markup_runs_nothing(&page).await;
+
+    page.shutdown.cancel();
+    page.step("done");
+    page.browser.close().await;
+    page.kit.close().await.unwrap();
+}
+
+/// The verified shipment: an address form, then a URL round answered with
+/// consent; the page never requests the URL.
+async fn url_consent(page: &Page) {
+    let handle = page.submit("book_verified_shipment").await;
+    let first = pending(&handle).await;
+    page.wait_for_form(&first.round_id).await;
+    let form = Page::form(&first.round_id);
+    page.browser
+        .fill(&form, "shipping_address.street", "2 Url Road")
+        .await;
+    page.browser
+        .fill(&form, "shipping_address.city", "Delhi")
+        .await;
+    page.browser
+        .click(&format!("{form} button[type=submit]"))
+        .await;
+    let second = loop {
+        let next = pending(&handle).await;
+        if next.round_id != first.round_id {
+            break next;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let ElicitationRequest::Url(url) = &second.requests["verification"] else {
+        panic!("a URL request expected")
+    };
+    page.wait_for_form(&second.round_id).await;
+    let form = Page::form(&second.round_id);
+    let shown = page
+        .browser
+        .eval(&format!(
+            "return document.querySelector('{form} [data-mode=\"url\"]').textContent;"
+        ))
+        .await;
+    assert!(
+        shown.as_str().unwrap().contains(&url.url),
+        "the URL is shown as text"
+    );
+    page.browser
+        .click(&format!("{form} button[type=submit]"))
+        .await;
+    page.wait_for_status(&second.round_id).await;
+    let result = handle.result(Some(WAIT)).await.unwrap();
+    assert_eq!(
+        result.outcome(),
+        Some(ExecutionOutcome::Completed),
+        "{:?}",
+        result.error
+    );
+    let requested = page
+        .browser
+        .eval(&format!(
+            "var u = {}; return performance.getEntriesByType('resource').some(function (e) {{ return e.name.indexOf(u) === 0; }}) \
+             || Array.prototype.some.call(document.querySelectorAll('[href],[src],[action],[data]'), function (e) {{ \
+                return ['href','src','action','data'].some(function (a) {{ return (e.getAttribute(a) || '').indexOf(u) === 0; }}); }});",
+            json!(url.url)
+        ))
+        .await;
+    assert_eq!(
+        requested,
+        json!(false),
+        "the page never requests or links the URL"
+    );
+    page.step("URL round answered with consent, URL never requested");
+}
+
+/// A round whose message, titles and enum labels are markup (and whose URL
+/// request points at a local listener that counts connections): none of it
+/// runs, all of it shows as text, the listener is never reached.
+async fn markup_runs_nothing(page: &Page) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let trap = format!("http://{}/consent", listener.local_addr().unwrap());
+    let counter = Arc::clone(&hits);
+    tokio::spawn(async move {
+        while listener.accept().await.is_ok() {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let round = store_round(
+        &page.kit,
+        vec![
+            ElicitationRequest::Form(FormElicitationRequest::new(
+                "review",
+                "<script>window.__xss = 'message'</script><img src=x onerror=\"window.__xss='img'\"> Please review.",
+                object(json!({"type": "object", "properties": {
+                    "choice": {"type": "string", "title": "<b onmouseover=\"window.__xss='title'\">Choice</b>",
+                        "enum": ["a", "b"], "enumNames": ["<script>window.__xss='label'</script>", "<i>b</i>"]},
+                    "note": {"type": "string", "description": "<svg onload=\"window.__xss='svg'\"></svg>"}
+                }})),
+            )),
+            ElicitationRequest::Url(UrlElicitationRequest::new("open", "<script>window.__xss='url'</script>", &trap)),
+        ],
+    )
+    .await;
+    page.wait_for_form(&round.round_id).await;
+    let form = Page::form(&round.round_id);
+    page.browser
+        .screenshot(&screenshot_dir().join("inbox.png"))
+        .await;
+    assert_eq!(
+        page.browser.eval("return typeof window.__xss;").await,
+        json!("undefined"),
+        "no markup ran"
+    );
+    let text = page
+        .browser
+        .eval(&format!(
+            "return document.querySelector('{form}').textContent;"
+        ))
+        .await;
+    let text = text.as_str().unwrap();
+    assert!(
+        text.contains("<script>window.__xss = 'message'</script>"),
+        "{text}"
+    );
+    assert!(text.contains("<b onmouseover="));
+    let label = page
+        .browser
+        .eval(&format!(
+            "return document.querySelector('{form} select option[value=\"a\"]').textContent;"
+        ))
+        .await;
+    assert_eq!(label, json!("<script>window.__xss='label'</script>"));
+    page.browser
+        .click(&format!("{form} button[type=submit]"))
+        .await;
+    page.wait_for_status(&round.round_id).await;
+    assert_eq!(
+        page.browser.eval("return typeof window.__xss;").await,
+        json!("undefined")
+    );
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "the URL was never requested"
+    );
+    page.step("markup round shown as text, nothing ran, URL never reached");
+}
+
+fn object(value: Value) -> serde_json::Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    }
+}
+
+async fn store_round(
+    kit: &AsyncMcpTestKit,
+    requests: Vec<ElicitationRequest>,
+) -> PendingElicitationRound {
+    let store = kit.store();
+    let execution = store
+        .create_execution(
+            NewExecution::new(json!({"browser": true})).with_human_input(HumanInput::Managed),
+        )
+        .await
+        .unwrap();
+    let round = PendingElicitationRound {
+        round_id: m3_types::new_id(),
+        execution_id: execution.execution_id,
+        logical_operation_id: "op".into(),
+        server: "<script>window.__xss='server'</script>".into(),
+        operation_kind: OperationKind::Tool,
+        operation_name: "<img src=x onerror=\"window.__xss='op'\">".into(),
+        request_state: None,
+        requests: requests
+            .into_iter()
+            .map(|r| (r.request_key().to_owned(), r))
+            .collect::<BTreeMap<_, _>>(),
+        created_at: time::OffsetDateTime::now_utc(),
+        deadline: None,
+    };
+    let managed = store.managed_input_store().await.unwrap();
+    managed
+        .create_round(CreateRound::new(
+            round.clone(),
+            "browser-test",
+            Duration::from_secs(600),
+        ))
+        .await
+        .unwrap();
+    round
+}
