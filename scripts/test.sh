@@ -55,6 +55,16 @@ for codex_version in 0.169.0 0.156.1; do
 done
 export M3_TEST_CODEX_DIR="$tools"
 
+# A real browser for the answer page's tests (m3-tests serve_browser): Debian's
+# chromium and its WebDriver, used offline.
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  step "installing chromium and chromium-driver"
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver > /dev/null
+fi
+
 # A throwaway PostgreSQL server for the PostgreSQL backend's tests, unless
 # M3_TEST_POSTGRES_URL names one; removed at exit, also when a step fails.
 # shellcheck source=scripts/postgres-env.sh
@@ -77,11 +87,14 @@ step "tests (nextest)"
 cargo build --workspace --all-targets --all-features --quiet
 cargo nextest run --workspace --all-features --no-fail-fast --failure-output final --no-tests=warn
 
-step "doctests"
-cargo test --workspace --all-features --doc --quiet
+step "doctests (rustdoc, README.md and docs/*.md)"
+# The README and the guides are doctests of m3-kit (and docs/custom-backend.md of
+# m3-store): every Rust block in them is compiled and run as pasted. The guide's
+# program starts the `m3` binary by name, as a reader who installed it would.
+PATH="$CARGO_TARGET_DIR/debug:$PATH" cargo test --workspace --all-features --doc --quiet
 
 step "examples"
-# The seed's Codex example runs against real Codex and the local provider:
+# The Codex example runs against real Codex and the local provider:
 # `m3 example-provider` prints its URL first, then serves until killed.
 run_codex_example() {
   local provider_out provider_pid url
@@ -109,6 +122,19 @@ for example in $(cargo metadata --format-version 1 --no-deps \
     cargo run --quiet --all-features --example "$example"
   fi
 done
+
+step "MSRV: the workspace builds with the rust-version it declares"
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+case "$msrv" in *.*.*) ;; *) msrv="$msrv.0" ;; esac  # rustup names toolchains X.Y.Z
+rustup run "$msrv" cargo check --workspace --all-targets --all-features --quiet
+
+step "cargo package (every publishable crate)"
+# Packs each crate as a registry user gets it (manifest, README, licenses, the
+# crates' versions resolving against each other). --no-verify: verifying rebuilds
+# every dependency outside this workspace's profile (about 2 GB and the length of a
+# second full build); the workspace build and tests above already compile the same
+# sources. See docs/decisions.md.
+cargo package --workspace --exclude m3-tests --allow-dirty --no-verify --quiet
 
 step "cargo deny"
 cargo deny --log-level error check bans licenses sources

@@ -209,6 +209,7 @@ async fn a_person_answers_rounds_in_the_browser() {
     page.step("declined");
 
     url_consent(&page).await;
+    every_widget(&page).await;
     markup_runs_nothing(&page).await;
 
     page.shutdown.cancel();
@@ -283,6 +284,70 @@ async fn url_consent(page: &Page) {
     page.step("URL round answered with consent, URL never requested");
 }
 
+/// A round with every widget of the subset, answered with the keyboard and
+/// the mouse; the store gets the typed values with their schema types.
+async fn every_widget(page: &Page) {
+    let schema = object(
+        json!({"type": "object", "required": ["name", "email"], "properties": {
+            "name":  {"type": "string", "title": "Name", "description": "As on your passport.", "minLength": 1, "default": "Ada Lovelace"},
+            "email": {"type": "string", "title": "Email", "format": "email"},
+            "born":  {"type": "string", "title": "Born", "format": "date"},
+            "age":   {"type": "integer", "title": "Age", "minimum": 0, "maximum": 150},
+            "agree": {"type": "boolean", "title": "I accept the terms", "default": true},
+            "color": {"type": "string", "title": "Colour", "enum": ["red", "green"], "default": "green"},
+            "hero":  {"type": "string", "title": "Hero", "oneOf": [{"const": "h1", "title": "Superman"}, {"const": "h2", "title": "Wonder Woman"}]},
+            "tools": {"type": "array", "title": "Instruments", "items": {"type": "string", "enum": ["Guitar", "Piano"]}, "default": ["Piano"]}
+        }}),
+    );
+    let round = store_round(
+        &page.kit,
+        ("travel", "book_trip"),
+        vec![ElicitationRequest::Form(FormElicitationRequest::new(
+            "profile",
+            "Tell us about the traveller.",
+            schema,
+        ))],
+    )
+    .await;
+    page.wait_for_form(&round.round_id).await;
+    let form = Page::form(&round.round_id);
+    page.browser
+        .fill(&form, "profile.email", "ada@example.test")
+        .await;
+    page.browser.fill(&form, "profile.age", "36").await;
+    page.browser
+        .click(&format!(
+            "{form} select[name=\"profile.hero\"] option[value=\"h2\"]"
+        ))
+        .await;
+    page.browser
+        .click(&format!(
+            "{form} input[name=\"profile.tools\"][value=\"Guitar\"]"
+        ))
+        .await;
+    page.browser
+        .screenshot(&screenshot_dir().join("inbox.png"))
+        .await;
+    page.browser
+        .click(&format!("{form} button[type=submit]"))
+        .await;
+    page.wait_for_status(&round.round_id).await;
+    let stored = page
+        .kit
+        .attach(&round.execution_id)
+        .await
+        .unwrap()
+        .round(&round.round_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.diagnostics.redacted_responses.unwrap()["profile"]["content"],
+        json!({"name": "Ada Lovelace", "email": "ada@example.test", "age": 36, "agree": true,
+               "color": "green", "hero": "h2", "tools": ["Guitar", "Piano"]})
+    );
+    page.step("every widget answered; the store got typed values");
+}
+
 /// A round whose message, titles and enum labels are markup (and whose URL
 /// request points at a local listener that counts connections): none of it
 /// runs, all of it shows as text, the listener is never reached.
@@ -298,6 +363,7 @@ async fn markup_runs_nothing(page: &Page) {
     });
     let round = store_round(
         &page.kit,
+        ("<script>window.__xss='server'</script>", "<img src=x onerror=\"window.__xss='op'\">"),
         vec![
             ElicitationRequest::Form(FormElicitationRequest::new(
                 "review",
@@ -315,7 +381,7 @@ async fn markup_runs_nothing(page: &Page) {
     page.wait_for_form(&round.round_id).await;
     let form = Page::form(&round.round_id);
     page.browser
-        .screenshot(&screenshot_dir().join("inbox.png"))
+        .screenshot(&screenshot_dir().join("markup.png"))
         .await;
     assert_eq!(
         page.browser.eval("return typeof window.__xss;").await,
@@ -366,6 +432,7 @@ fn object(value: Value) -> serde_json::Map<String, Value> {
 
 async fn store_round(
     kit: &AsyncMcpTestKit,
+    (server, operation): (&str, &str),
     requests: Vec<ElicitationRequest>,
 ) -> PendingElicitationRound {
     let store = kit.store();
@@ -379,9 +446,9 @@ async fn store_round(
         round_id: m3_types::new_id(),
         execution_id: execution.execution_id,
         logical_operation_id: "op".into(),
-        server: "<script>window.__xss='server'</script>".into(),
+        server: server.into(),
         operation_kind: OperationKind::Tool,
-        operation_name: "<img src=x onerror=\"window.__xss='op'\">".into(),
+        operation_name: operation.into(),
         request_state: None,
         requests: requests
             .into_iter()

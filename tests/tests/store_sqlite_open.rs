@@ -39,12 +39,43 @@ async fn database_and_wal_files_are_private_and_parents_are_created() -> TestRes
     assert_eq!(mode(&wal), 0o600);
     assert_eq!(mode(&dir.path().join("a/b/m3.sqlite-shm")), 0o600);
 
-    // An existing world-readable file is tightened on open.
-    let loose = dir.path().join("loose.sqlite");
-    std::fs::write(&loose, b"")?;
-    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644))?;
-    SqliteManagedInputStore::open(&loose).await?;
-    assert_eq!(mode(&loose), 0o600);
+    // An existing file keeps the mode its owner gave it (only files we create are made
+    // private), and so do the companions of a shared file.
+    let shared = dir.path().join("shared.sqlite");
+    std::fs::write(&shared, b"")?;
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644))?;
+    let store = SqliteManagedInputStore::open(&shared).await?;
+    store
+        .create_round(CreateRound::new(
+            address_round("e", "r", SystemClock.now()),
+            "w",
+            Duration::from_secs(30),
+        ))
+        .await?;
+    assert_eq!(mode(&shared), 0o644);
+    assert_eq!(mode(&dir.path().join("shared.sqlite-wal")), 0o644);
+    Ok(())
+}
+
+/// A read-only database file is refused with a clear error and keeps its mode (the store
+/// never makes a file it did not create writable), for both stores on the file.
+#[tokio::test]
+async fn a_read_only_database_file_is_refused_and_left_unchanged() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("theirs.sqlite");
+    drop(SqliteManagedInputStore::open(&path).await?);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400))?;
+    let error = SqliteManagedInputStore::open(&path)
+        .await
+        .expect_err("a read-only file must be refused");
+    assert_eq!(error.code(), "managed_input_invalid", "{error}");
+    assert!(error.message().contains("read-only"), "{error}");
+    assert_eq!(mode(&path), 0o400);
+    let error = m3_store::SqliteExecutionStore::open(&path)
+        .await
+        .expect_err("a read-only file must be refused");
+    assert!(error.message().contains("read-only"), "{error}");
+    assert_eq!(mode(&path), 0o400);
     Ok(())
 }
 

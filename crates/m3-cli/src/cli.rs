@@ -16,19 +16,24 @@ pub(crate) struct Cli {
     /// Machine output: one JSON document on stdout; failures as one JSON object on stderr.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// More log lines on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, wins).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// The seed's scenario end to end: book a shipment through a managed input round.
+    /// Book a shipment end to end: a bundled server asks for the delivery address, the
+    /// question is stored as a round, answered, and the booking completes.
     Demo {
         /// Answer the round in this terminal (a form rendered from the requested schema).
         #[arg(long)]
         interactive: bool,
     },
     /// Run one agent execution in the foreground (this process is its worker).
+    #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// List executions.
     Executions,
@@ -38,11 +43,13 @@ pub(crate) enum Command {
         execution: String,
     },
     /// Show pending rounds of one execution, or of all executions.
+    #[command(after_help = PENDING_EXAMPLES)]
     Pending {
         /// Execution id (omitted: every execution).
         execution: Option<String>,
     },
     /// Commit responses to a pending round.
+    #[command(after_help = RESPOND_EXAMPLES)]
     Respond(RespondArgs),
     /// Wait for the terminal result of an execution.
     Result {
@@ -105,6 +112,7 @@ pub(crate) enum Command {
     },
     /// Relay a stdio MCP server for a harness and report its traffic to M3 (internal:
     /// M3 writes this command into a harness's MCP server configuration).
+    #[command(hide = true)]
     McpRelay {
         /// The handoff file M3 wrote for this server (socket, token, environment, policy).
         #[arg(long, value_name = "FILE")]
@@ -118,7 +126,43 @@ pub(crate) enum Command {
         /// Type name, e.g. PendingElicitationRound.
         name: Option<String>,
     },
+    /// Print a shell completion script: `m3 completions bash > ~/.local/share/bash-completion/completions/m3`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
+
+/// The commands that never open a store: `--db` is hidden from their help.
+pub(crate) const STORELESS: [&str; 5] = [
+    "example-server",
+    "example-provider",
+    "mcp-relay",
+    "schema",
+    "completions",
+];
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # A managed execution that waits for an answer from any terminal:
+  m3 run --server 'shipping=m3 example-server shipping' \\
+      --call shipping:book_shipment --arguments '{\"weight_kg\": 2}' --human-input managed
+  # The same, answered in this terminal:
+  m3 run --server 'shipping=m3 example-server shipping' \\
+      --call shipping:book_shipment --arguments '{\"weight_kg\": 2}' --human-input managed --interactive";
+
+const PENDING_EXAMPLES: &str = "\
+Examples:
+  m3 pending                  # every pending round, with a ready-to-edit `m3 respond` line
+  m3 pending 01KB...          # the pending rounds of one execution
+  m3 --json pending | jq '.[0].round_id'";
+
+const RESPOND_EXAMPLES: &str = "\
+Examples:
+  m3 respond EXECUTION ROUND --idempotency-key address-1 \\
+      --accept 'shipping_address={\"street\": \"1 Main Street\", \"city\": \"Pune\"}'
+  m3 respond ROUND --idempotency-key k --decline shipping_address   # the round id alone
+  m3 respond ROUND --idempotency-key k --responses @answers.json    # or --responses - (stdin)";
 
 /// `--human-input`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -181,15 +225,18 @@ pub(crate) struct RunArgs {
 #[command(group(ArgGroup::new("given").required(true).multiple(true)
     .args(["responses", "accept", "accept_url", "decline", "cancel"])))]
 pub(crate) struct RespondArgs {
-    /// Execution id.
-    pub(crate) execution: String,
+    /// Execution id (may be omitted: `m3 respond ROUND ...` finds the round's execution).
+    #[arg(value_name = "EXECUTION")]
+    pub(crate) first: String,
     /// Round id.
-    pub(crate) round: String,
+    #[arg(value_name = "ROUND")]
+    pub(crate) second: Option<String>,
     /// The idempotency key: the same key with the same responses succeeds again.
     #[arg(long, value_name = "KEY")]
     pub(crate) idempotency_key: String,
-    /// All responses: {"KEY": {"action": ..., "content": ..., "meta": ...}, ...}.
-    #[arg(long, value_name = "JSON")]
+    /// All responses: {"KEY": {"action": ..., "content": ..., "meta": ...}, ...}; @FILE reads
+    /// them from a file, - from standard input.
+    #[arg(long, value_name = "JSON|@FILE|-")]
     pub(crate) responses: Option<String>,
     /// Accept a form request with content: KEY=JSON. Repeatable.
     #[arg(long, value_name = "KEY=JSON")]
@@ -223,6 +270,31 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+        crate::command().debug_assert();
+    }
+
+    #[test]
+    fn db_is_accepted_everywhere_but_shown_only_where_it_is_used() {
+        use clap::FromArgMatches;
+        for args in [
+            vec!["m3", "--db", "a.sqlite", "schema"],
+            vec!["m3", "schema", "--db", "a.sqlite"],
+            vec!["m3", "--db", "a.sqlite", "pending"],
+            vec!["m3", "pending", "--db", "a.sqlite"],
+        ] {
+            let matches = crate::command().try_get_matches_from(&args).unwrap();
+            let cli = Cli::from_arg_matches(&matches).unwrap();
+            assert_eq!(cli.db, PathBuf::from("a.sqlite"), "{args:?}");
+        }
+        let mut command = crate::command();
+        command.build();
+        let schema = command.find_subcommand_mut("schema").unwrap().render_help();
+        assert!(!schema.to_string().contains("--db"), "{schema}");
+        let pending = command
+            .find_subcommand_mut("pending")
+            .unwrap()
+            .render_help();
+        assert!(pending.to_string().contains("--db"), "{pending}");
     }
 
     #[test]
@@ -247,6 +319,7 @@ mod tests {
             vec!["m3", "run", "--call", "s:t", "--human-input", "maybe"],
             vec!["m3", "run", "--call", "s:t", "--timeout", "soon"],
             vec!["m3", "respond", "e", "r", "--idempotency-key", "k"],
+            vec!["m3", "respond", "--idempotency-key", "k", "--decline", "a"],
             vec!["m3", "respond", "e", "r", "--decline", "a"],
             vec!["m3", "status"],
         ] {

@@ -27,6 +27,8 @@ pub(crate) mod exit {
     pub(crate) const NOT_FOUND: u8 = 8;
     /// The execution finished but not `completed`.
     pub(crate) const NOT_COMPLETED: u8 = 9;
+    /// Interrupted by Ctrl-C (SIGINT): 128 + 2, as shells report it.
+    pub(crate) const INTERRUPTED: u8 = 130;
 }
 
 /// The stable code of a command-line usage error.
@@ -100,10 +102,66 @@ impl Failure {
         }
     }
 
-    /// The one-line rendering for people: `error[CODE]: message`.
+    /// Ctrl-C stopped `m3 run`/`m3 demo` (exit 130).
+    pub(crate) fn interrupted(execution_id: &str) -> Self {
+        let mut details = Map::new();
+        details.insert("execution_id".into(), json!(execution_id));
+        Self {
+            code: "interrupted".to_owned(),
+            message: format!("interrupted: execution {execution_id} was asked to cancel"),
+            details,
+            exit: exit::INTERRUPTED,
+        }
+    }
+
+    /// The one-line rendering for people: `error[CODE]: message`, followed by what the
+    /// details say about the cause (the request key, the validator's field errors, missing or
+    /// unexpected keys, a reason), so people see what `--json` shows. A usage error keeps
+    /// clap's whole message (the usage line, a "similar subcommand" tip) on its lines.
     pub(crate) fn human_line(&self) -> String {
+        if self.code == USAGE_CODE {
+            return format!("error[{}]: {}", self.code, self.message.trim_end());
+        }
         let message = self.message.replace('\n', " ");
-        format!("error[{}]: {message}", self.code)
+        let mut line = format!("error[{}]: {message}", self.code);
+        let text = |key: &str| self.details.get(key).and_then(Value::as_str);
+        let list = |key: &str| {
+            self.details
+                .get(key)
+                .and_then(Value::as_array)
+                .map(|items| {
+                    items
+                        .iter()
+                        .map(|item| {
+                            item.as_str()
+                                .map_or_else(|| item.to_string(), str::to_owned)
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+        };
+        if let Some(key) = text("request_key") {
+            line.push_str(&format!(" (request '{key}')"));
+        }
+        if let Some(errors) = self.details.get("errors").and_then(Value::as_array) {
+            let described: Vec<String> = errors.iter().map(describe_field_error).collect();
+            if !described.is_empty() {
+                line.push_str(": ");
+                line.push_str(&described.join("; "));
+            }
+        }
+        if let Some(keys) = list("missing_keys") {
+            line.push_str(&format!(" (missing: {keys})"));
+        }
+        if let Some(keys) = list("unexpected_keys") {
+            line.push_str(&format!(" (unexpected: {keys})"));
+        }
+        if let Some(reason) = text("reason")
+            && !message.contains(reason)
+        {
+            line.push_str(&format!(" (reason: {reason})"));
+        }
+        line.replace('\n', " ")
     }
 
     /// The JSON rendering: `{"error": {"code", "message", "details"}}`.
@@ -115,6 +173,19 @@ impl Failure {
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.human_line())
+    }
+}
+
+/// One validator error (`{"path": "/street", "message": "..."}`) as `at /street: message`;
+/// an error at the root of the content is its message alone.
+fn describe_field_error(error: &Value) -> String {
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map_or_else(|| error.to_string(), str::to_owned);
+    match error.get("path").and_then(Value::as_str) {
+        Some(path) if !path.is_empty() => format!("at {path}: {message}"),
+        _ => message,
     }
 }
 
@@ -195,5 +266,46 @@ mod tests {
         assert_eq!(json["error"]["code"], "managed_input_conflict");
         assert_eq!(json["error"]["details"]["round_id"], "r1");
         assert_eq!(Failure::usage("x").exit, 2);
+    }
+
+    #[test]
+    fn human_lines_carry_the_validator_errors_and_the_keys() {
+        let schema_error = Failure::from(
+            Error::managed_input_validation("response content does not match the request schema")
+                .with_detail(
+                    "errors",
+                    json!([
+                        {"path": "", "message": "\"city\" is a required property"},
+                        {"path": "/street", "message": "5 is not of type \"string\""}
+                    ]),
+                )
+                .with_detail("request_key", "shipping_address"),
+        );
+        assert_eq!(
+            schema_error.human_line(),
+            "error[managed_input_invalid]: response content does not match the request schema \
+             (request 'shipping_address'): \"city\" is a required property; \
+             at /street: 5 is not of type \"string\""
+        );
+        let missing = Failure::from(
+            Error::managed_input_validation("responses must match exactly")
+                .with_detail("missing_keys", json!(["a", "b"])),
+        );
+        assert!(
+            missing.human_line().ends_with(" (missing: a, b)"),
+            "{}",
+            missing.human_line()
+        );
+        let reason = Failure::from(
+            Error::managed_input_validation("response content does not match the request schema")
+                .with_detail("reason", "request schema is too large"),
+        );
+        assert!(
+            reason
+                .human_line()
+                .ends_with("(reason: request schema is too large)"),
+            "{}",
+            reason.human_line()
+        );
     }
 }

@@ -26,6 +26,7 @@ mod cli;
 mod commands;
 mod failure;
 pub mod form;
+mod lease;
 mod output;
 mod progress;
 mod render;
@@ -34,7 +35,7 @@ mod servers;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, Command};
 use crate::failure::{Failure, exit};
@@ -46,12 +47,17 @@ use crate::output::Output;
 /// `managed_input_invalid`, 4 conflict, 5 state, 6 recovery unavailable, 7 timeout,
 /// 8 not found, 9 execution finished but not `completed`, 1 anything else.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error),
     };
     let out = Output::new(cli.json);
     let db = cli.db;
+    let plumbing = matches!(
+        cli.command,
+        Command::ExampleServer { .. } | Command::ExampleProvider { .. } | Command::McpRelay { .. }
+    );
+    commands::init_logging(cli.verbose, if plumbing { "warn" } else { "off" });
     let command = match cli.command {
         Command::ExampleServer { name, era, fault } => {
             return commands::example_server::run(&name, era, fault);
@@ -68,6 +74,10 @@ pub fn main() -> ExitCode {
         }
         Command::Schema { name } => {
             return finish(out, commands::schema::run(out, name.as_deref()));
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut command(), "m3", &mut std::io::stdout());
+            return ExitCode::from(exit::SUCCESS);
         }
         command => command,
     };
@@ -106,12 +116,36 @@ pub fn main() -> ExitCode {
             Command::ExampleServer { .. }
             | Command::ExampleProvider { .. }
             | Command::McpRelay { .. }
-            | Command::Schema { .. } => Ok(()),
+            | Command::Schema { .. }
+            | Command::Completions { .. } => Ok(()),
         }
     });
     // Do not wait for blocking reads (an unanswered terminal prompt) at exit.
     runtime.shutdown_background();
     finish(out, outcome)
+}
+
+/// The command line's definition, with `--db` hidden from the help of the commands that
+/// never open a store (it is global, so clap would show it everywhere).
+pub(crate) fn command() -> clap::Command {
+    let mut command = Cli::command();
+    for name in cli::STORELESS {
+        // A subcommand that defines the id itself does not get the global copy.
+        command = command.mut_subcommand(name, |sub| {
+            sub.arg(
+                clap::Arg::new("db")
+                    .long("db")
+                    .value_parser(clap::value_parser!(std::path::PathBuf))
+                    .hide(true),
+            )
+        });
+    }
+    command
+}
+
+fn parse() -> Result<Cli, clap::Error> {
+    let matches = command().try_get_matches()?;
+    Cli::from_arg_matches(&matches)
 }
 
 fn finish(out: Output, outcome: Result<(), Failure>) -> ExitCode {
@@ -143,14 +177,14 @@ fn usage_error(error: &clap::Error) -> ExitCode {
         );
     }
     let json = std::env::args().any(|arg| arg == "--json");
-    let rendered = error.to_string();
-    let message = rendered
-        .lines()
-        .next()
-        .unwrap_or("invalid command line")
-        .trim_start_matches("error: ")
-        .to_owned();
-    let failure = Failure::usage(message);
-    Output::new(json).fail(&failure);
+    // clap's whole message: what is wrong, the usage line, a "similar subcommand" tip.
+    let rendered = error.render().to_string();
+    let message = rendered.trim_start_matches("error: ").trim_end();
+    let message = if message.is_empty() {
+        "invalid command line"
+    } else {
+        message
+    };
+    Output::new(json).fail(&Failure::usage(message));
     ExitCode::from(exit::USAGE)
 }

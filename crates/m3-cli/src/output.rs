@@ -12,11 +12,34 @@ use crate::failure::Failure;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Output {
     json: bool,
+    colour: bool,
 }
 
 impl Output {
+    /// Colour for status words only when stdout is a terminal, `--json` is off and
+    /// `NO_COLOR` is unset or empty (no-color.org).
     pub(crate) fn new(json: bool) -> Self {
-        Self { json }
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
+        Self {
+            json,
+            colour: !json && !no_color && std::io::stdout().is_terminal(),
+        }
+    }
+
+    /// A status word (lifecycle, outcome, round status), coloured when colour is on: green
+    /// for success, red for failure, yellow for waiting.
+    pub(crate) fn status(self, word: &str) -> String {
+        let code = match word {
+            "completed" | "resolved" | "delivered" => "32",
+            "failed" | "cancelled" | "timeout" | "timed_out" => "31",
+            "pending" | "waiting_for_input" | "running" | "response_validated" => "33",
+            _ => return word.to_owned(),
+        };
+        if self.colour {
+            format!("\x1b[{code}m{word}\x1b[0m")
+        } else {
+            word.to_owned()
+        }
     }
 
     /// Whether `--json` was given.
@@ -43,6 +66,24 @@ impl Output {
             .map_err(|e| Failure::other("internal", format!("cannot render JSON: {e}")))?;
         write_stdout(&text);
         Ok(())
+    }
+
+    /// Prints one JSON line tagged with its kind, `{"type": KIND, ...value's fields}` (the
+    /// streams of `m3 run` and `m3 demo`, like cargo's `"reason"`): a reader dispatches on
+    /// `type` instead of guessing from the fields.
+    pub(crate) fn event(self, kind: &str, value: &impl Serialize) -> Result<(), Failure> {
+        let mut value = serde_json::to_value(value)
+            .map_err(|e| Failure::other("internal", format!("cannot render JSON: {e}")))?;
+        match &mut value {
+            Value::Object(fields) => {
+                fields.insert("type".to_owned(), Value::String(kind.to_owned()));
+            }
+            other => {
+                let inner = std::mem::take(other);
+                *other = serde_json::json!({"type": kind, "value": inner});
+            }
+        }
+        self.json_line(&value)
     }
 
     /// Prints text for people on stdout (nothing with `--json`).

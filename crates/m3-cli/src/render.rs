@@ -1,21 +1,22 @@
 //! Text for people: executions, snapshots, rounds, results.
 
+use m3_kit::RoundDiagnostics;
 use m3_types::{
     ElicitationRequest, ExecutionResult, ExecutionState, PendingElicitationRound, timestamp,
 };
 use serde_json::Value;
 
 use crate::form::{FieldKind, fields};
-use crate::output::{compact, table};
+use crate::output::{Output, compact, table};
 
 /// `m3 status`: one snapshot.
-pub(crate) fn snapshot(state: &ExecutionState) -> String {
+pub(crate) fn snapshot(out: Output, state: &ExecutionState) -> String {
     let mut lines = vec![
         format!("execution    {}", state.execution_id),
-        format!("lifecycle    {}", state.lifecycle),
+        format!("lifecycle    {}", out.status(&state.lifecycle.to_string())),
         format!(
             "outcome      {}",
-            state.outcome.map_or("-", |outcome| outcome.as_str())
+            out.status(state.outcome.map_or("-", |outcome| outcome.as_str()))
         ),
         format!("created_at   {}", timestamp::format(state.created_at)),
     ];
@@ -100,12 +101,12 @@ pub(crate) fn respond_hint(round: &PendingElicitationRound) -> String {
 }
 
 /// A terminal result.
-pub(crate) fn result(result: &ExecutionResult) -> String {
+pub(crate) fn result(out: Output, result: &ExecutionResult) -> String {
     let state = &result.snapshot;
     let mut lines = vec![format!(
         "execution {} finished: {}",
         state.execution_id,
-        state.outcome.map_or("-", |outcome| outcome.as_str())
+        out.status(state.outcome.map_or("-", |outcome| outcome.as_str()))
     )];
     if let Some(direct) = &result.direct_result {
         lines.push(format!("  result: {}", summary(direct)));
@@ -140,23 +141,21 @@ pub(crate) fn executions(rows: Vec<Vec<String>>) -> String {
     )
 }
 
-/// `m3 rounds`: one row per round, from the diagnostics' JSON.
-pub(crate) fn rounds(rounds: &[Value]) -> String {
-    let cell = |round: &Value, key: &str| match round.get(key) {
-        None | Some(Value::Null) => "-".to_owned(),
-        Some(Value::String(text)) => text.clone(),
-        Some(other) => compact(other),
-    };
+/// `m3 rounds`: one row per round, with the redacted projection of the accepted responses.
+pub(crate) fn rounds(rounds: &[RoundDiagnostics]) -> String {
     let rows: Vec<Vec<String>> = rounds
         .iter()
         .map(|round| {
             vec![
-                cell(round, "round_id"),
-                cell(round, "round_index"),
-                cell(round, "status"),
-                cell(round, "created_at"),
-                cell(round, "failure_code"),
-                cell(round, "responses"),
+                round.round_id.clone(),
+                round.round_index.to_string(),
+                round.status.to_string(),
+                timestamp::format(round.created_at),
+                round.failure_code.clone().unwrap_or_else(|| "-".to_owned()),
+                round.redacted_responses.as_ref().map_or_else(
+                    || "-".to_owned(),
+                    |map| summary(&Value::Object(map.clone())),
+                ),
             ]
         })
         .collect();

@@ -57,8 +57,34 @@ fn a_person_fills_in_the_form_after_invalid_input() {
     p.exp_string("street (required, text): ").unwrap();
     p.send_line("1 Main Street").unwrap();
     p.exp_string("responses committed").unwrap();
-    p.exp_string("finished: completed").unwrap();
+    // On a terminal the status word is coloured.
+    p.exp_string("finished: \u{1b}[32mcompleted\u{1b}[0m")
+        .unwrap();
     p.exp_eof().unwrap();
+    assert_eq!(exit_code(&p), 0);
+}
+
+#[test]
+fn no_color_keeps_a_terminal_s_output_plain() {
+    let store = Store::new();
+    let mut command = Command::new(m3_bin());
+    command
+        .arg("--db")
+        .arg(store.db())
+        .args([
+            "run",
+            "--server",
+            &shipping_server(""),
+            "--call",
+            "shipping:quote",
+        ])
+        .args(["--arguments", r#"{"weight_kg": 2}"#])
+        .env_remove("M3_DB")
+        .env("NO_COLOR", "1");
+    let mut p = spawn_command(command, Some(30_000)).unwrap();
+    let rest = p.exp_eof().unwrap();
+    assert!(rest.contains("finished: completed"), "{rest:?}");
+    assert!(!rest.contains("\u{1b}[3"), "{rest:?}");
     assert_eq!(exit_code(&p), 0);
 }
 

@@ -53,6 +53,23 @@ fn a_round_is_answered_from_another_process_with_validation_and_idempotency() {
         ])
         .expect_code(3);
     assert_eq!(invalid.error_code(), "managed_input_invalid");
+    // People see the validator's field errors too, not only the summary.
+    let missing_city = store
+        .m3(&[
+            "respond",
+            &execution,
+            &round_id,
+            "--idempotency-key",
+            "k-city",
+            "--accept",
+            r#"shipping_address={"street": "1 Main Street"}"#,
+        ])
+        .expect_code(3);
+    assert_eq!(
+        missing_city.stderr.trim_end(),
+        "error[managed_input_invalid]: response content does not match the request schema \
+         (request 'shipping_address'): \"city\" is a required property",
+    );
     // A wrong key set: exit 3 too, with the one-line human error.
     let wrong_keys = store
         .m3(&[
@@ -137,6 +154,22 @@ fn a_round_is_answered_from_another_process_with_validation_and_idempotency() {
         "accept"
     );
     assert_eq!(rounds[0]["response_idempotency_key"], "address-1");
+    // The human views agree with the JSON: the redacted responses, the tool call count.
+    let table = store.m3(&["rounds", &execution]).expect_code(0);
+    let row = table.stdout.lines().nth(1).unwrap_or_default().to_owned();
+    assert!(row.contains(&round_id), "{}", table.stdout);
+    assert!(
+        row.contains(r#"{"shipping_address":{"action":"accept""#),
+        "{}",
+        table.stdout
+    );
+    let status_text = store.m3(&["status", &execution]).expect_code(0).stdout;
+    assert!(
+        status_text.lines().any(|line| line == "tool_calls   1"),
+        "{status_text}"
+    );
+    assert_eq!(status["tool_call_count"], 1);
+    assert_eq!(result["snapshot"]["tool_call_count"], 1);
     let executions = store.m3(&["--json", "executions"]).expect_code(0).json();
     assert_eq!(executions[0]["execution_id"], execution.as_str());
     let table = store.m3(&["executions"]).expect_code(0);
@@ -150,6 +183,25 @@ fn a_round_is_answered_from_another_process_with_validation_and_idempotency() {
 #[test]
 fn unknown_executions_and_rounds_exit_8() {
     let store = Store::new();
+    // No store yet: the read and answer commands name the path and create nothing.
+    let missing = store.m3(&["executions"]).expect_code(8);
+    assert_eq!(
+        missing.stderr.lines().next().unwrap_or_default(),
+        format!(
+            "error[not_found]: no store at {} (give the store with --db PATH or M3_DB; \
+             `m3 run` and `m3 demo` create one)",
+            store.db().display()
+        )
+    );
+    assert!(!store.db().exists());
+    let mut quote = common::managed_run(&shipping_server(""), "quote");
+    quote.remove(0);
+    store.m3(&refs(&quote)).expect_code(0);
+    let empty = store.m3(&["pending"]).expect_code(0);
+    assert_eq!(
+        empty.stdout.trim_end(),
+        format!("no pending rounds (store {})", store.db().display())
+    );
     for args in [
         vec!["--json", "status", "01JUNKNOWNEXECUTION0000000"],
         vec!["--json", "pending", "01JUNKNOWNEXECUTION0000000"],

@@ -6,22 +6,37 @@ mod common;
 use common::Store;
 
 #[test]
-fn usage_errors_exit_2_as_one_line_or_one_json_object() {
+fn usage_errors_exit_2_with_clap_s_whole_message() {
     let store = Store::new();
     let human = store.m3(&["run", "--bogus"]).expect_code(2);
     assert!(
-        human.stderr.starts_with("error[usage]: "),
+        human
+            .stderr
+            .starts_with("error[usage]: unexpected argument '--bogus' found"),
         "{}",
         human.stderr
     );
-    assert_eq!(
-        human.stderr.trim_end().lines().count(),
-        1,
+    assert!(human.stderr.contains("Usage: m3 run"), "{}", human.stderr);
+    // A missing argument lists what is missing; a typo gets clap's suggestion.
+    let missing = store.m3(&["status"]).expect_code(2);
+    assert!(
+        missing
+            .stderr
+            .contains("the following required arguments were not provided")
+            && missing.stderr.contains("<EXECUTION>"),
         "{}",
-        human.stderr
+        missing.stderr
+    );
+    let typo = store.m3(&["pendng"]).expect_code(2);
+    assert!(
+        typo.stderr
+            .contains("tip: a similar subcommand exists: 'pending'"),
+        "{}",
+        typo.stderr
     );
     let json = store.m3(&["--json", "respond", "e", "r"]).expect_code(2);
     assert_eq!(json.error_code(), "usage");
+    assert!(json.stderr.contains("Usage: m3 respond"), "{}", json.stderr);
     store
         .m3(&["run", "--server", "noequals", "--call", "s:t"])
         .expect_code(2);
@@ -72,15 +87,20 @@ fn schema_prints_the_value_types() {
 }
 
 #[test]
-fn m3_db_selects_the_store() {
+fn m3_db_selects_the_store_and_read_commands_never_create_one() {
     let store = Store::new();
-    let path = store.dir.path().join("from-env.sqlite");
+    let path = store.dir.path().join("typo-dir").join("from-env.sqlite");
     let done = std::process::Command::new(common::m3_bin())
         .args(["--json", "executions"])
         .env("M3_DB", &path)
         .output()
         .unwrap();
-    let done = common::Done::from(done).expect_code(0);
-    assert_eq!(done.json(), serde_json::json!([]));
-    assert!(path.exists());
+    let done = common::Done::from(done).expect_code(8);
+    assert_eq!(done.error_code(), "not_found");
+    let error: serde_json::Value = serde_json::from_str(done.stderr.trim()).unwrap();
+    assert_eq!(
+        error["error"]["details"]["store"],
+        path.display().to_string()
+    );
+    assert!(!path.exists() && !path.parent().unwrap().exists());
 }

@@ -64,6 +64,7 @@
 //! ```
 //!
 //! As a process: `m3 example-provider --script FILE [--port N] [--record FILE]`.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
@@ -87,3 +88,8 @@ pub use shipping::{
     CONFIRMATION_KEY, GIFT_MESSAGE_KEY, LABEL_PROMPT, QUOTE_RESOURCE_URI, SHIPPING_ADDRESS_KEY,
     SHIPPING_ADDRESS_MESSAGE, SHIPPING_SERVER_NAME, VERIFICATION_KEY, VERIFICATION_URL_PREFIX,
 };
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

@@ -1,4 +1,4 @@
-//! The seed's managed-input example, blocking, against the bundled shipping
+//! The managed-input example of the guide, blocking, against the bundled shipping
 //! server and the scripted harness.
 //!
 //! Run: `cargo run -p m3-kit --example managed_input`

@@ -1,4 +1,4 @@
-//! The seed's managed-input example, line by line, with the `codex` harness:
+//! The managed-input example of the guide, line by line, with the `codex` harness:
 //! real Codex is the agent and the MCP client, and the round it pauses on is
 //! answered here.
 //!

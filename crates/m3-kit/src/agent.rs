@@ -6,6 +6,7 @@ use m3_runtime::{AgentSelection, ExecutionSpec};
 use m3_store::NewExecution;
 use m3_types::{Error, ExecutionStatus, HumanInput, Result, messages};
 
+use crate::command_path::resolve_commands;
 use crate::handle::AsyncExecutionHandle;
 use crate::kit::KitInner;
 use crate::options::SubmitOptions;
@@ -29,7 +30,15 @@ impl AsyncAgent {
     /// # Errors
     /// `invalid_argument` (ModelValidationError) for a bad `human_input`,
     /// `managed` without a persistent store, `managed` with a predefined plan, an
-    /// invalid tool selection or server binding; `storage_error`.
+    /// invalid tool selection or server binding, a server command that is a bare name not
+    /// found on the caller's `PATH` (bare names are resolved here, because server processes
+    /// start with a cleared environment); `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped mid-way, the execution may already be stored (`queued`, listed by
+    /// `executions()`) while this process never started its worker. Do not race it in
+    /// `select!`.
     pub async fn submit(
         &self,
         prompt: impl Into<String>,
@@ -44,8 +53,9 @@ impl AsyncAgent {
                     .with_detail("operation", "execution.submit"),
             );
         }
+        let servers = resolve_commands(options.servers, std::env::var_os("PATH").as_deref())?;
         let spec = ExecutionSpec::new(prompt, self.selection.clone())
-            .with_servers(options.servers)
+            .with_servers(servers)
             .with_tools(options.tools)
             .with_human_input(human_input)
             .with_elicitation_plan(options.plan)

@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use m3_store::{
-    ExecutionEvent, ExecutionRecord, LeaseRef, ManagedInputStore, ResponseSubmission, RoundRef,
+    ExecutionEvent, ExecutionLease, ExecutionRecord, LeaseRef, ManagedInputStore,
+    ResponseSubmission, RoundRef,
 };
 use m3_types::{
     Error, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, ManagedInputRecord,
@@ -120,6 +121,10 @@ impl AsyncExecutionHandle {
     /// # Errors
     /// `managed_input_state` ("multiple") if storage holds more than one pending
     /// round; `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn pending_elicitation(&self) -> Result<Option<PendingElicitationRound>> {
         if self.human_input != HumanInput::Managed {
             return Ok(None);
@@ -152,6 +157,12 @@ impl AsyncExecutionHandle {
     ///   lease that expired;
     /// - `managed_input_state` for a failed or terminal round (for example after
     ///   recovery).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel-safe in the strict sense: dropped mid-way, the responses may or may not have been
+    /// committed (the commit is one transaction, never half). Call it again with the same
+    /// idempotency key and the same responses to learn which: it succeeds either way.
     pub async fn respond_elicitation(
         &self,
         round_id: &str,
@@ -193,8 +204,27 @@ impl AsyncExecutionHandle {
     ///
     /// # Errors
     /// `not_found` if the execution is gone; `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn snapshot(&self) -> Result<ExecutionState> {
         Ok(self.record().await?.state())
+    }
+
+    /// The worker lease while a worker holds one (live or expired): who runs the execution
+    /// and until when. `None` before a worker claimed it and once it finished. An expired
+    /// lease on an unfinished execution means its worker is gone: recovery (opening the store,
+    /// `recover`) terminalizes it.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` (`not_found`) if the execution is gone; `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
+    pub async fn worker_lease(&self) -> Result<Option<ExecutionLease>> {
+        Ok(self.record().await?.lease)
     }
 
     /// Waits for the terminal result (`None`: no limit).
@@ -202,6 +232,11 @@ impl AsyncExecutionHandle {
     /// # Errors
     /// `invalid_argument` for a zero timeout; `timeout` (detail `wait_only`) when
     /// the wait expires; the execution keeps running.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it waits by reading the store; dropping it leaves the execution running and a
+    /// later call waits again.
     pub async fn result(&self, timeout: Option<Duration>) -> Result<ExecutionResult> {
         if timeout == Some(Duration::ZERO) {
             return Err(Error::model_validation(messages::WAIT_TIMEOUT_POSITIVE));
@@ -227,6 +262,12 @@ impl AsyncExecutionHandle {
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped mid-way, the durable cancel request may already be recorded (the execution then
+    /// still ends `cancelled`); calling again is harmless. The wait for the outcome (when this kit
+    /// runs the execution) is cancel-safe.
     pub async fn cancel(&self) -> Result<()> {
         let record = self.record().await?;
         if record.is_finished() {
@@ -247,6 +288,10 @@ impl AsyncExecutionHandle {
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn events(&self, after_sequence: Option<u64>) -> Result<Vec<ExecutionEvent>> {
         self.kit
             .store
@@ -258,6 +303,10 @@ impl AsyncExecutionHandle {
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn rounds(&self) -> Result<Vec<RoundDiagnostics>> {
         if self.human_input != HumanInput::Managed {
             return Ok(Vec::new());
@@ -276,6 +325,10 @@ impl AsyncExecutionHandle {
     /// # Errors
     /// `managed_input_invalid` with detail `not_found = true` for an unknown
     /// round (or a handle that is not managed); `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn round(&self, round_id: &str) -> Result<RoundDetails> {
         let missing =
             || not_found("managed-input round", round_id).with_detail("round_id", round_id);
@@ -300,6 +353,11 @@ impl AsyncExecutionHandle {
     /// # Errors
     /// `timeout` when nothing happened in time; as
     /// [`pending_elicitation`](Self::pending_elicitation).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it waits by reading the store; dropping it loses no round, and a later call
+    /// returns the same pending round.
     pub async fn wait_for_pending(
         &self,
         timeout: Duration,

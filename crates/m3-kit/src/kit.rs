@@ -134,6 +134,10 @@ impl AsyncMcpTestKit {
     /// # Errors
     /// `not_found` for an unknown id;
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn attach(&self, execution_id: &str) -> Result<AsyncExecutionHandle> {
         let record = self
             .inner
@@ -155,6 +159,10 @@ impl AsyncMcpTestKit {
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn executions(&self) -> Result<Vec<ExecutionSummary>> {
         self.executions_where(ListExecutions::new()).await
     }
@@ -164,6 +172,10 @@ impl AsyncMcpTestKit {
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn executions_where(&self, query: ListExecutions) -> Result<Vec<ExecutionSummary>> {
         let records = self.inner.store.list_executions(query).await?;
         let mut out = Vec::with_capacity(records.len());
@@ -193,6 +205,10 @@ impl AsyncMcpTestKit {
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn pending_rounds(&self) -> Result<Vec<PendingElicitationRound>> {
         let records = self
             .inner
@@ -223,6 +239,11 @@ impl AsyncMcpTestKit {
     ///
     /// # Errors
     /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped mid-way, some executions may already be terminalized (each one in its own
+    /// transaction); running it again finishes the rest and reports only those.
     pub async fn recover(&self) -> Result<RecoveryReport> {
         m3_runtime::recover(&*self.inner.store).await
     }
@@ -232,6 +253,11 @@ impl AsyncMcpTestKit {
     ///
     /// # Errors
     /// None today; the `Result` leaves room for cleanup failures.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not meant for `select!`: dropped mid-way, background workers may still be stopping; the kit
+    /// is consumed either way.
     pub async fn close(self) -> Result<()> {
         self.inner.shutdown.cancel();
         self.inner.tasks.close();
@@ -297,6 +323,11 @@ impl AsyncMcpTestKitBuilder {
     ///
     /// # Errors
     /// `storage_error` (and the store's open errors).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped mid-way, nothing is left open; recovery on open may have terminalized some
+    /// executions (idempotent, see `recover`).
     pub async fn build(self) -> Result<AsyncMcpTestKit> {
         let mut store: Arc<dyn ExecutionStore> = match (self.store, self.url) {
             (Some(store), _) => store,

@@ -48,12 +48,15 @@
 //! # Feature flags
 //!
 //! None.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
+#![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 
 mod agent;
 mod blocking;
+mod command_path;
 mod handle;
 mod kit;
 mod options;
@@ -66,5 +69,37 @@ pub use m3_runtime::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, ElicitationPlan,
     ExecutionTrace, PermissionPolicy, RecoveryReport, Script, ScriptStep,
 };
-pub use m3_store::{ExecutionEvent, ListExecutions};
+pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions};
 pub use options::{HumanInputValue, SubmitOptions};
+
+/// The repository's README and guides, compiled and run as doctests (`cargo test --doc`), so
+/// the code people paste from them keeps working. Only built for doctests: the files live
+/// outside this crate's package.
+#[cfg(doctest)]
+mod documentation {
+    #[doc = include_str!("../../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../../docs/guide.md")]
+    struct Guide;
+    #[doc = include_str!("../../../docs/cli.md")]
+    struct Cli;
+    #[doc = include_str!("../../../docs/execution-store.md")]
+    struct ExecutionStore;
+    #[doc = include_str!("../../../docs/fixtures.md")]
+    struct Fixtures;
+    #[doc = include_str!("../../../docs/harnesses.md")]
+    struct Harnesses;
+    #[doc = include_str!("../../../docs/protocol.md")]
+    struct Protocol;
+    #[doc = include_str!("../../../docs/types.md")]
+    struct Types;
+    #[doc = include_str!("../../../docs/performance.md")]
+    struct Performance;
+    #[doc = include_str!("../../../docs/decisions.md")]
+    struct Decisions;
+}
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

@@ -25,9 +25,19 @@
 //!   of each stdio server, and the [`RelayObserver`](relay::RelayObserver) it reports
 //!   every frame to, so the worker sees the MCP wire of a harness-owned connection.
 //! - [`recover`]: terminalizes executions whose worker disappeared.
+//!
+//! # Stability
+//!
+//! [`mcp`], [`harness`] and [`relay`] are plumbing for `m3-kit` and the `m3` binary
+//! (the relay subcommand, the example server's tests), public so that those crates
+//! can reach them. Like `sqlx-core`, they are exempt from semver: anything in them may
+//! change in any release. Applications use `m3-kit`. Public types of this crate are
+//! `#[non_exhaustive]` unless an `#[expect(clippy::exhaustive_*)]` says why not.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
+#![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 
 mod coordinator;
 pub mod harness;
@@ -51,3 +61,8 @@ pub use spec::{
 };
 pub use trace::ExecutionTrace;
 pub use worker::Worker;
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

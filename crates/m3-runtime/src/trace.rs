@@ -1,7 +1,11 @@
 //! The typed trace stored in an [`ExecutionResult`].
 
-use m3_types::{ActivityHealth, Error, ExecutionResult, OperationKind, Result};
+use m3_types::{
+    ActivityHealth, Error, ErrorInfo, ExecutionResult, OperationKind, Result, redact_with,
+    secret_values,
+};
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::mcp::{AttemptOutcome, LogicalOperation};
 
@@ -64,4 +68,47 @@ impl ExecutionTrace {
             _ => ActivityHealth::Mixed,
         }
     }
+
+    /// Fill `result`'s trace, turn summary and error as they are persisted: the diagnostic
+    /// projection. Values under secret-named keys (an answered `password` in
+    /// `input_responses` or a legacy exchange) become `"[REDACTED]"`, and so does every
+    /// echo of such a value in other text (a tool result, the final text, the error).
+    ///
+    /// # Errors
+    /// `protocol_error` when the trace cannot be serialized.
+    pub(crate) fn persist_into(
+        &self,
+        result: &mut ExecutionResult,
+        error: Option<&Error>,
+    ) -> Result<()> {
+        let operations = serde_json::to_value(&self.operations)
+            .map_err(|e| Error::protocol("trace is not serializable").with_source(e))?;
+        let found = secret_values(&operations);
+        let secrets: Vec<&str> = found.iter().map(String::as_str).collect();
+        let final_text = self
+            .final_text
+            .as_deref()
+            .map(|text| redact_with(&Value::String(text.to_owned()), &secrets));
+        let mut trace = serde_json::to_value(self)
+            .map_err(|e| Error::protocol("trace is not serializable").with_source(e))?;
+        // `token_usage` is the harness's counters, not data: it keeps its key names.
+        trace["operations"] = redact_with(&operations, &secrets);
+        trace["final_text"] = final_text.clone().unwrap_or(Value::Null);
+        result.turns = vec![json!({"prompt": self.prompt, "final_text": final_text})];
+        result.trace = Some(trace);
+        result.error = error.map(|error| redacted_error(error.to_error_info(), &secrets));
+        Ok(())
+    }
+}
+
+/// `info` with every secret in `secrets` replaced (unchanged when nothing matched).
+fn redacted_error(info: ErrorInfo, secrets: &[&str]) -> ErrorInfo {
+    let Ok(value) = serde_json::to_value(&info) else {
+        return info;
+    };
+    let redacted = redact_with(&value, secrets);
+    if redacted == value {
+        return info;
+    }
+    serde_json::from_value(redacted).unwrap_or(info)
 }

@@ -105,6 +105,8 @@
         return;
       }
       element.setAttribute("data-round-status", data.status);
+      var shown = element.querySelector("[role=status] strong");
+      if (shown) { shown.textContent = data.status; }
       if (kind !== "round.answered") { leave(element); }
     });
   });

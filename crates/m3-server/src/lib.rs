@@ -38,6 +38,7 @@
 //! None.
 //!
 //! [`AsyncExecutionHandle::respond_elicitation`]: m3_kit::AsyncExecutionHandle::respond_elicitation
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
@@ -93,3 +94,8 @@ pub async fn serve(
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/serve.md")]
 pub struct ServeGuide;
+
+/// This crate's README, compiled as a doctest so its example keeps building.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

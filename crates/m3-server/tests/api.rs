@@ -2,6 +2,9 @@
 //! status code, replay and conflict, auth on and off, foreign origins, the
 //! body limit, the redacted projection.
 
+// Helpers outside #[test] fns fail the test on purpose.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use bytes::Bytes;

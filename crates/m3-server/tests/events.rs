@@ -1,6 +1,9 @@
 //! The event stream over real HTTP: facts arrive live with ids, and a
 //! reconnect with `Last-Event-ID` gets exactly what came after.
 
+// Helpers outside #[test] fns fail the test on purpose.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::time::Duration;

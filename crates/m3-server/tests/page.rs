@@ -1,6 +1,9 @@
 //! The page over real HTTP: markup the tests rely on, escaping, the plain
 //! form post (coerced, validated, errors next to the field), assets.
 
+// Helpers outside #[test] fns fail the test on purpose.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use hyper::{Method, StatusCode};

@@ -49,6 +49,7 @@
 //! - `postgres`: the PostgreSQL backend (`postgres://`, `postgresql://` in [`open`]);
 //!   `postgres-tls` adds TLS (rustls) for remote servers.
 //! - `conformance`: exposes `m3_store::conformance` (not semver-stable).
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
@@ -93,3 +94,8 @@ pub use execution::{
     ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore,
     FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
 };
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

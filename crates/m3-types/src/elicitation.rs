@@ -1,8 +1,6 @@
 //! Elicitation values: actions, responses and the form / URL requests a server sends.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -31,42 +29,11 @@ pub enum ElicitationAction {
     Cancel,
 }
 
-impl ElicitationAction {
-    /// Every action.
-    pub const ALL: [Self; 3] = [Self::Accept, Self::Decline, Self::Cancel];
-
-    /// The wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Accept => "accept",
-            Self::Decline => "decline",
-            Self::Cancel => "cancel",
-        }
-    }
-}
-
-impl fmt::Display for ElicitationAction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ElicitationAction {
-    type Err = Error;
-
-    /// # Errors
-    /// `managed_input_invalid` for anything but `accept`, `decline`, `cancel`.
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s)
-            .ok_or_else(|| {
-                Error::managed_input_validation(format!(
-                    "elicitation action must be 'accept', 'decline' or 'cancel', got '{s}'"
-                ))
-            })
-    }
-}
+wire_enum!(ElicitationAction, [Accept => "accept", Decline => "decline", Cancel => "cancel"], unknown = |s: &str| {
+    Error::managed_input_validation(format!(
+        "elicitation action must be 'accept', 'decline' or 'cancel', got '{s}'"
+    ))
+});
 
 /// The answer to one elicitation request.
 ///
@@ -200,42 +167,11 @@ pub enum OperationKind {
     Resource,
 }
 
-impl OperationKind {
-    /// Every kind.
-    pub const ALL: [Self; 3] = [Self::Tool, Self::Prompt, Self::Resource];
-
-    /// The wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Tool => "tool",
-            Self::Prompt => "prompt",
-            Self::Resource => "resource",
-        }
-    }
-}
-
-impl fmt::Display for OperationKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for OperationKind {
-    type Err = Error;
-
-    /// # Errors
-    /// `managed_input_invalid` for anything but `tool`, `prompt`, `resource`.
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s)
-            .ok_or_else(|| {
-                Error::managed_input_validation(format!(
-                    "operation_kind must be 'tool', 'prompt' or 'resource', got '{s}'"
-                ))
-            })
-    }
-}
+wire_enum!(OperationKind, [Tool => "tool", Prompt => "prompt", Resource => "resource"], unknown = |s: &str| {
+    Error::managed_input_validation(format!(
+        "operation_kind must be 'tool', 'prompt' or 'resource', got '{s}'"
+    ))
+});
 
 /// A form request: the server asks for content matching `requested_schema`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -397,6 +333,13 @@ impl UrlElicitationRequest {
         self.meta = Some(meta);
         self
     }
+
+    /// Sets `task`.
+    #[must_use]
+    pub fn with_task(mut self, task: Map<String, Value>) -> Self {
+        self.task = Some(task);
+        self
+    }
 }
 
 /// The mode of an elicitation request.
@@ -415,41 +358,11 @@ pub enum ElicitationMode {
     Url,
 }
 
-impl ElicitationMode {
-    /// Both modes.
-    pub const ALL: [Self; 2] = [Self::Form, Self::Url];
-
-    /// The wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Form => "form",
-            Self::Url => "url",
-        }
-    }
-}
-
-impl fmt::Display for ElicitationMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ElicitationMode {
-    type Err = Error;
-
-    /// # Errors
-    /// `managed_input_invalid` for anything but `form` and `url`.
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| {
-                Error::managed_input_validation(format!(
-                    "elicitation mode must be 'form' or 'url', got '{s}'"
-                ))
-            })
-    }
-}
+wire_enum!(ElicitationMode, [Form => "form", Url => "url"], unknown = |s: &str| {
+    Error::managed_input_validation(format!(
+        "elicitation mode must be 'form' or 'url', got '{s}'"
+    ))
+});
 
 /// One request of a round, tagged by `mode` (`"form"` or `"url"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -1,7 +1,6 @@
 //! The one error type of m3-rs, with stable codes.
 
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -268,7 +267,7 @@ impl Error {
         self.body().source.as_deref()
     }
 
-    /// Whether the reference's `retryable` flag is set for this kind (only timeouts are).
+    /// Whether sf-m3's `retryable` flag is set for this kind (only timeouts are).
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::OperationTimeout(_))
     }
@@ -344,7 +343,7 @@ impl Error {
     }
 }
 
-/// Stable error codes: those of [`Error`] plus the execution-level codes of the reference.
+/// Stable error codes: those of [`Error`] plus the execution-level codes of sf-m3, the Python implementation.
 #[derive(
     Debug,
     Clone,
@@ -399,67 +398,23 @@ pub enum ErrorCode {
     NotFound,
 }
 
-impl ErrorCode {
-    /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 18] = [
-        Self::ManagedInputInvalid,
-        Self::ManagedInputConflict,
-        Self::ManagedInputState,
-        Self::ManagedInputRecoveryUnavailable,
-        Self::InvalidArgument,
-        Self::Timeout,
-        Self::Cancelled,
-        Self::ElicitationRoundLimit,
-        Self::ProtocolError,
-        Self::TransportError,
-        Self::StorageError,
-        Self::InvalidTransition,
-        Self::SessionStillOpen,
-        Self::SessionBusy,
-        Self::Unsupported,
-        Self::CleanupFailed,
-        Self::ManagedInputIdentityMismatch,
-        Self::NotFound,
-    ];
-
-    /// The stable string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ManagedInputInvalid => "managed_input_invalid",
-            Self::ManagedInputConflict => "managed_input_conflict",
-            Self::ManagedInputState => "managed_input_state",
-            Self::ManagedInputRecoveryUnavailable => "managed_input_recovery_unavailable",
-            Self::InvalidArgument => "invalid_argument",
-            Self::Timeout => "timeout",
-            Self::Cancelled => "cancelled",
-            Self::ElicitationRoundLimit => "elicitation_round_limit",
-            Self::ProtocolError => "protocol_error",
-            Self::TransportError => "transport_error",
-            Self::StorageError => "storage_error",
-            Self::InvalidTransition => "invalid_transition",
-            Self::SessionStillOpen => "session_still_open",
-            Self::SessionBusy => "session_busy",
-            Self::Unsupported => "unsupported",
-            Self::CleanupFailed => "cleanup_failed",
-            Self::ManagedInputIdentityMismatch => "managed_input_identity_mismatch",
-            Self::NotFound => "not_found",
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ErrorCode {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| Error::model_validation(format!("unknown error code '{s}'")))
-    }
-}
+wire_enum!(ErrorCode, [
+    ManagedInputInvalid => "managed_input_invalid",
+    ManagedInputConflict => "managed_input_conflict",
+    ManagedInputState => "managed_input_state",
+    ManagedInputRecoveryUnavailable => "managed_input_recovery_unavailable",
+    InvalidArgument => "invalid_argument",
+    Timeout => "timeout",
+    Cancelled => "cancelled",
+    ElicitationRoundLimit => "elicitation_round_limit",
+    ProtocolError => "protocol_error",
+    TransportError => "transport_error",
+    StorageError => "storage_error",
+    InvalidTransition => "invalid_transition",
+    SessionStillOpen => "session_still_open",
+    SessionBusy => "session_busy",
+    Unsupported => "unsupported",
+    CleanupFailed => "cleanup_failed",
+    ManagedInputIdentityMismatch => "managed_input_identity_mismatch",
+    NotFound => "not_found",
+], unknown = |s: &str| Error::model_validation(format!("unknown error code '{s}'")));

@@ -1,50 +1,11 @@
 //! Execution values: human-input policy, lifecycle, outcome, state, result and error info.
 
-use std::fmt;
-use std::str::FromStr;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::error::{Error, ErrorCode, Result};
-
-macro_rules! wire_enum {
-    ($name:ident, $what:literal, [$($variant:ident => $text:literal),* $(,)?]) => {
-        impl $name {
-            /// Every variant, in declaration order.
-            pub const ALL: &'static [Self] = &[$(Self::$variant),*];
-
-            /// The wire string.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $(Self::$variant => $text,)*
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = Error;
-
-            /// # Errors
-            /// `invalid_argument` for an unknown string, quoting it.
-            fn from_str(s: &str) -> Result<Self> {
-                Self::ALL
-                    .iter()
-                    .copied()
-                    .find(|v| v.as_str() == s)
-                    .ok_or_else(|| Error::model_validation(format!(concat!("unknown ", $what, " '{}'"), s)))
-            }
-        }
-    };
-}
 
 /// How an execution handles elicitation requests: fail them (default) or manage them durably.
 #[derive(
@@ -74,41 +35,11 @@ pub enum HumanInput {
     Managed,
 }
 
-impl HumanInput {
-    /// Both values.
-    pub const ALL: [Self; 2] = [Self::Fail, Self::Managed];
-
-    /// The wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Fail => "fail",
-            Self::Managed => "managed",
-        }
-    }
-}
-
-impl fmt::Display for HumanInput {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for HumanInput {
-    type Err = Error;
-
-    /// # Errors
-    /// `invalid_argument`: "human_input must be 'fail' or 'managed'".
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| {
-                Error::model_validation(crate::messages::HUMAN_INPUT)
-                    .with_detail("operation", "execution.submit")
-                    .with_detail("value", s)
-            })
-    }
-}
+wire_enum!(HumanInput, [Fail => "fail", Managed => "managed"], unknown = |s: &str| {
+    Error::model_validation(crate::messages::HUMAN_INPUT)
+        .with_detail("operation", "execution.submit")
+        .with_detail("value", s)
+});
 
 /// Execution lifecycle (`lifecycle` field of [`ExecutionState`]).
 #[derive(
@@ -150,7 +81,7 @@ wire_enum!(ExecutionStatus, "execution status", [
 ]);
 
 impl ExecutionStatus {
-    /// The reference's transition table: whether `self -> next` is allowed.
+    /// The transition table of sf-m3 (the Python implementation): whether `self -> next` is allowed.
     ///
     /// created→{queued, starting, finished}; queued→{starting, finished};
     /// starting→{idle, running_turn, closing, finished}; idle→{running_turn, closing, finished};
@@ -207,7 +138,7 @@ wire_enum!(ExecutionOutcome, "execution outcome", [
 ]);
 
 impl ExecutionOutcome {
-    /// The reference's outcome mapping: no error → completed, timeout → timed_out,
+    /// The outcome mapping of sf-m3: no error → completed, timeout → timed_out,
     /// cancelled → cancelled, anything else → failed.
     pub fn for_error(error: Option<&Error>) -> Self {
         match error {

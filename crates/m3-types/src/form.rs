@@ -7,10 +7,7 @@ use serde_json::{Map, Value};
 
 /// One option of an enum field.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[expect(
-    clippy::exhaustive_structs,
-    reason = "plain data the form renderers (CLI, HTTP page) read field by field"
-)]
+#[non_exhaustive]
 pub struct Choice {
     /// The value submitted (`enum` item or `const`).
     pub value: String,
@@ -20,7 +17,10 @@ pub struct Choice {
 
 /// What kind of answer a field takes.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "every renderer matches each kind: a new kind must fail to compile in each of them"
+)]
 pub enum FieldKind {
     /// `type: "string"`, with optional `format` (email, uri, date, date-time) and length bounds.
     Text {
@@ -62,10 +62,7 @@ pub enum FieldKind {
 
 /// One property of the requested schema.
 #[derive(Debug, Clone, PartialEq)]
-#[expect(
-    clippy::exhaustive_structs,
-    reason = "plain data the form renderers (CLI, HTTP page) read field by field"
-)]
+#[non_exhaustive]
 pub struct Field {
     /// The property name (the content key).
     pub name: String,

@@ -73,10 +73,14 @@
 //! # Feature flags
 //!
 //! None.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]
 #![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
+
+#[macro_use]
+mod wire_enum;
 
 pub mod canonical;
 pub mod clock;
@@ -107,7 +111,7 @@ pub use execution::{
 };
 pub use reason::Reason;
 pub use record::{DeliveryState, ManagedInputLease, ManagedInputRecord, ManagedInputStatus};
-pub use redact::{REDACTED, redact, redact_with};
+pub use redact::{REDACTED, redact, redact_echoes, redact_with, secret_values};
 pub use round::PendingElicitationRound;
 pub use schema::{value_schema, value_schemas};
 pub use server::{StdioServer, ToolName, ToolSelection};
@@ -117,3 +121,8 @@ pub use validation::validate_responses;
 pub fn new_id() -> String {
     ulid::Ulid::generate().to_string()
 }
+
+/// This crate's README, compiled and run as a doctest so its example keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

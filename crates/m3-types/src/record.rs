@@ -1,8 +1,5 @@
 //! Managed-input records: status, lease and the stored round record.
 
-use std::fmt;
-use std::str::FromStr;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -12,7 +9,8 @@ use crate::elicitation::ResponseMap;
 use crate::error::{Error, Result};
 use crate::round::{PendingElicitationRound, require_non_empty};
 
-/// Status of a stored round (the six states of the reference's state machine).
+/// Status of a stored round (the six states of the state machine shared with sf-m3, the Python
+/// implementation).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -36,29 +34,18 @@ pub enum ManagedInputStatus {
     Failed,
 }
 
+wire_enum!(ManagedInputStatus, [
+    Pending => "pending",
+    ResponseValidated => "response_validated",
+    DeliveryStarted => "delivery_started",
+    Delivered => "delivered",
+    Resolved => "resolved",
+    Failed => "failed",
+], unknown = |s: &str| {
+    Error::managed_input_validation(format!("unknown managed-input status '{s}'"))
+});
+
 impl ManagedInputStatus {
-    /// Every status, in state-machine order.
-    pub const ALL: [Self; 6] = [
-        Self::Pending,
-        Self::ResponseValidated,
-        Self::DeliveryStarted,
-        Self::Delivered,
-        Self::Resolved,
-        Self::Failed,
-    ];
-
-    /// The stored string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::ResponseValidated => "response_validated",
-            Self::DeliveryStarted => "delivery_started",
-            Self::Delivered => "delivered",
-            Self::Resolved => "resolved",
-            Self::Failed => "failed",
-        }
-    }
-
     /// `resolved` and `failed` are terminal.
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Resolved | Self::Failed)
@@ -70,27 +57,6 @@ impl ManagedInputStatus {
             self,
             Self::ResponseValidated | Self::DeliveryStarted | Self::Delivered | Self::Resolved
         )
-    }
-}
-
-impl fmt::Display for ManagedInputStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ManagedInputStatus {
-    type Err = Error;
-
-    /// # Errors
-    /// `managed_input_invalid` for an unknown status, quoting it.
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| {
-                Error::managed_input_validation(format!("unknown managed-input status '{s}'"))
-            })
     }
 }
 
@@ -112,39 +78,15 @@ pub enum DeliveryState {
     Delivered,
 }
 
-impl DeliveryState {
-    /// Every state.
-    pub const ALL: [Self; 3] = [Self::NotStarted, Self::NotDelivered, Self::Delivered];
-
-    /// The wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::NotStarted => "not_started",
-            Self::NotDelivered => "not_delivered",
-            Self::Delivered => "delivered",
-        }
-    }
-}
-
-impl fmt::Display for DeliveryState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for DeliveryState {
-    type Err = Error;
-
-    /// # Errors
-    /// `managed_input_invalid` for an unknown state, quoting it.
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL.into_iter().find(|v| v.as_str() == s).ok_or_else(|| {
-            Error::managed_input_validation(format!(
-                "delivery_state must be 'not_started', 'not_delivered' or 'delivered', got '{s}'"
-            ))
-        })
-    }
-}
+wire_enum!(DeliveryState, [
+    NotStarted => "not_started",
+    NotDelivered => "not_delivered",
+    Delivered => "delivered",
+], unknown = |s: &str| {
+    Error::managed_input_validation(format!(
+        "delivery_state must be 'not_started', 'not_delivered' or 'delivered', got '{s}'"
+    ))
+});
 
 /// The compare-and-set token currently allowed to mutate a round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -195,7 +137,8 @@ impl ManagedInputLease {
 
 /// A stored round: the pending round plus lease, status, responses and lifecycle data.
 ///
-/// Fields and invariants are the reference's (section 2.6); see [`ManagedInputRecord::validate`].
+/// Fields and invariants are those of sf-m3, the Python implementation; see
+/// [`ManagedInputRecord::validate`].
 /// Deserialization validates.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, remote = "Self")]
@@ -357,7 +300,7 @@ impl ManagedInputRecord {
         &self.lease.owner_id
     }
 
-    /// Checks every record invariant of the reference.
+    /// Checks every record invariant of sf-m3 (the Python implementation).
     ///
     /// - the pending round and the lease are valid;
     /// - `round_limit > 0` and `round_index < round_limit` ("round index must be below the round

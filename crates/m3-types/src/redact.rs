@@ -20,6 +20,69 @@ pub fn redact_with(value: &Value, secrets: &[&str]) -> Value {
     walk(value, secrets, 0)
 }
 
+/// Shortest secret value that [`redact_echoes`] also looks for outside its own field (a
+/// shorter one would garble unrelated text).
+pub const MIN_ECHOED_SECRET_CHARS: usize = 4;
+
+/// Like [`redact`], also replacing, in every string of `value`, each secret-named value that
+/// `value` itself holds ([`secret_values`]): a server that echoes a password in its tool
+/// result, or an agent that repeats it, does not carry it into a trace in the clear.
+pub fn redact_echoes(value: &Value) -> Value {
+    let secrets = secret_values(value);
+    let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    redact_with(value, &secrets)
+}
+
+/// The string (and number) values under secret-named keys anywhere in `value`, at least
+/// [`MIN_ECHOED_SECRET_CHARS`] long, longest first (so a secret containing another is
+/// replaced whole), without repeats: the `secrets` argument of [`redact_with`] for any
+/// text derived from `value`.
+pub fn secret_values(value: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    collect_secret_values(value, &mut found, 0);
+    found.retain(|s| s.chars().count() >= MIN_ECHOED_SECRET_CHARS);
+    found.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    found.dedup();
+    found
+}
+
+fn collect_secret_values(value: &Value, found: &mut Vec<String>, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            for (key, item) in map {
+                if is_sensitive_key(key) {
+                    leaves(item, found, depth + 1);
+                } else {
+                    collect_secret_values(item, found, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                collect_secret_values(item, found, depth + 1);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every string and number leaf of a secret-named value.
+fn leaves(value: &Value, found: &mut Vec<String>, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match value {
+        Value::String(s) => found.push(s.clone()),
+        Value::Number(n) => found.push(n.to_string()),
+        Value::Object(map) => map.values().for_each(|v| leaves(v, found, depth + 1)),
+        Value::Array(items) => items.iter().for_each(|v| leaves(v, found, depth + 1)),
+        _ => {}
+    }
+}
+
 /// Depth past which a value is replaced whole (keeps the walk bounded).
 const MAX_DEPTH: usize = 128;
 

@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 ///
 /// Invariants (checked by [`PendingElicitationRound::new`], [`validate`](Self::validate) and
 /// deserialization): every id is non-empty, `requests` is non-empty and each key equals its
-/// request's `request_key`. JSON shape is the reference's (`request_state` and `deadline` are
-/// `null` when absent).
+/// request's `request_key`. The JSON shape is that of sf-m3, the Python implementation
+/// (`request_state` and `deadline` are `null` when absent).
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[expect(

@@ -10,7 +10,57 @@ use crate::{
 };
 
 fn entry<T: JsonSchema>(name: &'static str) -> (&'static str, Schema) {
-    (name, schemars::schema_for!(T))
+    let mut schema = schemars::schema_for!(T);
+    if let Some(map) = schema.as_object_mut() {
+        map.values_mut().for_each(plain_descriptions);
+        if let Some(serde_json::Value::String(text)) = map.get_mut("description") {
+            *text = without_links(text);
+        }
+    }
+    (name, schema)
+}
+
+/// Rewrites every `description` (taken from rustdoc) without rustdoc's link syntax, so
+/// readers of a schema see `` `Error` `` where the source says ``[`Error`]``.
+fn plain_descriptions(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            for (key, item) in map.iter_mut() {
+                match item {
+                    Value::String(text) if key == "description" => *text = without_links(text),
+                    other => plain_descriptions(other),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(plain_descriptions),
+        _ => {}
+    }
+}
+
+/// `[text](target)`, `[text][target]` and `[text]` (an intra-doc link) become `text`.
+fn without_links(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(']') else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        let label = &after[..close];
+        let tail = &after[close + 1..];
+        let skipped = match tail.chars().next() {
+            Some('(') => tail.find(')').map(|end| &tail[end + 1..]),
+            Some('[') => tail.find(']').map(|end| &tail[end + 1..]),
+            _ => Some(tail),
+        };
+        out.push_str(label);
+        rest = skipped.unwrap_or(tail);
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `(type name, JSON Schema)` for every public value type, sorted by name.
@@ -47,4 +97,22 @@ pub fn value_schema(name: &str) -> Option<Schema> {
         .into_iter()
         .find(|(n, _)| *n == name)
         .map(|(_, s)| s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_carry_no_rustdoc_link_syntax() {
+        assert_eq!(
+            without_links("see [`Error`], [`env`](Self::env) and [the table][table]; [x"),
+            "see `Error`, `env` and the table; [x"
+        );
+        for (name, schema) in value_schemas() {
+            let text = schema.as_value().to_string();
+            assert!(!text.contains("[`"), "{name}: {text}");
+            assert!(!text.contains("the reference"), "{name}: {text}");
+        }
+    }
 }

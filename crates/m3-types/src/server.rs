@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 
 /// An MCP server started as a child process speaking stdio.
 ///
-/// JSON uses the reference's field name `environment` for [`env`](Self::env) (`env` is accepted
-/// when reading).
+/// JSON uses the field name of sf-m3 (the Python implementation), `environment`, for
+/// [`env`](Self::env) (`env` is accepted when reading).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[expect(
@@ -155,7 +155,7 @@ impl<'de> Deserialize<'de> for ToolName {
 
 /// The tools an agent may call: a set of `"server:tool"` names.
 ///
-/// `Option<ToolSelection>` expresses the reference's three cases: `None` allows every advertised
+/// `Option<ToolSelection>` expresses the three cases of sf-m3: `None` allows every advertised
 /// tool, an empty selection allows none, otherwise exactly the listed tools. JSON: an array of
 /// strings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, JsonSchema)]

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::elicitation::{ElicitationAction, ElicitationRequest, ResponseMap};
 use crate::error::{Error, Result};
+use crate::redact::{is_sensitive_key, redact};
 use crate::round::PendingElicitationRound;
 
 /// Deepest schema or content nesting accepted (deeper input is a validation error).
@@ -23,7 +24,7 @@ use crate::messages::{
     EXACT_KEYS, FORM_REQUIRES_CONTENT, SCHEMA_MISMATCH, UNEXPECTED_KEYS, URL_CONTENT,
 };
 
-/// Checks `responses` against the pending round, exactly as the reference's store does.
+/// Checks `responses` against the pending round, exactly as the store of sf-m3 (the Python implementation) does.
 ///
 /// 1. The keys equal the pending request keys: extra keys → "responses contain unexpected
 ///    request keys"; missing keys (including an empty map) → "responses must contain exactly the
@@ -112,9 +113,15 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
         .iter_errors(&content)
         .take(10)
         .map(|e| {
+            let path = e.instance_path().to_string();
+            let message = if holds_secret(&content, &path) {
+                e.masked().to_string()
+            } else {
+                e.to_string()
+            };
             let mut item = Map::new();
-            item.insert("path".into(), Value::String(e.instance_path().to_string()));
-            item.insert("message".into(), Value::String(e.to_string()));
+            item.insert("path".into(), Value::String(path));
+            item.insert("message".into(), Value::String(message));
             Value::Object(item)
         })
         .collect();
@@ -123,6 +130,18 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
     } else {
         Err(Error::managed_input_validation(SCHEMA_MISMATCH).with_detail("errors", errors))
     }
+}
+
+/// Whether the instance at `path` (a JSON pointer into `content`) is, or contains, the value
+/// of a secret-named field: its error message must not echo the value.
+fn holds_secret(content: &Value, path: &str) -> bool {
+    let under_secret_name = path
+        .split('/')
+        .any(|segment| is_sensitive_key(&segment.replace("~1", "/").replace("~0", "~")));
+    under_secret_name
+        || content
+            .pointer(path)
+            .is_some_and(|instance| redact(instance) != *instance)
 }
 
 /// Most compiled schemas kept (past it the cache starts over).

@@ -25,7 +25,7 @@ fn transition_table_is_exactly_the_reference_one() {
         (Finished, &[]),
     ];
     for (from, targets) in allowed {
-        for to in ExecutionStatus::ALL {
+        for to in &ExecutionStatus::ALL {
             assert_eq!(
                 from.can_transition_to(*to),
                 targets.contains(to),

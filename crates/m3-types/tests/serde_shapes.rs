@@ -487,11 +487,11 @@ fn wire_enums_round_trip_every_variant() {
     check(&ManagedInputStatus::ALL);
     check(&DeliveryState::ALL);
     check(&HumanInput::ALL);
-    check(ExecutionStatus::ALL);
-    check(ExecutionOutcome::ALL);
+    check(&ExecutionStatus::ALL);
+    check(&ExecutionOutcome::ALL);
     check(&ErrorCode::ALL);
     check(&m3_types::ElicitationMode::ALL);
-    check(m3_types::ActivityHealth::ALL);
+    check(&m3_types::ActivityHealth::ALL);
     let texts: Vec<String> = ManagedInputStatus::ALL
         .iter()
         .map(|s| s.as_str().to_owned())

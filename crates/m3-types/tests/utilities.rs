@@ -325,3 +325,30 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn echoes_of_secret_named_values_are_redacted_everywhere() {
+    let trace = json!({
+        "input_responses": {"login": {"action": "accept", "content": {"user": "ada", "password": "hunter2-secret", "pwd": "12"}}},
+        "result": {"content": [{"type": "text", "text": "logged in with hunter2-secret as ada"}]},
+        "short": "a pin 12 stays"
+    });
+    let redacted = m3_types::redact_echoes(&trace);
+    assert_eq!(
+        redacted["input_responses"]["login"]["content"],
+        json!({"user": "ada", "password": "[REDACTED]", "pwd": "[REDACTED]"})
+    );
+    assert_eq!(
+        redacted["result"]["content"][0]["text"],
+        json!("logged in with [REDACTED] as ada")
+    );
+    assert_eq!(
+        redacted["short"],
+        json!("a pin 12 stays"),
+        "too short to search for"
+    );
+    assert_eq!(
+        m3_types::secret_values(&trace),
+        vec!["hunter2-secret".to_owned()]
+    );
+}

@@ -583,3 +583,36 @@ proptest! {
         }
     }
 }
+
+/// A refused secret-named value is not echoed by the error; other values still are.
+#[test]
+fn schema_errors_never_echo_a_secret_named_value() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "user": {"type": "string", "maxLength": 3},
+            "password": {"type": "string", "maxLength": 4},
+            "login": {"type": "object", "properties": {"apiKey": {"type": "integer"}}},
+        },
+        "not": {"required": ["forbidden"]},
+    });
+    let pending = round(vec![form("login", schema)]);
+    let answer = accept(json!({
+        "user": "adalovelace",
+        "password": "hunter2-secret",
+        "login": {"apiKey": "sk-live-123"},
+        "forbidden": 1,
+    }));
+    let error = validate_responses(&pending, &responses(vec![("login", answer)])).unwrap_err();
+    let shown = format!("{error} {}", Value::Object(error.details().clone()));
+    assert!(!shown.contains("hunter2-secret"), "{shown}");
+    assert!(!shown.contains("sk-live-123"), "{shown}");
+    assert!(
+        shown.contains("adalovelace"),
+        "non-secret values are still shown: {shown}"
+    );
+    assert!(
+        shown.contains("/password"),
+        "the path still says where: {shown}"
+    );
+}

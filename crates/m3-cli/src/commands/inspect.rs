@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use m3_kit::AsyncMcpTestKit;
 use m3_types::{ExecutionOutcome, PendingElicitationRound, timestamp};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::failure::Failure;
+use crate::lease;
 use crate::output::Output;
 use crate::progress::Ticker;
 use crate::render;
@@ -25,12 +26,44 @@ pub(crate) async fn open_kit(db: &Path, recover: bool) -> Result<AsyncMcpTestKit
         .await?)
 }
 
+/// Opens the kit on an existing store only: the commands that read or answer never create
+/// one, so a mistyped `--db` (or a terminal without `M3_DB`) is said, not silently empty.
+pub(crate) async fn open_existing_kit(
+    db: &Path,
+    recover: bool,
+) -> Result<AsyncMcpTestKit, Failure> {
+    require_store(db)?;
+    open_kit(db, recover).await
+}
+
+/// `not_found` (exit 8) naming the path when no SQLite store exists at `db`.
+fn require_store(db: &Path) -> Result<(), Failure> {
+    if db.is_file() {
+        return Ok(());
+    }
+    let mut failure = Failure::other(
+        "not_found",
+        format!(
+            "no store at {} (give the store with --db PATH or M3_DB; `m3 run` and `m3 demo` create one)",
+            db.display()
+        ),
+    );
+    failure.exit = crate::failure::exit::NOT_FOUND;
+    failure
+        .details
+        .insert("store".into(), json!(db.display().to_string()));
+    failure.details.insert("not_found".into(), json!(true));
+    Err(failure)
+}
+
 pub(crate) async fn executions(out: Output, db: &Path) -> Result<(), Failure> {
-    let kit = open_kit(db, true).await?;
+    let kit = open_existing_kit(db, true).await?;
     let summaries = kit.executions().await?;
     if out.is_json() {
         let states: Vec<_> = summaries.iter().map(|s| &s.state).collect();
         out.document(&states)?;
+    } else if summaries.is_empty() {
+        out.say(format!("no executions (store {})", db.display()));
     } else {
         let rows = summaries
             .iter()
@@ -52,12 +85,20 @@ pub(crate) async fn executions(out: Output, db: &Path) -> Result<(), Failure> {
 }
 
 pub(crate) async fn status(out: Output, db: &Path, execution: &str) -> Result<(), Failure> {
-    let kit = open_kit(db, true).await?;
-    let state = kit.attach(execution).await?.snapshot().await?;
+    let kit = open_existing_kit(db, true).await?;
+    let handle = kit.attach(execution).await?;
+    let state = handle.snapshot().await?;
     if out.is_json() {
         out.document(&state)?;
     } else {
-        out.say(render::snapshot(&state));
+        out.say(render::snapshot(out, &state));
+        if !state.lifecycle.is_terminal() {
+            let note = match lease::current(&handle).await? {
+                Some(held) => lease::describe(&held, lease::now()),
+                None => "no worker holds it yet".to_owned(),
+            };
+            out.say(format!("worker       {note}"));
+        }
     }
     kit.close().await?;
     Ok(())
@@ -68,7 +109,7 @@ pub(crate) async fn pending(
     db: &Path,
     execution: Option<&str>,
 ) -> Result<(), Failure> {
-    let kit = open_kit(db, true).await?;
+    let kit = open_existing_kit(db, true).await?;
     let mut rounds: Vec<PendingElicitationRound> = Vec::new();
     match execution {
         Some(execution) => rounds.extend(kit.attach(execution).await?.pending_elicitation().await?),
@@ -85,7 +126,7 @@ pub(crate) async fn pending(
     if out.is_json() {
         out.document(&rounds)?;
     } else if rounds.is_empty() {
-        out.say("no pending rounds");
+        out.say(format!("no pending rounds (store {})", db.display()));
     } else {
         for round in &rounds {
             out.say(render::round(round));
@@ -102,7 +143,7 @@ pub(crate) async fn result(
     execution: &str,
     timeout: Option<f64>,
 ) -> Result<(), Failure> {
-    let kit = open_kit(db, true).await?;
+    let kit = open_existing_kit(db, true).await?;
     let handle = kit.attach(execution).await?;
     let mut ticker = Ticker::start(out.shows_progress(), format!("waiting for {execution}"));
     let outcome = handle.result(timeout.map(Duration::from_secs_f64)).await;
@@ -111,7 +152,7 @@ pub(crate) async fn result(
     if out.is_json() {
         out.document(&result)?;
     } else {
-        out.say(render::result(&result));
+        out.say(render::result(out, &result));
     }
     kit.close().await?;
     if result.snapshot.outcome == Some(ExecutionOutcome::Completed) {
@@ -122,8 +163,27 @@ pub(crate) async fn result(
 }
 
 pub(crate) async fn cancel(out: Output, db: &Path, execution: &str) -> Result<(), Failure> {
-    let kit = open_kit(db, true).await?;
-    kit.attach(execution).await?.cancel().await?;
+    let kit = open_existing_kit(db, true).await?;
+    let handle = kit.attach(execution).await?;
+    let state = handle.snapshot().await?;
+    if let Some(outcome) = state.outcome.filter(|_| state.lifecycle.is_terminal()) {
+        // Cancelling a finished execution changes nothing: say so instead of "requested".
+        if out.is_json() {
+            out.document(&json!({
+                "execution_id": execution,
+                "cancel_requested": false,
+                "already_finished": true,
+                "outcome": outcome,
+            }))?;
+        } else {
+            out.say(format!(
+                "execution {execution} already finished ({outcome}): nothing to cancel"
+            ));
+        }
+        kit.close().await?;
+        return Ok(());
+    }
+    handle.cancel().await?;
     if out.is_json() {
         out.document(&json!({"execution_id": execution, "cancel_requested": true}))?;
     } else {
@@ -134,12 +194,15 @@ pub(crate) async fn cancel(out: Output, db: &Path, execution: &str) -> Result<()
 }
 
 pub(crate) async fn recover(out: Output, db: &Path) -> Result<(), Failure> {
-    let kit = open_kit(db, false).await?;
+    let kit = open_existing_kit(db, false).await?;
     let report = kit.recover().await?;
     if out.is_json() {
         out.document(&report)?;
     } else if report.executions.is_empty() {
-        out.say("nothing to recover");
+        out.say(format!("nothing to recover (store {})", db.display()));
+        for note in live_leases(&kit).await? {
+            out.say(format!("  {note}"));
+        }
     } else {
         for execution in &report.executions {
             out.say(format!(
@@ -159,19 +222,38 @@ pub(crate) async fn recover(out: Output, db: &Path) -> Result<(), Failure> {
 }
 
 pub(crate) async fn rounds(out: Output, db: &Path, execution: &str) -> Result<(), Failure> {
-    let kit = open_kit(db, true).await?;
+    let kit = open_existing_kit(db, true).await?;
     let rounds = kit.attach(execution).await?.rounds().await?;
-    let values: Vec<Value> = rounds
-        .iter()
-        .map(|round| serde_json::to_value(round).unwrap_or(Value::Null))
-        .collect();
     if out.is_json() {
-        out.document(&values)?;
-    } else if values.is_empty() {
+        out.document(&rounds)?;
+    } else if rounds.is_empty() {
         out.say(format!("execution {execution} has no rounds"));
     } else {
-        out.say(render::rounds(&values));
+        out.say(render::rounds(&rounds));
     }
     kit.close().await?;
     Ok(())
+}
+
+/// One line per unfinished execution whose worker lease is still live: recovery leaves those
+/// alone until the lease expires, which "nothing to recover" alone does not tell.
+async fn live_leases(kit: &AsyncMcpTestKit) -> Result<Vec<String>, Failure> {
+    let now = lease::now();
+    let mut notes = Vec::new();
+    for summary in kit.executions().await? {
+        if summary.state.lifecycle.is_terminal() {
+            continue;
+        }
+        let handle = kit.attach(&summary.state.execution_id).await?;
+        if let Some(held) = lease::current(&handle).await?
+            && !held.is_expired_at(now)
+        {
+            notes.push(format!(
+                "execution {}: {}",
+                summary.state.execution_id,
+                lease::describe(&held, now)
+            ));
+        }
+    }
+    Ok(notes)
 }

@@ -1,41 +1,149 @@
-//! `m3 respond EXECUTION ROUND --idempotency-key KEY RESPONSES`.
+//! `m3 respond [EXECUTION] ROUND --idempotency-key KEY RESPONSES`.
 
+use std::io::Read;
 use std::path::Path;
+use std::time::Duration;
 
+use m3_kit::{AsyncExecutionHandle, AsyncMcpTestKit};
+use m3_types::{HumanInput, ManagedInputStatus};
 use serde_json::json;
 
 use crate::cli::RespondArgs;
-use crate::commands::inspect::open_kit;
-use crate::failure::Failure;
+use crate::commands::inspect::open_existing_kit;
+use crate::failure::{Failure, exit};
+use crate::lease;
 use crate::output::Output;
 use crate::responses::{ResponseArgs, parse_responses};
 
+/// How long `respond` waits to see a live worker pick the answer up before it explains the
+/// worker's lease instead (a live worker delivers within milliseconds).
+const DELIVERY_GRACE: Duration = Duration::from_millis(1500);
+
 pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(), Failure> {
     let responses = parse_responses(&ResponseArgs {
-        responses: args.responses,
+        responses: args.responses.as_deref().map(read_payload).transpose()?,
         accept: args.accept,
         accept_url: args.accept_url,
         decline: args.decline,
         cancel: args.cancel,
     })?;
-    let kit = open_kit(db, true).await?;
-    let handle = kit.attach(&args.execution).await?;
-    handle
-        .respond_elicitation(&args.round, responses, &args.idempotency_key)
-        .await?;
-    if out.is_json() {
-        out.document(&json!({
-            "execution_id": args.execution,
-            "round_id": args.round,
-            "idempotency_key": args.idempotency_key,
-            "committed": true
-        }))?;
-    } else {
-        out.say(format!(
-            "responses committed to round {} of execution {}",
-            args.round, args.execution
-        ));
+    let kit = open_existing_kit(db, true).await?;
+    let outcome = async {
+        let (handle, round) = match &args.second {
+            Some(round) => (kit.attach(&args.first).await?, round.clone()),
+            None => (find_round(&kit, &args.first).await?, args.first.clone()),
+        };
+        handle
+            .respond_elicitation(&round, responses, &args.idempotency_key)
+            .await?;
+        let picked_up = delivered_within(&handle, &round, DELIVERY_GRACE).await?;
+        let held = if picked_up {
+            None
+        } else {
+            lease::current(&handle).await?
+        };
+        let now = lease::now();
+        if out.is_json() {
+            let mut document = json!({
+                "execution_id": handle.execution_id(),
+                "round_id": round,
+                "idempotency_key": args.idempotency_key,
+                "committed": true,
+                "picked_up": picked_up,
+            });
+            if let Some(held) = &held {
+                document["worker_lease"] = lease::json(held, now);
+            }
+            out.document(&document)?;
+        } else {
+            out.say(format!(
+                "responses committed to round {round} of execution {}",
+                handle.execution_id()
+            ));
+            if let Some(held) = &held {
+                out.say(format!(
+                    "  not picked up yet by the worker: {}",
+                    lease::describe(held, now)
+                ));
+            }
+        }
+        Ok::<_, Failure>(())
     }
+    .await;
     kit.close().await?;
-    Ok(())
+    outcome
+}
+
+/// `--responses` text: `@FILE` reads a file, `-` standard input, anything else is the JSON.
+fn read_payload(given: &str) -> Result<String, Failure> {
+    if given == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|error| {
+                Failure::invalid(format!(
+                    "--responses -: cannot read standard input: {error}"
+                ))
+            })?;
+        return Ok(text);
+    }
+    match given.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|error| Failure::invalid(format!("--responses @{path}: {error}"))),
+        None => Ok(given.to_owned()),
+    }
+}
+
+/// The execution holding round `round_id`, searched in every managed execution of the store;
+/// `not_found` (exit 8) when none has it.
+async fn find_round(
+    kit: &AsyncMcpTestKit,
+    round_id: &str,
+) -> Result<AsyncExecutionHandle, Failure> {
+    for summary in kit.executions().await? {
+        if summary.human_input != HumanInput::Managed {
+            continue;
+        }
+        let handle = kit.attach(&summary.state.execution_id).await?;
+        if handle
+            .rounds()
+            .await?
+            .iter()
+            .any(|round| round.round_id == round_id)
+        {
+            return Ok(handle);
+        }
+    }
+    let mut failure = Failure::invalid(format!(
+        "no execution in this store has round '{round_id}' (give EXECUTION ROUND, see `m3 pending`)"
+    ));
+    failure.code = "managed_input_invalid".to_owned();
+    failure.exit = exit::NOT_FOUND;
+    failure.details.insert("not_found".into(), json!(true));
+    failure.details.insert("round_id".into(), json!(round_id));
+    Err(failure)
+}
+
+/// Whether a worker took the committed answer further (delivered or resolved it) within
+/// `grace`: a live worker does; a dead one leaves it `response_validated`.
+async fn delivered_within(
+    handle: &AsyncExecutionHandle,
+    round_id: &str,
+    grace: Duration,
+) -> Result<bool, Failure> {
+    let deadline = tokio::time::Instant::now() + grace;
+    loop {
+        let rounds = handle.rounds().await?;
+        let status = rounds
+            .iter()
+            .find(|round| round.round_id == round_id)
+            .map(|round| round.status);
+        if status != Some(ManagedInputStatus::ResponseValidated) {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

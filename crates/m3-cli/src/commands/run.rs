@@ -83,7 +83,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Fai
             .ok_or_else(|| Failure::other("internal", "the kit returned no agent"))?;
         let handle = agent.submit(prompt, options).await?;
         if out.is_json() {
-            out.json_line(&json!({"execution_id": handle.execution_id()}))?;
+            out.event("execution", &json!({"execution_id": handle.execution_id()}))?;
         } else {
             out.say(format!("execution {}", handle.execution_id()));
         }
@@ -118,7 +118,9 @@ pub(crate) enum Answer {
 }
 
 /// Prints each new pending round, answers it as `answer` says, and returns the final result.
-/// Ctrl-C requests cancellation of the execution and keeps following it to its end.
+/// Ctrl-C requests cancellation of the execution, follows it to its end and then fails with
+/// `interrupted` (exit 130); a second Ctrl-C stops following at once (the execution is then
+/// cancelled by its worker's end, or failed by recovery once the lease expires).
 pub(crate) async fn follow(
     out: Output,
     handle: &AsyncExecutionHandle,
@@ -135,60 +137,98 @@ pub(crate) async fn follow(
         {
             ticker.stop();
             show_round(out, &round, &answer)?;
-            let answered = match &answer {
-                Answer::AnyProcess => None,
-                Answer::Terminal => Some(ask_terminal(&round).await?),
-                Answer::Fixed(build) => {
-                    let responses = build(&round);
-                    if !out.is_json() {
-                        let shown = serde_json::to_value(&responses).unwrap_or_default();
-                        out.say(format!("answering with {shown}"));
+            let waiting = match answer_for(out, &round, &answer).await? {
+                Some(responses) => {
+                    if !commit_answer(out, handle, &round, responses).await? {
+                        // Still pending: ask again.
+                        seen.remove(&round.round_id);
                     }
-                    Some(responses)
+                    "running"
                 }
+                None => "waiting for a response",
             };
-            if let Some(responses) = answered {
-                let key = format!("m3-run-{}", round.round_id);
-                match handle
-                    .respond_elicitation(&round.round_id, responses, &key)
-                    .await
-                {
-                    Ok(()) => {
-                        if out.is_json() {
-                            out.json_line(&json!({"round_id": round.round_id, "committed": true}))?;
-                        } else {
-                            out.say(format!("responses committed to round {}", round.round_id));
-                        }
-                    }
-                    Err(error) => {
-                        let failure = Failure::from(error);
-                        out.fail(&failure);
-                        if failure.exit == crate::failure::exit::INVALID {
-                            // Still pending: ask again.
-                            seen.remove(&round.round_id);
-                        }
-                    }
-                }
-                ticker = Ticker::start(out.shows_progress(), "running");
-            } else {
-                ticker = Ticker::start(out.shows_progress(), "waiting for a response");
-            }
+            ticker = Ticker::start(out.shows_progress(), waiting);
         }
         if handle.snapshot().await?.lifecycle.is_terminal() {
             break;
         }
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
-            _ = &mut ctrl_c, if !interrupted => {
+            _ = &mut ctrl_c => {
+                if interrupted {
+                    return Err(Failure::interrupted(handle.execution_id()));
+                }
                 interrupted = true;
                 ticker.stop();
-                out.say("interrupted: cancelling the execution");
-                handle.cancel().await?;
+                out.say("interrupted: cancelling the execution (Ctrl-C again to stop waiting)");
+                // A fresh wait for the second Ctrl-C (a finished future is never polled again).
+                ctrl_c.set(tokio::signal::ctrl_c());
+                tokio::select! {
+                    cancelled = handle.cancel() => cancelled?,
+                    _ = &mut ctrl_c => return Err(Failure::interrupted(handle.execution_id())),
+                }
             }
         }
     }
     ticker.stop();
-    Ok(handle.result(None).await?)
+    let result = handle.result(None).await?;
+    if interrupted {
+        print_result(out, &result)?;
+        return Err(Failure::interrupted(handle.execution_id()));
+    }
+    Ok(result)
+}
+
+/// The responses this process gives to `round`, if it answers at all.
+async fn answer_for(
+    out: Output,
+    round: &PendingElicitationRound,
+    answer: &Answer,
+) -> Result<Option<ResponseMap>, Failure> {
+    Ok(match answer {
+        Answer::AnyProcess => None,
+        Answer::Terminal => Some(ask_terminal(round).await?),
+        Answer::Fixed(build) => {
+            let responses = build(round);
+            if !out.is_json() {
+                let shown = serde_json::to_value(&responses).unwrap_or_default();
+                out.say(format!("answering with {shown}"));
+            }
+            Some(responses)
+        }
+    })
+}
+
+/// Commits `responses` to `round` and reports it; `false` when they were
+/// invalid and the round is still pending (other failures are reported too).
+async fn commit_answer(
+    out: Output,
+    handle: &AsyncExecutionHandle,
+    round: &PendingElicitationRound,
+    responses: ResponseMap,
+) -> Result<bool, Failure> {
+    let key = format!("m3-run-{}", round.round_id);
+    match handle
+        .respond_elicitation(&round.round_id, responses, &key)
+        .await
+    {
+        Ok(()) => {
+            if out.is_json() {
+                out.event(
+                    "round_committed",
+                    &json!({"round_id": round.round_id, "committed": true}),
+                )?;
+            } else {
+                out.say(format!("responses committed to round {}", round.round_id));
+            }
+            Ok(true)
+        }
+        Err(error) => {
+            let failure = Failure::from(error);
+            out.fail(&failure);
+            Ok(failure.exit != crate::failure::exit::INVALID)
+        }
+    }
 }
 
 fn show_round(
@@ -197,7 +237,7 @@ fn show_round(
     answer: &Answer,
 ) -> Result<(), Failure> {
     if out.is_json() {
-        return out.json_line(round);
+        return out.event("round_pending", round);
     }
     out.say(render::round(round));
     if matches!(answer, Answer::AnyProcess) {
@@ -221,9 +261,9 @@ async fn ask_terminal(round: &PendingElicitationRound) -> Result<ResponseMap, Fa
 
 pub(crate) fn print_result(out: Output, result: &ExecutionResult) -> Result<(), Failure> {
     if out.is_json() {
-        out.json_line(result)
+        out.event("result", result)
     } else {
-        out.say(render::result(result));
+        out.say(render::result(out, result));
         Ok(())
     }
 }

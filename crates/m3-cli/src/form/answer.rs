@@ -103,7 +103,7 @@ fn parse_value(kind: &FieldKind, line: &str) -> Result<Value, String> {
             }
             Ok(json!(picked))
         }
-        // `Json`, and any kind m3-types adds later (`FieldKind` is non-exhaustive): free JSON.
+        // `Json` and kinds added later (the enum is non-exhaustive): a JSON value.
         _ => serde_json::from_str(line).map_err(|error| format!("not valid JSON: {error}")),
     }
 }

@@ -240,7 +240,7 @@ fn prompt_line(field: &Field) -> String {
         FieldKind::MultiSelect { .. } => {
             "choose any: numbers or values, comma-separated".to_owned()
         }
-        // `Json`, and any kind m3-types adds later (`FieldKind` is non-exhaustive).
+        // `Json` and kinds added later (the enum is non-exhaustive).
         _ => "JSON".to_owned(),
     });
     let mut line = format!("  {} ({})", field.label(), hints.join(", "));

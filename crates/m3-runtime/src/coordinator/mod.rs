@@ -180,43 +180,45 @@ impl Coordinator {
     async fn create_and_wait(
         &self,
         pending: PendingElicitationRound,
-        mut operation_parameters: Map<String, Value>,
+        operation_parameters: Map<String, Value>,
         round_index: u32,
         deadline: Option<OffsetDateTime>,
         waiter: &tokio::sync::Notify,
     ) -> Result<Delivery> {
-        for key in [
-            "requestState",
-            "request_state",
-            "inputResponses",
-            "input_responses",
-        ] {
-            operation_parameters.remove(key);
+        let operation_parameters = round_parameters(&pending, operation_parameters);
+        let request_event = request_event(&pending, round_index)?;
+        let (round, lease, recovery) = self
+            .open_round(pending, operation_parameters, round_index)
+            .await?;
+        tracing::info!(round_index, "managed elicitation round created");
+        self.setup_waiting(request_event).await.map_err(|error| {
+            Error::managed_input_state("managed-input setup failed")
+                .with_detail("cause", error.to_string())
+                .with_source(error)
+        })?;
+        let record = self
+            .wait_for_response(&round, deadline, waiter, &recovery)
+            .await?;
+        let responses = record.responses.clone().ok_or_else(|| {
+            Error::managed_input_state("managed-input response commit is missing")
+        })?;
+        if let (Some(deadline), Some(at)) = (deadline, record.response_validated_at)
+            && at > deadline
+        {
+            return Err(deadline_error(&round));
         }
-        operation_parameters.insert(
-            "logical_operation_id".into(),
-            pending.logical_operation_id.clone().into(),
-        );
-        operation_parameters.insert(
-            "operation_kind".into(),
-            pending.operation_kind.as_str().into(),
-        );
-        operation_parameters.insert(
-            "operation_name".into(),
-            pending.operation_name.clone().into(),
-        );
-        let request_event = json!({
-            "round_id": pending.round_id,
-            "round_index": round_index,
-            "server": pending.server,
-            "operation_kind": pending.operation_kind.as_str(),
-            "operation_name": pending.operation_name,
-            "logical_operation_id": pending.logical_operation_id,
-            "requests": redact(&serde_json::to_value(&pending.requests).map_err(|e| {
-                Error::protocol("elicitation requests are not serializable").with_source(e)
-            })?),
-            "deadline": pending.deadline.map(m3_types::timestamp::format),
-        });
+        self.start_delivery(&round, &lease, round_index).await?;
+        Ok(Delivery { responses })
+    }
+
+    /// Stores the round under this coordinator's lease, starts its renewal and
+    /// makes it the active round.
+    async fn open_round(
+        &self,
+        pending: PendingElicitationRound,
+        operation_parameters: Map<String, Value>,
+        round_index: u32,
+    ) -> Result<(RoundRef, LeaseRef, Arc<RecoverySlot>)> {
         let record = self
             .store
             .create_round(
@@ -240,36 +242,27 @@ impl Coordinator {
             Arc::clone(&recovery),
             token.clone(),
         );
-        {
-            let mut state = self.lock();
-            state.active = Some(Active {
-                round: round.clone(),
-                lease: lease.clone(),
-                round_index,
-                recovery: Arc::clone(&recovery),
-                renewal: token.drop_guard(),
-            });
-        }
-        tracing::info!(round_index, "managed elicitation round created");
-        self.setup_waiting(request_event).await.map_err(|error| {
-            Error::managed_input_state("managed-input setup failed")
-                .with_detail("cause", error.to_string())
-                .with_source(error)
-        })?;
-        let record = self
-            .wait_for_response(&round, deadline, waiter, &recovery)
-            .await?;
-        let responses = record.responses.clone().ok_or_else(|| {
-            Error::managed_input_state("managed-input response commit is missing")
-        })?;
-        if let (Some(deadline), Some(at)) = (deadline, record.response_validated_at)
-            && at > deadline
-        {
-            return Err(deadline_error(&round));
-        }
+        let mut state = self.lock();
+        state.active = Some(Active {
+            round: round.clone(),
+            lease: lease.clone(),
+            round_index,
+            recovery: Arc::clone(&recovery),
+            renewal: token.drop_guard(),
+        });
+        Ok((round, lease, recovery))
+    }
+
+    /// Records the (redacted) response event, starts delivery and resumes the turn.
+    async fn start_delivery(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        round_index: u32,
+    ) -> Result<()> {
         let redacted = self
             .store
-            .redacted_responses(&round)
+            .redacted_responses(round)
             .await?
             .unwrap_or_default();
         self.executions
@@ -280,7 +273,7 @@ impl Coordinator {
                 Some(&self.execution_lease),
             )
             .await?;
-        self.store.start_delivery(&round, &lease).await?;
+        self.store.start_delivery(round, lease).await?;
         self.executions
             .transition(
                 self.execution_id(),
@@ -288,7 +281,7 @@ impl Coordinator {
                 Some(&self.execution_lease),
             )
             .await?;
-        Ok(Delivery { responses })
+        Ok(())
     }
 
     async fn setup_waiting(&self, request_event: Value) -> Result<()> {
@@ -462,6 +455,51 @@ impl Coordinator {
                 .await;
         }
     }
+}
+
+/// The operation's parameters as stored with the round: without the wire's
+/// continuation fields, with the operation's identity.
+fn round_parameters(
+    pending: &PendingElicitationRound,
+    mut parameters: Map<String, Value>,
+) -> Map<String, Value> {
+    for key in [
+        "requestState",
+        "request_state",
+        "inputResponses",
+        "input_responses",
+    ] {
+        parameters.remove(key);
+    }
+    parameters.insert(
+        "logical_operation_id".into(),
+        pending.logical_operation_id.clone().into(),
+    );
+    parameters.insert(
+        "operation_kind".into(),
+        pending.operation_kind.as_str().into(),
+    );
+    parameters.insert(
+        "operation_name".into(),
+        pending.operation_name.clone().into(),
+    );
+    parameters
+}
+
+/// The `elicitation.request` event of a round (requests redacted).
+fn request_event(pending: &PendingElicitationRound, round_index: u32) -> Result<Value> {
+    let requests = serde_json::to_value(&pending.requests)
+        .map_err(|e| Error::protocol("elicitation requests are not serializable").with_source(e))?;
+    Ok(json!({
+        "round_id": pending.round_id,
+        "round_index": round_index,
+        "server": pending.server,
+        "operation_kind": pending.operation_kind.as_str(),
+        "operation_name": pending.operation_name,
+        "logical_operation_id": pending.logical_operation_id,
+        "requests": redact(&requests),
+        "deadline": pending.deadline.map(m3_types::timestamp::format),
+    }))
 }
 
 fn deadline_error(round: &RoundRef) -> Error {

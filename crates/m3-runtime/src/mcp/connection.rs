@@ -17,6 +17,7 @@ use super::handler::{LegacyRouter, M3ClientHandler};
 use super::operation::{OperationProgress, OperationRequest, ResumeRequest};
 use super::options::{ConnectOptions, ProtocolEra};
 use super::process::{self, ServerProcess, SpawnSettings};
+use super::raw::RawMessages;
 use super::record::LogicalOperation;
 
 /// How many operation records a connection keeps for [`McpConnection::operation_log`].
@@ -58,6 +59,8 @@ pub(crate) struct Shared {
     pub(crate) fault_tx: FaultSender,
     pub(crate) process: ServerProcess,
     pub(crate) router: Arc<LegacyRouter>,
+    /// Raw `input_required` results and `elicitation/create` params, by id.
+    pub(crate) raw: Arc<RawMessages>,
     pub(crate) legacy_slot: Arc<Semaphore>,
     pub(crate) options: ConnectOptions,
     pub(crate) log: Mutex<Vec<LogicalOperation>>,
@@ -175,79 +178,27 @@ impl McpConnection {
         };
         let (process, pipes) = process::spawn(server, &settings)?;
         let (fault_tx, faults) = FaultSender::new();
+        let raw = Arc::new(RawMessages::default());
         let reader = frames::spawn_reader(
             pipes.stdout,
             options.max_frame_bytes,
             fault_tx.clone(),
             process.kill_token(),
             process.exit_watch(),
+            Arc::clone(&raw),
         );
         let router = Arc::new(LegacyRouter::default());
-        let handler = M3ClientHandler::new(Arc::clone(&router));
-        let (mode, timeout) = match lifecycle {
-            Lifecycle::Auto => (
-                ClientLifecycleMode::Auto {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
-                },
-                options.discover_timeout,
-            ),
-            Lifecycle::Fixed(ProtocolEra::Modern) => (
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-                options.connect_timeout,
-            ),
-            Lifecycle::Fixed(ProtocolEra::Legacy) => {
-                (ClientLifecycleMode::Initialize, options.connect_timeout)
-            }
-        };
-        let mut fault_rx = faults.clone();
-        let started = tokio::select! {
-            served = tokio::time::timeout(timeout, handler.serve_with_lifecycle((reader, pipes.stdin), mode)) => match served {
-                Ok(Ok(service)) => Ok(service),
-                Ok(Err(error)) => {
-                    // Prefer the reader's diagnosis (exit status, bad line) when it has one.
-                    let fault = tokio::time::timeout(Duration::from_millis(500), wait_for_fault(&mut fault_rx)).await;
-                    Err(match fault {
-                        Ok(fault) => fault.to_error(&server.name).with_detail("handshake_error", error.to_string()),
-                        Err(_) => Error::protocol(format!("MCP handshake with '{}' failed: {error}", server.name))
-                            .with_detail("server", server.name.clone()),
-                    })
-                }
-                Err(_) => Err(Error::timeout(format!(
-                    "MCP server '{}' did not finish the handshake within {} ms",
-                    server.name,
-                    timeout.as_millis()
-                ))
-                .with_detail("server", server.name.clone())),
-            },
-            fault = wait_for_fault(&mut fault_rx) => Err(fault.to_error(&server.name)),
-        };
-        let service = match started {
+        let handler = M3ClientHandler::new(Arc::clone(&router), Arc::clone(&raw));
+        let (mode, timeout) = lifecycle_mode(lifecycle, options);
+        let serving = handler.serve_with_lifecycle((reader, pipes.stdin), mode);
+        let service = match handshake(serving, timeout, &server.name, faults.clone()).await {
             Ok(service) => service,
             Err(error) => {
                 process.shutdown(Duration::ZERO).await;
                 return Err(error.with_detail("stderr", process.stderr().text()));
             }
         };
-        let info = service.peer_info();
-        let version = info
-            .as_ref()
-            .map(|info| info.protocol_version.clone())
-            .unwrap_or(ProtocolVersion::V_2025_11_25);
-        let era = if version >= ProtocolVersion::V_2026_07_28 {
-            ProtocolEra::Modern
-        } else {
-            ProtocolEra::Legacy
-        };
-        let identity = info
-            .as_ref()
-            .and_then(|info| info.server_info.as_ref())
-            .map(|implementation| ServerIdentity {
-                name: implementation.name.clone(),
-                version: implementation.version.clone(),
-            });
+        let (era, version, identity) = negotiated(&service);
         tracing::info!(server = %server.name, %era, protocol_version = %version, pid = process.pid(), "MCP server connected");
         let shared = Shared {
             server: server.name.clone(),
@@ -259,6 +210,7 @@ impl McpConnection {
             fault_tx,
             process,
             router,
+            raw,
             legacy_slot: Arc::new(Semaphore::new(1)),
             options: options.clone(),
             log: Mutex::new(Vec::new()),
@@ -403,4 +355,88 @@ impl Drop for McpConnection {
             .raise(ConnectionFault::transport("connection closed"));
         self.shared.process.kill_token().cancel();
     }
+}
+
+/// The rmcp lifecycle mode and handshake timeout for `lifecycle`.
+fn lifecycle_mode(
+    lifecycle: Lifecycle,
+    options: &ConnectOptions,
+) -> (ClientLifecycleMode, Duration) {
+    match lifecycle {
+        Lifecycle::Auto => (
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            },
+            options.discover_timeout,
+        ),
+        Lifecycle::Fixed(ProtocolEra::Modern) => (
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+            options.connect_timeout,
+        ),
+        Lifecycle::Fixed(ProtocolEra::Legacy) => {
+            (ClientLifecycleMode::Initialize, options.connect_timeout)
+        }
+    }
+}
+
+/// Runs the handshake within `timeout`, ending early on a connection fault.
+async fn handshake<F, E>(
+    serving: F,
+    timeout: Duration,
+    server: &str,
+    mut faults: watch::Receiver<Option<ConnectionFault>>,
+) -> Result<RunningService<RoleClient, M3ClientHandler>>
+where
+    F: std::future::Future<
+            Output = std::result::Result<RunningService<RoleClient, M3ClientHandler>, E>,
+        >,
+    E: std::fmt::Display,
+{
+    tokio::select! {
+        served = tokio::time::timeout(timeout, serving) => match served {
+            Ok(Ok(service)) => Ok(service),
+            Ok(Err(error)) => {
+                // Prefer the reader's diagnosis (exit status, bad line) when it has one.
+                let fault = tokio::time::timeout(Duration::from_millis(500), wait_for_fault(&mut faults)).await;
+                Err(match fault {
+                    Ok(fault) => fault.to_error(server).with_detail("handshake_error", error.to_string()),
+                    Err(_) => Error::protocol(format!("MCP handshake with '{server}' failed: {error}"))
+                        .with_detail("server", server.to_owned()),
+                })
+            }
+            Err(_) => Err(Error::timeout(format!(
+                "MCP server '{server}' did not finish the handshake within {} ms",
+                timeout.as_millis()
+            ))
+            .with_detail("server", server.to_owned())),
+        },
+        fault = wait_for_fault(&mut faults) => Err(fault.to_error(server)),
+    }
+}
+
+/// The era, protocol version and identity the server answered with.
+fn negotiated(
+    service: &RunningService<RoleClient, M3ClientHandler>,
+) -> (ProtocolEra, ProtocolVersion, Option<ServerIdentity>) {
+    let info = service.peer_info();
+    let version = info
+        .as_ref()
+        .map(|info| info.protocol_version.clone())
+        .unwrap_or(ProtocolVersion::V_2025_11_25);
+    let era = if version >= ProtocolVersion::V_2026_07_28 {
+        ProtocolEra::Modern
+    } else {
+        ProtocolEra::Legacy
+    };
+    let identity = info
+        .as_ref()
+        .and_then(|info| info.server_info.as_ref())
+        .map(|implementation| ServerIdentity {
+            name: implementation.name.clone(),
+            version: implementation.version.clone(),
+        });
+    (era, version, identity)
 }

@@ -12,6 +12,7 @@
 //! fault, closes the pipe (rmcp sees EOF) and kills the server's process group.
 //! End of stdout records a `transport_error` fault naming the exit status.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
@@ -21,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::fault::{ConnectionFault, FaultSender};
 use super::process::ExitInfo;
+use super::raw::RawMessages;
 
 /// Size of the in-memory pipe between the reader and rmcp.
 const PIPE_CAPACITY: usize = 64 * 1024;
@@ -35,16 +37,16 @@ pub(crate) fn spawn_reader(
     faults: FaultSender,
     kill: CancellationToken,
     exited: watch::Receiver<Option<ExitInfo>>,
+    raw: Arc<RawMessages>,
 ) -> DuplexStream {
     let (rmcp_side, our_side) = tokio::io::duplex(PIPE_CAPACITY);
-    tokio::spawn(pump(
-        stdout,
-        our_side,
-        max_frame_bytes,
+    let ends = Ends {
         faults,
         kill,
         exited,
-    ));
+        raw,
+    };
+    tokio::spawn(pump(stdout, our_side, max_frame_bytes, ends));
     rmcp_side
 }
 
@@ -96,14 +98,21 @@ fn unreadable(error: &serde_json::Error, frame: &[u8]) -> ConnectionFault {
     .with_detail("line_preview", preview(frame))
 }
 
-async fn pump(
-    stdout: ChildStdout,
-    mut out: DuplexStream,
-    max: usize,
+/// Where the reader reports: faults, the kill switch, the exit status, raw messages.
+struct Ends {
     faults: FaultSender,
     kill: CancellationToken,
-    mut exited: watch::Receiver<Option<ExitInfo>>,
-) {
+    exited: watch::Receiver<Option<ExitInfo>>,
+    raw: Arc<RawMessages>,
+}
+
+async fn pump(stdout: ChildStdout, mut out: DuplexStream, max: usize, ends: Ends) {
+    let Ends {
+        faults,
+        kill,
+        mut exited,
+        raw,
+    } = ends;
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = Vec::new();
     let fault = loop {
@@ -116,9 +125,13 @@ async fn pump(
                 }
                 // A `Value` (not `IgnoredAny`, which skips without a depth limit) fails
                 // exactly where rmcp's own parse would.
-                if let Err(error) = serde_json::from_slice::<serde_json::Value>(frame) {
-                    kill.cancel();
-                    break unreadable(&error, frame);
+                match serde_json::from_slice::<serde_json::Value>(frame) {
+                    // Kept before rmcp sees the frame, so it is there when rmcp delivers.
+                    Ok(message) => raw.observe(&message),
+                    Err(error) => {
+                        kill.cancel();
+                        break unreadable(&error, frame);
+                    }
                 }
                 if out.write_all(&line).await.is_err() {
                     // rmcp dropped its side: the connection is closing.

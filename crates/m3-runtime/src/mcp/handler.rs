@@ -5,6 +5,8 @@
 //! outside rmcp's typed subset (`on_custom_request`, method `elicitation/create`)
 //! take the same path as raw JSON, so a non-conforming schema never crashes the
 //! client: it becomes an ordinary round with the schema passed through verbatim.
+//! A typed request is replaced by the params exactly as the server wrote them
+//! (kept by the frame reader, see `raw.rs`): rmcp's typed model drops keywords.
 
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +20,8 @@ use rmcp::service::{RequestContext, RoleClient};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+
+use super::raw::RawMessages;
 
 /// One legacy `elicitation/create` waiting for an answer.
 #[derive(Debug)]
@@ -83,12 +87,31 @@ impl LegacyRouter {
 #[derive(Debug, Clone)]
 pub(crate) struct M3ClientHandler {
     router: Arc<LegacyRouter>,
+    raw: Arc<RawMessages>,
 }
 
 impl M3ClientHandler {
-    pub(crate) fn new(router: Arc<LegacyRouter>) -> Self {
-        Self { router }
+    pub(crate) fn new(router: Arc<LegacyRouter>, raw: Arc<RawMessages>) -> Self {
+        Self { router, raw }
     }
+}
+
+/// The typed request back as JSON, for when its raw params were not kept.
+fn typed_params(
+    request: &ElicitRequestParams,
+    context: &RequestContext<RoleClient>,
+) -> Result<Value, ErrorData> {
+    let mut params = serde_json::to_value(request).map_err(internal)?;
+    // rmcp moves params-level `_meta` into the context; put it back.
+    if let (Some(object), Ok(Value::Object(mut meta))) =
+        (params.as_object_mut(), serde_json::to_value(&context.meta))
+    {
+        meta.remove("progressToken");
+        if !meta.is_empty() {
+            object.insert("_meta".to_owned(), Value::Object(meta));
+        }
+    }
+    Ok(params)
 }
 
 /// The capabilities every request declares: elicitation, form and URL.
@@ -120,16 +143,10 @@ impl ClientHandler for M3ClientHandler {
         request: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let mut params = serde_json::to_value(&request).map_err(internal)?;
-        // rmcp moves params-level `_meta` into the context; put it back.
-        if let (Some(object), Ok(Value::Object(mut meta))) =
-            (params.as_object_mut(), serde_json::to_value(&context.meta))
-        {
-            meta.remove("progressToken");
-            if !meta.is_empty() {
-                object.insert("_meta".to_owned(), Value::Object(meta));
-            }
-        }
+        let params = match self.raw.take_request(&context.id) {
+            Some(raw) => raw,
+            None => typed_params(&request, &context)?,
+        };
         let answer = self.router.deliver(params, context.ct.clone()).await?;
         serde_json::from_value(answer).map_err(internal)
     }
@@ -146,6 +163,8 @@ impl ClientHandler for M3ClientHandler {
                 None,
             ));
         }
+        // The reader kept this one too; take it so it does not linger.
+        let _ = self.raw.take_request(&context.id);
         let params = request.params.unwrap_or_else(|| json!({}));
         let answer = self.router.deliver(params, context.ct.clone()).await?;
         Ok(CustomResult::new(answer))

@@ -69,6 +69,7 @@ mod handler;
 mod operation;
 mod options;
 pub(crate) mod process;
+mod raw;
 mod record;
 pub(crate) mod wire;
 

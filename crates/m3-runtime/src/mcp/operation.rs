@@ -129,6 +129,10 @@ impl ResumeRequest {
 /// Where an operation stands after a step.
 #[derive(Debug)]
 #[must_use]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "a step either completes or asks for input; callers match both"
+)]
 pub enum OperationProgress {
     /// The server returned the final result.
     Complete(CompletedOperation),

@@ -15,6 +15,10 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 /// The MCP protocol era a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "the two MCP lifecycles; callers match both, and a new era changes every driver"
+)]
 pub enum ProtocolEra {
     /// 2026-07-28: `server/discover`, a `_meta` envelope on every request, input
     /// requests returned as `input_required` results and answered by a retry.
@@ -25,6 +29,10 @@ pub enum ProtocolEra {
 }
 
 impl ProtocolEra {
+    /// The protocol version of the modern era, `"2026-07-28"` (rmcp's
+    /// `ProtocolVersion::V_2026_07_28`; a test keeps the two equal).
+    pub const MODERN_VERSION: &'static str = "2026-07-28";
+
     /// The stable string: `"modern"` or `"legacy"`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -192,5 +200,13 @@ mod tests {
         }
         let error = "2026".parse::<ProtocolEra>().unwrap_err();
         assert!(error.message().contains("'2026'"));
+    }
+
+    #[test]
+    fn the_modern_version_is_rmcps() {
+        assert_eq!(
+            ProtocolEra::MODERN_VERSION,
+            rmcp::model::ProtocolVersion::V_2026_07_28.as_str()
+        );
     }
 }

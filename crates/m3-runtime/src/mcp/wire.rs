@@ -104,6 +104,7 @@ pub(crate) fn elicitation_request(
                 url.clone(),
                 elicitation_id,
                 meta,
+                task,
                 origin,
             )))
         }
@@ -142,6 +143,7 @@ fn url_request(
     url: String,
     elicitation_id: Option<String>,
     meta: Option<Map<String, Value>>,
+    task: Option<Map<String, Value>>,
     origin: &Origin,
 ) -> UrlElicitationRequest {
     let mut request = UrlElicitationRequest::new(key, message, url).with_operation(
@@ -154,6 +156,9 @@ fn url_request(
     }
     if let Some(meta) = meta {
         request = request.with_meta(meta);
+    }
+    if let Some(task) = task {
+        request = request.with_task(task);
     }
     request
 }

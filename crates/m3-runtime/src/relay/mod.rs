@@ -48,6 +48,10 @@ pub const POLICY_DENIED_MESSAGE: &str = "MCP tool call denied by policy";
 /// Which way a frame crossed the relay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "a frame crosses a relay one of two ways"
+)]
 pub enum Direction {
     /// From the harness (the MCP client) to the server.
     ClientToServer,
@@ -67,6 +71,7 @@ impl Direction {
 
 /// One NDJSON frame as it crossed a relay.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Observation {
     /// The connection id given to [`RelayObserver::handoff`].
     pub connection_id: String,
@@ -82,6 +87,7 @@ pub struct Observation {
 
 /// What a [`RelayObserver`] reports.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum RelayEvent {
     /// A relay authenticated.
     Connected {

@@ -28,11 +28,42 @@ pub struct Worker {
     env: Arc<BTreeMap<String, String>>,
 }
 
+/// How the turn of an execution ended.
 enum Ending {
     Done(Result<String>),
     Cancelled,
     TimedOut,
     LeaseLost(Error),
+}
+
+impl Ending {
+    /// The final text, or the error the execution ends with.
+    fn into_outcome(self, spec: &ExecutionSpec) -> (Option<String>, Option<Error>) {
+        match self {
+            Self::Done(Ok(text)) => (Some(text), None),
+            Self::Done(Err(error)) | Self::LeaseLost(error) => (None, Some(error)),
+            Self::Cancelled => (
+                None,
+                Some(Error::cancelled(
+                    "execution cancelled: caller requested cancellation",
+                )),
+            ),
+            Self::TimedOut => (
+                None,
+                Some(
+                    Error::timeout(format!("execution timed out after {} ms", spec.timeout_ms))
+                        .with_detail("reason", "execution_timeout"),
+                ),
+            ),
+        }
+    }
+}
+
+/// What ends a running turn early.
+struct Watch<'a> {
+    cancel: &'a CancellationToken,
+    lost: &'a CancellationToken,
+    lost_error: &'a background::LostError,
 }
 
 impl Worker {
@@ -70,31 +101,11 @@ impl Worker {
         execution_id: &str,
         cancel: CancellationToken,
     ) -> Result<ExecutionRecord> {
-        let record = self
-            .executions
-            .get_execution(execution_id)
-            .await?
-            .ok_or_else(|| {
-                Error::managed_input_conflict("execution does not exist")
-                    .with_detail("execution_id", execution_id)
-            })?;
-        let spec: ExecutionSpec = serde_json::from_value(record.spec.clone()).map_err(|e| {
-            Error::model_validation("stored execution spec is invalid").with_source(e)
-        })?;
-        let owner = format!("m3-worker:{}", m3_types::new_id());
-        let lease = self
-            .executions
-            .acquire_lease(AcquireLease::new(execution_id, owner, spec.lease()))
-            .await?;
-        let lease = lease.to_ref();
-        if record.lifecycle != ExecutionStatus::Starting {
-            self.executions
-                .transition(execution_id, ExecutionStatus::Starting, Some(&lease))
-                .await?;
-        }
-        let lost = CancellationToken::new();
+        let (record, spec) = self.load(execution_id).await?;
+        let lease = self.claim(&record, &spec).await?;
         let stop = CancellationToken::new();
         let _stop_guard = stop.clone().drop_guard();
+        let lost = CancellationToken::new();
         let lost_error = background::spawn_heartbeat(
             Arc::clone(&self.executions),
             lease.clone(),
@@ -109,75 +120,20 @@ impl Worker {
             cancel.clone(),
             stop.clone(),
         );
-
         let log = Arc::new(OperationLog::default());
-        let coordinator = if spec.human_input == HumanInput::Managed {
-            let store = self.executions.managed_input_store().await?;
-            Some(Arc::new(Coordinator::new(
-                Arc::clone(&self.executions),
-                store,
-                lease.clone(),
-                Arc::clone(&self.notifier),
-                CoordinatorSettings {
-                    round_limit: spec.elicitation_round_limit,
-                    lease: spec.lease(),
-                    renew_every: spec.renew_every(),
-                    poll: RESPONSE_POLL,
-                    input_deadline: spec.input_deadline_ms.map(std::time::Duration::from_millis),
-                },
-            )))
-        } else {
-            None
-        };
-        let interrupt = CancellationToken::new();
-        // A harness that cannot be built fails the execution (inside `body`), not `run`.
-        let harness = harness_for(&spec.agent);
-        let graceful = harness.as_ref().is_ok_and(|h| h.interrupts_gracefully());
+        let coordinator = self.coordinator_for(&spec, &lease).await?;
         let ending = if self.executions.is_cancel_requested(execution_id).await? {
             Ending::Cancelled
         } else {
-            let body = self.body(
-                harness,
-                &spec,
-                &lease,
-                coordinator.clone(),
-                Arc::clone(&log),
-                interrupt.clone(),
-            );
-            tokio::pin!(body);
-            let ending = tokio::select! {
-                done = &mut body => Ending::Done(done),
-                () = cancel.cancelled() => Ending::Cancelled,
-                () = tokio::time::sleep(spec.timeout()) => Ending::TimedOut,
-                () = lost.cancelled() => Ending::LeaseLost(lost_error.take().unwrap_or_else(|| {
-                    Error::managed_input_recovery("managed interaction cannot be resumed safely after worker loss")
-                })),
+            let watch = Watch {
+                cancel: &cancel,
+                lost: &lost,
+                lost_error: &lost_error,
             };
-            if !matches!(ending, Ending::Done(_)) && graceful {
-                // Let the harness interrupt its agent (Codex: `turn/interrupt`).
-                interrupt.cancel();
-                let _ = tokio::time::timeout(INTERRUPT_GRACE, &mut body).await;
-            }
-            ending
+            self.race(&spec, &lease, coordinator.clone(), Arc::clone(&log), watch)
+                .await
         };
-        let (final_text, error) = match ending {
-            Ending::Done(Ok(text)) => (Some(text), None),
-            Ending::Done(Err(error)) => (None, Some(error)),
-            Ending::Cancelled => (
-                None,
-                Some(Error::cancelled(
-                    "execution cancelled: caller requested cancellation",
-                )),
-            ),
-            Ending::TimedOut => (
-                None,
-                Some(
-                    Error::timeout(format!("execution timed out after {} ms", spec.timeout_ms))
-                        .with_detail("reason", "execution_timeout"),
-                ),
-            ),
-            Ending::LeaseLost(error) => (None, Some(error)),
-        };
+        let (final_text, error) = ending.into_outcome(&spec);
         if let Some(coordinator) = &coordinator {
             let closing = error
                 .as_ref()
@@ -188,6 +144,100 @@ impl Worker {
         stop.cancel();
         self.finish(&record, &spec, &lease, final_text, error, &log)
             .await
+    }
+
+    /// The stored execution and its spec.
+    async fn load(&self, execution_id: &str) -> Result<(ExecutionRecord, ExecutionSpec)> {
+        let record = self
+            .executions
+            .get_execution(execution_id)
+            .await?
+            .ok_or_else(|| {
+                Error::managed_input_conflict("execution does not exist")
+                    .with_detail("execution_id", execution_id)
+            })?;
+        let spec: ExecutionSpec = serde_json::from_value(record.spec.clone()).map_err(|e| {
+            Error::model_validation("stored execution spec is invalid").with_source(e)
+        })?;
+        Ok((record, spec))
+    }
+
+    /// Takes the execution lease under a fresh owner id and moves to `starting`.
+    async fn claim(
+        &self,
+        record: &ExecutionRecord,
+        spec: &ExecutionSpec,
+    ) -> Result<ExecutionLeaseRef> {
+        let execution_id = record.execution_id.as_str();
+        let owner = format!("m3-worker:{}", m3_types::new_id());
+        let lease = self
+            .executions
+            .acquire_lease(AcquireLease::new(execution_id, owner, spec.lease()))
+            .await?;
+        let lease = lease.to_ref();
+        if record.lifecycle != ExecutionStatus::Starting {
+            self.executions
+                .transition(execution_id, ExecutionStatus::Starting, Some(&lease))
+                .await?;
+        }
+        Ok(lease)
+    }
+
+    /// The managed-input coordinator, when `human_input = managed`.
+    async fn coordinator_for(
+        &self,
+        spec: &ExecutionSpec,
+        lease: &ExecutionLeaseRef,
+    ) -> Result<Option<Arc<Coordinator>>> {
+        if spec.human_input != HumanInput::Managed {
+            return Ok(None);
+        }
+        let store = self.executions.managed_input_store().await?;
+        Ok(Some(Arc::new(Coordinator::new(
+            Arc::clone(&self.executions),
+            store,
+            lease.clone(),
+            Arc::clone(&self.notifier),
+            CoordinatorSettings {
+                round_limit: spec.elicitation_round_limit,
+                lease: spec.lease(),
+                renew_every: spec.renew_every(),
+                poll: RESPONSE_POLL,
+                input_deadline: spec.input_deadline_ms.map(std::time::Duration::from_millis),
+            },
+        ))))
+    }
+
+    /// Runs the turn against cancellation, the execution timeout and lease loss;
+    /// a harness that interrupts gracefully gets [`INTERRUPT_GRACE`] to do so.
+    async fn race(
+        &self,
+        spec: &ExecutionSpec,
+        lease: &ExecutionLeaseRef,
+        coordinator: Option<Arc<Coordinator>>,
+        log: Arc<OperationLog>,
+        watch: Watch<'_>,
+    ) -> Ending {
+        let interrupt = CancellationToken::new();
+        // A harness that cannot be built fails the execution (inside `body`), not `run`.
+        let harness = harness_for(&spec.agent);
+        let graceful = harness.as_ref().is_ok_and(|h| h.interrupts_gracefully());
+        let body = self.body(harness, spec, lease, coordinator, log, interrupt.clone());
+        tokio::pin!(body);
+        let ending = tokio::select! {
+            done = &mut body => Ending::Done(done),
+            () = watch.cancel.cancelled() => Ending::Cancelled,
+            () = tokio::time::sleep(spec.timeout()) => Ending::TimedOut,
+            () = watch.lost.cancelled() => Ending::LeaseLost(watch.lost_error.take().unwrap_or_else(|| {
+                Error::managed_input_recovery("managed interaction cannot be resumed safely after worker loss")
+            })),
+        };
+        if !matches!(ending, Ending::Done(_)) && graceful {
+            // Let the harness interrupt its agent (Codex: `turn/interrupt`).
+            interrupt.cancel();
+            let _ = tokio::time::timeout(INTERRUPT_GRACE, &mut body).await;
+        }
+        ending
     }
 
     async fn body(
@@ -263,20 +313,13 @@ impl Worker {
         snapshot.tool_call_count = trace.tool_calls().count() as u64;
         let mut result = ExecutionResult::new(snapshot)?;
         result.activity_health = trace.activity_health();
-        result.turns = vec![serde_json::json!({
-            "prompt": trace.prompt,
-            "final_text": trace.final_text,
-        })];
-        result.error = error.as_ref().map(Error::to_error_info);
-        result.trace = Some(
-            serde_json::to_value(&trace)
-                .map_err(|e| Error::protocol("trace is not serializable").with_source(e))?,
-        );
+        trace.persist_into(&mut result, error.as_ref())?;
+        let stored_error = result.error.clone();
         let mut request = FinishExecution::new(&record.execution_id, outcome)
             .with_result(result)
             .with_lease(lease.clone());
-        if let Some(error) = &error {
-            request = request.with_error(error.to_error_info());
+        if let Some(error) = stored_error {
+            request = request.with_error(error);
         }
         match self.executions.finish(request).await {
             Ok(finished) => {

@@ -99,7 +99,7 @@ fn coerce(field: &Field, values: &[String]) -> Option<Value> {
         FieldKind::Json => first.map(|text| {
             serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
         }),
-        FieldKind::Text { .. } | FieldKind::Select { .. } | _ => values
+        FieldKind::Text { .. } | FieldKind::Select { .. } => values
             .first()
             .filter(|v| !v.is_empty())
             .map(|v| Value::String(v.clone())),

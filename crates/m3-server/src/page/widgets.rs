@@ -114,7 +114,7 @@ fn input(
         FieldKind::Select { choices } => {
             select(field, id, name, value.as_deref(), choices, hint, invalid)
         }
-        FieldKind::Json | FieldKind::Boolean | FieldKind::MultiSelect { .. } | _ => {
+        FieldKind::Json | FieldKind::Boolean | FieldKind::MultiSelect { .. } => {
             let text = match (&ctx.submitted, &field.default) {
                 (Some(_), _) => value.unwrap_or_default(),
                 (None, Some(default)) => default.to_string(),

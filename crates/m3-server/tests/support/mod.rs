@@ -1,6 +1,12 @@
 //! A served router on a real SQLite store, a plain HTTP/1 client, and rounds
 //! created straight in the store.
-#![allow(dead_code, unreachable_pub)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -122,6 +122,24 @@ pub async fn create_round_preserves_optional_metadata(h: &Harness) -> CaseResult
     Ok(())
 }
 
+/// A round created without operation parameters stores `{}`, and a second store reads `{}`.
+pub async fn create_round_operation_parameters_default_to_an_empty_object(
+    h: &Harness,
+) -> CaseResult {
+    let record = h.store.create_round(create_request()).await?;
+    ensure!(
+        record.operation_parameters.is_empty(),
+        "operation parameters must default to {{}}, got {:?}",
+        record.operation_parameters
+    );
+    let reloaded = h.peer.get_round(&round_ref()).await?;
+    ensure!(
+        reloaded.is_some_and(|r| r.operation_parameters.is_empty()),
+        "a second store must read {{}} as the operation parameters"
+    );
+    Ok(())
+}
+
 /// `round_index == round_limit` is refused and nothing is stored.
 pub async fn create_round_rejects_round_index_at_the_limit(h: &Harness) -> CaseResult {
     let request = create_request().with_round_index(3).with_round_limit(3);

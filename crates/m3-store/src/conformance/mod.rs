@@ -235,6 +235,7 @@ macro_rules! store_cases {
 pub const CASES: &[(&str, Case)] = store_cases![
     create::create_round_persists_a_pending_round,
     create::create_round_preserves_optional_metadata,
+    create::create_round_operation_parameters_default_to_an_empty_object,
     create::create_round_rejects_round_index_at_the_limit,
     create::create_round_rejects_a_zero_round_limit,
     create::create_round_rejects_an_empty_round,

@@ -71,13 +71,18 @@ impl ExecutionRecord {
     }
 
     /// The execution's [`ExecutionState`] snapshot (lifecycle, outcome, event
-    /// sequence, timestamps; the other snapshot fields are left empty).
+    /// sequence, timestamps, and the tool call count of the recorded result; the other
+    /// snapshot fields are left empty).
     pub fn state(&self) -> ExecutionState {
         let mut state = ExecutionState::new(&self.execution_id, self.created_at);
         state.lifecycle = self.lifecycle;
         state.outcome = self.outcome;
         state.sequence = self.sequence;
         state.finished_at = self.finished_at;
+        if let Some(result) = &self.result {
+            // The count is known once the worker recorded the result; it must agree with it.
+            state.tool_call_count = result.snapshot.tool_call_count;
+        }
         state
     }
 }

@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use m3_types::{Error, Result};
 
 /// Checks the database path, creates its parent directories and (if missing) the file
-/// itself with mode 0600, and returns the canonical path.
+/// itself with mode 0600, and returns the canonical path. An existing file keeps its mode:
+/// only files we create are made private.
 ///
 /// # Errors
 /// `managed_input_invalid` if the path is a symlink ("database path must not be a
-/// symlink") or exists but is not a regular file ("database path must name a file");
-/// `storage_error` for I/O failures.
+/// symlink"), exists but is not a regular file ("database path must name a file"), or is a
+/// read-only file ("database file is read-only"); `storage_error` for I/O failures.
 pub(crate) fn prepare_database_file(path: &Path) -> Result<PathBuf> {
     match std::fs::symlink_metadata(path) {
         Ok(metadata) if metadata.file_type().is_symlink() => {
@@ -29,7 +30,7 @@ pub(crate) fn prepare_database_file(path: &Path) -> Result<PathBuf> {
                     .with_detail("path", path.display().to_string()),
             );
         }
-        Ok(_) => {}
+        Ok(metadata) => refuse_read_only(path, &metadata)?,
         Err(error) if error.kind() == ErrorKind::NotFound => {
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                 std::fs::create_dir_all(parent)
@@ -39,8 +40,27 @@ pub(crate) fn prepare_database_file(path: &Path) -> Result<PathBuf> {
         }
         Err(error) => return Err(io_error("cannot inspect the database path", path, error)),
     }
-    restrict_permissions(path)?;
     std::fs::canonicalize(path).map_err(|e| io_error("cannot resolve the database path", path, e))
+}
+
+/// Refuses an existing file without write permission (by its mode, which also binds root,
+/// or because opening it for writing is denied): the store writes, and changing the mode
+/// of a file we did not create is not ours to do.
+fn refuse_read_only(path: &Path, metadata: &std::fs::Metadata) -> Result<()> {
+    let read_only = || {
+        Error::managed_input_validation(
+            "database file is read-only; m3 needs write access and does not change the permissions of a file it did not create",
+        )
+        .with_detail("path", path.display().to_string())
+    };
+    if metadata.permissions().readonly() {
+        return Err(read_only());
+    }
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == ErrorKind::PermissionDenied => Err(read_only()),
+        Err(error) => Err(io_error("cannot open the database file", path, error)),
+    }
 }
 
 fn io_error(context: &str, path: &Path, error: std::io::Error) -> Error {
@@ -78,17 +98,18 @@ fn create_private_file(path: &Path) -> Result<()> {
     }
 }
 
-/// Sets mode 0600 on the database file and its `-wal` and `-shm` companions when they exist
-/// and are not symlinks (SQLite creates the companions with the database file's mode).
+/// Sets mode 0600 on the `-wal` and `-shm` companions of a private database file when they
+/// exist and are not symlinks (SQLite creates them with the database file's mode). The
+/// database file itself is never changed, and the companions of a file its owner shares
+/// (group or other bits set) keep their mode too.
 pub(crate) fn restrict_permissions(path: &Path) -> Result<()> {
-    let mut companions = Vec::with_capacity(3);
-    companions.push(path.to_path_buf());
+    if !is_private(path)? {
+        return Ok(());
+    }
     for suffix in ["-wal", "-shm"] {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
-        companions.push(PathBuf::from(name));
-    }
-    for file in companions {
+        let file = PathBuf::from(name);
         match std::fs::symlink_metadata(&file) {
             Ok(metadata) if metadata.is_file() => set_private(&file)?,
             Ok(_) => {}
@@ -97,6 +118,19 @@ pub(crate) fn restrict_permissions(path: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(unix)]
+fn is_private(path: &Path) -> Result<bool> {
+    use std::os::unix::fs::PermissionsExt;
+    let metadata = std::fs::metadata(path)
+        .map_err(|e| io_error("cannot inspect the database file", path, e))?;
+    Ok(metadata.permissions().mode() & 0o077 == 0)
+}
+
+#[cfg(not(unix))]
+fn is_private(_path: &Path) -> Result<bool> {
+    Ok(true)
 }
 
 #[cfg(unix)]

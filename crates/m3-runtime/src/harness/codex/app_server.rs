@@ -10,12 +10,17 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use m3_types::{Error, Result, StdioServer};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 
 use crate::mcp::process::{self, ServerProcess, SpawnSettings};
+
+use super::protocol::{
+    IncomingFrame, OutgoingError, OutgoingNotification, OutgoingRequest, OutgoingResult, RpcError,
+};
 
 /// Longest frame accepted from the app-server.
 const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -92,17 +97,20 @@ impl AppServer {
     }
 
     /// Sends a request and returns its id (the answer arrives through [`next`](Self::next)).
-    pub(super) async fn send_request(&mut self, method: &str, params: Value) -> Result<u64> {
+    pub(super) async fn send_request<P: Serialize>(
+        &mut self,
+        method: &str,
+        params: &P,
+    ) -> Result<u64> {
         let id = self.next_id;
         self.next_id += 1;
-        self.write(&json!({"id": id, "method": method, "params": params}))
-            .await?;
+        self.write(&OutgoingRequest { id, method, params }).await?;
         Ok(id)
     }
 
     /// Sends a request and waits for its answer; every other message is kept for
     /// [`next`](Self::next), in order.
-    pub(super) async fn call(&mut self, method: &str, params: Value) -> Result<Value> {
+    pub(super) async fn call<P: Serialize>(&mut self, method: &str, params: &P) -> Result<Value> {
         let id = self.send_request(method, params).await?;
         let deadline = tokio::time::Instant::now() + REQUEST_TIMEOUT;
         let mut held = Vec::new();
@@ -130,18 +138,13 @@ impl AppServer {
     }
 
     /// Sends a notification.
-    pub(super) async fn notify(&mut self, method: &str, params: Option<Value>) -> Result<()> {
-        let mut frame = Map::new();
-        frame.insert("method".into(), method.into());
-        if let Some(params) = params {
-            frame.insert("params".into(), params);
-        }
-        self.write(&Value::Object(frame)).await
+    pub(super) async fn notify(&mut self, method: &str, params: Option<&Value>) -> Result<()> {
+        self.write(&OutgoingNotification { method, params }).await
     }
 
     /// Answers server request `id` with `result`.
-    pub(super) async fn respond(&mut self, id: &Value, result: Value) -> Result<()> {
-        self.write(&json!({"id": id, "result": result})).await
+    pub(super) async fn respond<R: Serialize>(&mut self, id: &Value, result: &R) -> Result<()> {
+        self.write(&OutgoingResult { id, result }).await
     }
 
     /// Answers server request `id` with a JSON-RPC error.
@@ -151,8 +154,11 @@ impl AppServer {
         code: i64,
         message: &str,
     ) -> Result<()> {
-        self.write(&json!({"id": id, "error": {"code": code, "message": message}}))
-            .await
+        self.write(&OutgoingError {
+            id,
+            error: RpcError { code, message },
+        })
+        .await
     }
 
     /// The next message, or a `transport_error` once the app-server is gone.
@@ -182,7 +188,7 @@ impl AppServer {
             .with_detail("stderr_tail", tail)
     }
 
-    async fn write(&mut self, frame: &Value) -> Result<()> {
+    async fn write<F: Serialize>(&mut self, frame: &F) -> Result<()> {
         let mut line = serde_json::to_vec(frame)
             .map_err(|e| Error::protocol("frame is not serializable").with_source(e))?;
         line.push(b'\n');
@@ -247,22 +253,29 @@ fn parse_frame(line: &[u8]) -> Option<Incoming> {
     if text.is_empty() {
         return None;
     }
-    let Ok(Value::Object(mut frame)) = serde_json::from_str::<Value>(text) else {
+    let frame = match serde_json::from_str::<Value>(text) {
+        Ok(object @ Value::Object(_)) => serde_json::from_value::<IncomingFrame>(object).ok(),
+        _ => None,
+    };
+    let Some(frame) = frame else {
         tracing::warn!(frame = %text.chars().take(200).collect::<String>(), "codex app-server sent a non-JSON line");
         return None;
     };
-    let method = frame
-        .remove("method")
-        .and_then(|m| m.as_str().map(str::to_owned));
-    let params = frame.remove("params").unwrap_or(Value::Null);
-    match (frame.remove("id"), method) {
+    let IncomingFrame {
+        id,
+        method,
+        params,
+        result,
+        error,
+    } = frame;
+    match (id, method) {
         (Some(id), Some(method)) => Some(Incoming::Request { id, method, params }),
         (None, Some(method)) => Some(Incoming::Notification { method, params }),
         (Some(id), None) => {
             let id = id.as_u64()?;
-            let outcome = match frame.remove("error") {
+            let outcome = match error {
                 Some(error) => Err(error),
-                None => Ok(frame.remove("result").unwrap_or(Value::Null)),
+                None => Ok(result),
             };
             Some(Incoming::Response { id, outcome })
         }

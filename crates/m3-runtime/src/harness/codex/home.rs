@@ -7,10 +7,13 @@ use std::path::{Path, PathBuf};
 use m3_types::{Error, Result, StdioServer, ToolSelection};
 use toml::{Table, Value};
 
+use crate::mcp::ProtocolEra;
 use crate::selection::{CodexMcpProtocol, CodexSelection};
 
 /// The protocol version string Codex reads from a server's `env` table.
 const PROTOCOL_VARIABLE: &str = "CODEX_MCP_PROTOCOL_VERSION";
+/// The version Codex is told to speak to a legacy-era server.
+const CODEX_LEGACY_VERSION: &str = "2025-06-18";
 /// Codex's per-call timeout; waiting for a human does not count against it
 /// (codex-app-server.md §6.6), so this only bounds a hung server.
 const TOOL_TIMEOUT_SECONDS: i64 = 3600;
@@ -29,7 +32,7 @@ pub(super) struct RelayedServer {
 /// The era a binding runs in: its own `CODEX_MCP_PROTOCOL_VERSION`, else the selection's.
 pub(super) fn binding_era(binding: &StdioServer, selection: &CodexSelection) -> CodexMcpProtocol {
     match binding.env.get(PROTOCOL_VARIABLE).map(String::as_str) {
-        Some("2026-07-28") => CodexMcpProtocol::V2026_07_28,
+        Some(ProtocolEra::MODERN_VERSION) => CodexMcpProtocol::V2026_07_28,
         Some(_) => CodexMcpProtocol::Legacy,
         None => selection.mcp_protocol,
     }
@@ -105,8 +108,8 @@ fn server_table(
     table.insert("required".into(), true.into());
     table.insert("tool_timeout_sec".into(), TOOL_TIMEOUT_SECONDS.into());
     let version = match binding_era(&server.binding, selection) {
-        CodexMcpProtocol::V2026_07_28 => "2026-07-28",
-        CodexMcpProtocol::Legacy => "2025-06-18",
+        CodexMcpProtocol::V2026_07_28 => ProtocolEra::MODERN_VERSION,
+        CodexMcpProtocol::Legacy => CODEX_LEGACY_VERSION,
     };
     let mut env = Table::new();
     env.insert(PROTOCOL_VARIABLE.into(), version.into());

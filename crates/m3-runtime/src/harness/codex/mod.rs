@@ -23,6 +23,7 @@ mod app_server;
 mod home;
 mod observe;
 mod prompts;
+mod protocol;
 mod turn;
 mod version;
 
@@ -30,7 +31,6 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use m3_types::{Error, Result};
-use serde_json::json;
 
 use crate::relay::RelayObserver;
 use crate::selection::CodexSelection;
@@ -39,6 +39,10 @@ use super::{AgentSession, Harness, InputPolicy};
 use app_server::AppServer;
 use home::RelayedServer;
 use observe::WireTracker;
+use protocol::{
+    ApprovalPolicy, ClientCapabilities, ClientInfo, GranularApproval, InitializeParams,
+    SandboxMode, ThreadStartParams, ThreadStartResponse, method,
+};
 use turn::{Answers, Turn, TurnContext};
 
 pub use version::{TESTED_CODEX_VERSIONS, detect_codex_version};
@@ -174,32 +178,36 @@ impl CodexHarness {
         model: &str,
         layout: &Layout,
     ) -> Result<String> {
-        app.call(
-            "initialize",
-            json!({
-                "clientInfo": {"name": "m3", "title": "m3-rs", "version": env!("CARGO_PKG_VERSION")},
-                "capabilities": {"experimentalApi": true},
-            }),
-        )
-        .await?;
-        app.notify("initialized", None).await?;
-        let started = app
-            .call(
-                "thread/start",
-                json!({
-                    "cwd": layout.workspace.display().to_string(),
-                    "model": model,
-                    "approvalPolicy": {"granular": {"mcp_elicitations": true, "rules": true, "sandbox_approval": true}},
-                    "sandbox": "read-only",
-                    "ephemeral": true,
-                }),
-            )
-            .await?;
-        let thread_id = started
-            .pointer("/thread/id")
-            .and_then(serde_json::Value::as_str)
+        let initialize = InitializeParams {
+            client_info: ClientInfo {
+                name: "m3",
+                title: "m3-rs",
+                version: env!("CARGO_PKG_VERSION"),
+            },
+            capabilities: ClientCapabilities {
+                experimental_api: true,
+            },
+        };
+        app.call(method::INITIALIZE, &initialize).await?;
+        app.notify(method::INITIALIZED, None).await?;
+        let thread = ThreadStartParams {
+            cwd: layout.workspace.display().to_string(),
+            model: model.to_owned(),
+            approval_policy: ApprovalPolicy {
+                granular: GranularApproval {
+                    mcp_elicitations: true,
+                    rules: true,
+                    sandbox_approval: true,
+                },
+            },
+            sandbox: SandboxMode::ReadOnly,
+            ephemeral: true,
+        };
+        let started = app.call(method::THREAD_START, &thread).await?;
+        let thread_id = protocol::decode::<ThreadStartResponse>(started)
             .ok_or_else(|| Error::protocol("codex thread/start answered without thread.id"))?
-            .to_owned();
+            .thread
+            .id;
         let log = session.operation_log();
         let publish = move |tracker: &WireTracker, usage: Option<&serde_json::Value>| {
             log.set_external(tracker.operations.clone(), usage.cloned());

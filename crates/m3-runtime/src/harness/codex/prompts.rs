@@ -10,6 +10,8 @@
 use m3_types::{ElicitationRequest, Error, Result, canonical_json};
 use serde_json::{Map, Value, json};
 
+use super::protocol::{self, MCP_TOOL_CALL_APPROVAL, McpElicitationParams};
+
 /// Top-level schema keys that survive Codex's typed model.
 const KEPT_SCHEMA_KEYS: [&str; 4] = ["$schema", "type", "properties", "required"];
 
@@ -41,31 +43,23 @@ impl NativePrompt {
     /// Parses the params of a native prompt.
     ///
     /// # Errors
-    /// `protocol_error` for params without `serverName` or `mode`.
+    /// `protocol_error` for params without `serverName`.
     pub(super) fn parse(id: Value, params: &Value) -> Result<Self> {
+        let params = protocol::decode::<McpElicitationParams>(params.clone()).unwrap_or_default();
         let server = params
-            .get("serverName")
-            .and_then(Value::as_str)
-            .ok_or_else(|| Error::protocol("codex elicitation request has no serverName"))?
-            .to_owned();
-        let mode = params
-            .get("mode")
-            .and_then(Value::as_str)
-            .unwrap_or("form")
-            .to_owned();
-        let meta = params.get("_meta").and_then(Value::as_object);
-        let approval = meta
-            .filter(|m| {
-                m.get("codex_approval_kind").and_then(Value::as_str) == Some("mcp_tool_call")
-            })
+            .server_name
+            .clone()
+            .ok_or_else(|| Error::protocol("codex elicitation request has no serverName"))?;
+        let mode = params.mode.clone().unwrap_or_else(|| "form".to_owned());
+        let approval = params
+            .meta
+            .as_ref()
+            .filter(|m| m.codex_approval_kind.as_deref() == Some(MCP_TOOL_CALL_APPROVAL))
             .map(|m| ApprovalPrompt {
-                tool: m
-                    .get("tool_name")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                arguments: m.get("tool_params").cloned(),
+                tool: m.tool_name.clone(),
+                arguments: m.tool_params.clone(),
             });
-        let fingerprint = native_fingerprint(params)?;
+        let fingerprint = native_fingerprint(&params)?;
         Ok(Self {
             id,
             server,
@@ -77,20 +71,19 @@ impl NativePrompt {
 }
 
 /// The fingerprint of a native prompt's params.
-fn native_fingerprint(params: &Value) -> Result<String> {
-    let mode = params.get("mode").and_then(Value::as_str).unwrap_or("form");
-    let message = params.get("message").cloned().unwrap_or(Value::Null);
-    let value = match mode {
+fn native_fingerprint(params: &McpElicitationParams) -> Result<String> {
+    let message = params.message.clone();
+    let value = match params.mode.as_deref().unwrap_or("form") {
         "url" => json!({
             "mode": "url",
             "message": message,
-            "url": params.get("url").cloned().unwrap_or(Value::Null),
-            "elicitationId": params.get("elicitationId").cloned().unwrap_or(Value::Null),
+            "url": params.url,
+            "elicitationId": params.elicitation_id,
         }),
         _ => json!({
             "mode": "form",
             "message": message,
-            "requestedSchema": kept_schema(params.get("requestedSchema")),
+            "requestedSchema": kept_schema(Some(&params.requested_schema)),
         }),
     };
     canonical_json(&value)

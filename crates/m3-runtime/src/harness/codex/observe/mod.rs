@@ -10,9 +10,13 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+mod frame;
+
 use m3_types::{ElicitationRequest, ElicitationResponse, Error, OperationKind, ResponseMap};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
+
+use frame::{McpFrame, OperationParams, RpcErrorBody};
 
 use crate::mcp::wire::{self, Answer, Origin};
 use crate::mcp::{AttemptOutcome, LogicalOperation, OperationAttempt, ProtocolEra, RoundExchange};
@@ -87,28 +91,36 @@ fn id_key(id: &Value) -> String {
     id.to_string()
 }
 
+/// What an attempt's answer meant.
+struct Settled {
+    outcome: AttemptOutcome,
+    /// The operation ended (result or error).
+    complete: bool,
+    /// A new round to collect prompts for.
+    round: Option<(BTreeMap<String, ElicitationRequest>, Option<String>)>,
+}
+
 impl WireTracker {
     /// Takes one observed frame; returns what it meant for the rounds.
-    pub(super) fn observe(&mut self, frame: &Observation) -> Vec<WireEvent> {
-        let server = frame.connection_id.clone();
-        let Value::Object(payload) = &frame.payload else {
+    pub(super) fn observe(&mut self, observed: &Observation) -> Vec<WireEvent> {
+        let server = observed.connection_id.clone();
+        let Some(frame) = McpFrame::parse(&observed.payload) else {
             return Vec::new();
         };
-        let method = payload.get("method").and_then(Value::as_str);
-        let id = payload.get("id");
-        match (frame.direction, method, id) {
+        match (observed.direction, frame.method.as_deref(), &frame.id) {
             (Direction::ClientToServer, Some(method), Some(id)) => {
-                self.client_request(&server, method, id, payload);
+                self.client_request(&server, method, id, &frame.params);
                 Vec::new()
             }
             (Direction::ClientToServer, None, Some(id)) => {
-                self.client_response(&server, id, payload)
+                self.client_response(&server, id, frame.result)
             }
             (Direction::ServerToClient, None, Some(id)) => {
-                self.server_response(&server, id, payload)
+                let answer = answer_of(&server, frame.result, frame.error);
+                self.server_response(&server, id, answer)
             }
-            (Direction::ServerToClient, Some("elicitation/create"), Some(id)) => {
-                self.legacy_elicitation(&server, id, payload)
+            (Direction::ServerToClient, Some(frame::ELICITATION_CREATE), Some(id)) => {
+                self.legacy_elicitation(&server, id, &frame.params)
             }
             _ => Vec::new(),
         }
@@ -125,114 +137,45 @@ impl WireTracker {
             })
     }
 
-    fn client_request(
-        &mut self,
-        server: &str,
-        method: &str,
-        id: &Value,
-        payload: &Map<String, Value>,
-    ) {
-        let params = payload
-            .get("params")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        let kind = match method {
-            "initialize" => {
-                let version = params
-                    .get("protocolVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let connection = self.connection(server);
-                connection.era = ProtocolEra::Legacy;
-                connection.protocol_version = version.to_owned();
-                return;
-            }
-            "server/discover" => {
-                let connection = self.connection(server);
-                connection.era = ProtocolEra::Modern;
-                connection.protocol_version = "2026-07-28".into();
-                return;
-            }
-            "tools/call" => OperationKind::Tool,
-            "prompts/get" => OperationKind::Prompt,
-            "resources/read" => OperationKind::Resource,
-            _ => return,
-        };
-        let name_key = if kind == OperationKind::Resource {
-            "uri"
-        } else {
-            "name"
-        };
-        let name = params
-            .get(name_key)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let arguments = params.get("arguments").and_then(Value::as_object).cloned();
-        let request_state = params
-            .get("requestState")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let input_responses = params
-            .get("inputResponses")
-            .and_then(|v| serde_json::from_value::<ResponseMap>(v.clone()).ok());
-        let now = OffsetDateTime::now_utc();
-        let retry_of = request_state.as_ref().and_then(|state| {
-            self.operations.iter().rposition(|op| {
-                op.server == server
-                    && op.operation_name == name
-                    && !op.is_finished()
-                    && matches!(op.last_attempt().map(|a| &a.outcome),
-                        Some(AttemptOutcome::InputRequired { request_state: Some(s), .. }) if s == state)
-            })
-        });
-        let operation = match retry_of {
-            Some(index) => index,
-            None => {
-                let connection = self.connection(server);
-                let (era, protocol_version) = (connection.era, connection.protocol_version.clone());
-                self.operations.push(LogicalOperation {
-                    logical_operation_id: m3_types::new_id(),
-                    server: server.to_owned(),
-                    operation_kind: kind,
-                    operation_name: name,
-                    arguments: if kind == OperationKind::Resource {
-                        None
-                    } else {
-                        Some(arguments.unwrap_or_default())
-                    },
-                    era,
-                    protocol_version,
-                    started_at: now,
-                    finished_at: None,
-                    rounds: 0,
-                    attempts: Vec::new(),
-                    error: None,
-                });
-                self.operations.len() - 1
-            }
-        };
-        let Some(op) = self.operations.get_mut(operation) else {
+    /// A request from Codex: a handshake sets the connection's era, an operation
+    /// request is a new attempt (of a new operation, or the retry of one waiting
+    /// for input).
+    fn client_request(&mut self, server: &str, method: &str, id: &Value, params: &Value) {
+        if method == frame::INITIALIZE {
+            let version = frame::params::<frame::InitializeParams>(params).protocol_version;
+            let connection = self.connection(server);
+            connection.era = ProtocolEra::Legacy;
+            connection.protocol_version = version.unwrap_or_default();
+            return;
+        }
+        if method == frame::SERVER_DISCOVER {
+            let connection = self.connection(server);
+            connection.era = ProtocolEra::Modern;
+            connection.protocol_version = ProtocolEra::MODERN_VERSION.to_owned();
+            return;
+        }
+        let Some(kind) = frame::operation_kind(method) else {
             return;
         };
-        op.attempts.push(OperationAttempt {
-            attempt: u32::try_from(op.attempts.len() + 1).unwrap_or(u32::MAX),
-            started_at: now,
-            finished_at: None,
-            duration_ms: None,
-            request_state: request_state.clone(),
-            input_responses,
-            input_required: false,
-            rounds: Vec::new(),
-            outcome: AttemptOutcome::Pending,
-        });
-        let attempt = op.attempts.len() - 1;
+        let params = frame::params::<OperationParams>(params);
+        let name = params.operation_name(kind);
+        let retry_of = params
+            .request_state
+            .as_deref()
+            .and_then(|state| self.waiting_operation(server, &name, state));
+        let now = OffsetDateTime::now_utc();
+        let operation = match retry_of {
+            Some(index) => index,
+            None => self.start_operation(server, kind, name, params.arguments.clone(), now),
+        };
+        let Some(attempt) = self.push_attempt(operation, &params, now) else {
+            return;
+        };
         if retry_of.is_some()
             && let Some(round) = self.rounds.iter_mut().rev().find(|r| {
                 r.operation == operation
                     && r.stage == Stage::Delivered
-                    && r.request_state == request_state
+                    && r.request_state == params.request_state
             })
         {
             round.retry_id = Some(id_key(id));
@@ -242,11 +185,78 @@ impl WireTracker {
             .insert(id_key(id), (operation, attempt));
     }
 
+    /// The unfinished operation of `server` named `name` whose last attempt asked
+    /// for input with `request_state`: a request echoing that state retries it.
+    fn waiting_operation(&self, server: &str, name: &str, request_state: &str) -> Option<usize> {
+        self.operations.iter().rposition(|op| {
+            op.server == server
+                && op.operation_name == name
+                && !op.is_finished()
+                && matches!(op.last_attempt().map(|a| &a.outcome),
+                    Some(AttemptOutcome::InputRequired { request_state: Some(s), .. }) if s == request_state)
+        })
+    }
+
+    fn start_operation(
+        &mut self,
+        server: &str,
+        kind: OperationKind,
+        name: String,
+        arguments: Option<Map<String, Value>>,
+        now: OffsetDateTime,
+    ) -> usize {
+        let connection = self.connection(server);
+        let (era, protocol_version) = (connection.era, connection.protocol_version.clone());
+        self.operations.push(LogicalOperation {
+            logical_operation_id: m3_types::new_id(),
+            server: server.to_owned(),
+            operation_kind: kind,
+            operation_name: name,
+            arguments: if kind == OperationKind::Resource {
+                None
+            } else {
+                Some(arguments.unwrap_or_default())
+            },
+            era,
+            protocol_version,
+            started_at: now,
+            finished_at: None,
+            rounds: 0,
+            attempts: Vec::new(),
+            error: None,
+        });
+        self.operations.len() - 1
+    }
+
+    /// Adds a pending attempt to `operation`; returns its index.
+    fn push_attempt(
+        &mut self,
+        operation: usize,
+        params: &OperationParams,
+        now: OffsetDateTime,
+    ) -> Option<usize> {
+        let op = self.operations.get_mut(operation)?;
+        op.attempts.push(OperationAttempt {
+            attempt: u32::try_from(op.attempts.len() + 1).unwrap_or(u32::MAX),
+            started_at: now,
+            finished_at: None,
+            duration_ms: None,
+            request_state: params.request_state.clone(),
+            input_responses: params.input_responses.clone(),
+            input_required: false,
+            rounds: Vec::new(),
+            outcome: AttemptOutcome::Pending,
+        });
+        Some(op.attempts.len() - 1)
+    }
+
+    /// A server's answer to an attempt: records its outcome, confirms the
+    /// delivered round it retried, and opens the round it asks for.
     fn server_response(
         &mut self,
         server: &str,
         id: &Value,
-        payload: &Map<String, Value>,
+        answer: Result<Value, Error>,
     ) -> Vec<WireEvent> {
         let key = id_key(id);
         let Some((operation, attempt)) = self.connection(server).in_flight.remove(&key) else {
@@ -255,56 +265,13 @@ impl WireTracker {
         let Some(op) = self.operations.get_mut(operation) else {
             return Vec::new();
         };
-        let origin = origin_of(server, op);
-        let now = OffsetDateTime::now_utc();
-        let answer = match (payload.get("error"), payload.get("result")) {
-            (Some(error), _) => Err(rpc_error(server, error)),
-            (None, Some(result)) => wire::classify(result.clone(), &origin),
-            (None, None) => Err(Error::protocol("MCP response has neither result nor error")),
-        };
-        let mut new_requests = None;
-        let (outcome, complete) = match answer {
-            Ok(Answer::Complete { result, is_error }) => {
-                (AttemptOutcome::Complete { result, is_error }, true)
-            }
-            Ok(Answer::InputRequired {
-                requests,
-                request_state,
-            }) => {
-                let outcome = AttemptOutcome::InputRequired {
-                    request_keys: requests.keys().cloned().collect(),
-                    request_state: request_state.clone(),
-                };
-                if !requests.is_empty() {
-                    new_requests = Some((requests, request_state));
-                }
-                (outcome, false)
-            }
-            Err(error) => (
-                AttemptOutcome::Error {
-                    error: error.to_error_info(),
-                },
-                true,
-            ),
-        };
-        let failed = match &outcome {
+        let settled =
+            settle(answer.and_then(|result| wire::classify(result, &origin_of(server, op))));
+        let failed = match &settled.outcome {
             AttemptOutcome::Error { error } => Some(Error::protocol(error.message.clone())),
             _ => None,
         };
-        if let Some(a) = op.attempts.get_mut(attempt) {
-            a.finished_at = Some(now);
-            a.duration_ms = u64::try_from((now - a.started_at).whole_milliseconds()).ok();
-            a.input_required = matches!(outcome, AttemptOutcome::InputRequired { .. });
-            a.outcome = outcome;
-        }
-        if complete {
-            op.finished_at = Some(now);
-            if let Some(AttemptOutcome::Error { error }) =
-                op.attempts.get(attempt).map(|a| &a.outcome)
-            {
-                op.error = Some(error.clone());
-            }
-        }
+        record_outcome(op, attempt, settled.outcome, settled.complete);
         let mut events = Vec::new();
         if let Some(round) = self.rounds.iter().position(|r| {
             r.operation == operation
@@ -316,11 +283,11 @@ impl WireTracker {
                 Some(error) => WireEvent::RoundRetryFailed { round, error },
                 None => WireEvent::RoundConfirmed {
                     round,
-                    operation_complete: complete,
+                    operation_complete: settled.complete,
                 },
             });
         }
-        if let Some((requests, request_state)) = new_requests {
+        if let Some((requests, request_state)) = settled.round {
             if let Some(op) = self.operations.get_mut(operation) {
                 op.rounds += 1;
             }
@@ -329,12 +296,7 @@ impl WireTracker {
         events
     }
 
-    fn legacy_elicitation(
-        &mut self,
-        server: &str,
-        id: &Value,
-        payload: &Map<String, Value>,
-    ) -> Vec<WireEvent> {
+    fn legacy_elicitation(&mut self, server: &str, id: &Value, params: &Value) -> Vec<WireEvent> {
         let Some(&(operation, attempt)) = self.connection(server).in_flight.values().last() else {
             tracing::warn!(server, "elicitation/create outside any operation; ignored");
             return Vec::new();
@@ -343,8 +305,7 @@ impl WireTracker {
             return Vec::new();
         };
         let origin = origin_of(server, op);
-        let params = payload.get("params").cloned().unwrap_or(Value::Null);
-        let request = match wire::elicitation_request("elicitation", &params, &origin) {
+        let request = match wire::elicitation_request("elicitation", params, &origin) {
             Ok(request) => request,
             Err(error) => {
                 tracing::warn!(server, %error, "malformed elicitation/create; ignored");
@@ -372,14 +333,12 @@ impl WireTracker {
         &mut self,
         server: &str,
         id: &Value,
-        payload: &Map<String, Value>,
+        result: Option<Value>,
     ) -> Vec<WireEvent> {
         let Some(round) = self.connection(server).legacy.remove(&id_key(id)) else {
             return Vec::new();
         };
-        let response = payload
-            .get("result")
-            .and_then(|r| serde_json::from_value::<ElicitationResponse>(r.clone()).ok());
+        let response = result.and_then(|r| serde_json::from_value::<ElicitationResponse>(r).ok());
         let action = response
             .as_ref()
             .map_or_else(|| "error".to_owned(), |r| r.action.as_str().to_owned());
@@ -447,14 +406,74 @@ fn origin_of(server: &str, op: &LogicalOperation) -> Origin {
     }
 }
 
-fn rpc_error(server: &str, error: &Value) -> Error {
-    let message = error
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or("error");
+/// A response's `error` or `result`, as the answer of an attempt.
+fn answer_of(server: &str, result: Option<Value>, error: Option<Value>) -> Result<Value, Error> {
+    match (error, result) {
+        (Some(error), _) => Err(rpc_error(server, error)),
+        (None, Some(result)) => Ok(result),
+        (None, None) => Err(Error::protocol("MCP response has neither result nor error")),
+    }
+}
+
+/// The outcome of a classified answer.
+fn settle(answer: Result<Answer, Error>) -> Settled {
+    match answer {
+        Ok(Answer::Complete { result, is_error }) => Settled {
+            outcome: AttemptOutcome::Complete { result, is_error },
+            complete: true,
+            round: None,
+        },
+        Ok(Answer::InputRequired {
+            requests,
+            request_state,
+        }) => Settled {
+            outcome: AttemptOutcome::InputRequired {
+                request_keys: requests.keys().cloned().collect(),
+                request_state: request_state.clone(),
+            },
+            complete: false,
+            round: (!requests.is_empty()).then_some((requests, request_state)),
+        },
+        Err(error) => Settled {
+            outcome: AttemptOutcome::Error {
+                error: error.to_error_info(),
+            },
+            complete: true,
+            round: None,
+        },
+    }
+}
+
+/// Records `outcome` on the attempt and, when `complete`, ends the operation.
+fn record_outcome(
+    op: &mut LogicalOperation,
+    attempt: usize,
+    outcome: AttemptOutcome,
+    complete: bool,
+) {
+    let now = OffsetDateTime::now_utc();
+    if let Some(a) = op.attempts.get_mut(attempt) {
+        a.finished_at = Some(now);
+        a.duration_ms = u64::try_from((now - a.started_at).whole_milliseconds()).ok();
+        a.input_required = matches!(outcome, AttemptOutcome::InputRequired { .. });
+        a.outcome = outcome;
+    }
+    if complete {
+        op.finished_at = Some(now);
+        if let Some(AttemptOutcome::Error { error }) = op.attempts.get(attempt).map(|a| &a.outcome)
+        {
+            op.error = Some(error.clone());
+        }
+    }
+}
+
+fn rpc_error(server: &str, error: Value) -> Error {
+    let message = frame::params::<RpcErrorBody>(&error)
+        .message
+        .unwrap_or_else(|| "error".to_owned());
     Error::protocol(format!(
         "MCP server '{server}' answered with an error: {message}"
     ))
     .with_detail("server", server)
-    .with_detail("rpc_error", error.clone())
+    .with_detail("rpc_error", error)
 }

@@ -1,0 +1,183 @@
+//! Answers: where a round's responses come from (managed round, plan, or
+//! `fail`), and how each native prompt gets its key's response.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use m3_types::{
+    ElicitationAction, ElicitationRequest, ElicitationResponse, Error, PendingElicitationRound,
+    ResponseMap, Result,
+};
+
+use crate::coordinator::Coordinator;
+
+use super::super::observe::Stage;
+use super::super::prompts::NativePrompt;
+use super::super::protocol::ElicitationAnswer;
+use super::Turn;
+
+/// The answer being obtained for one round.
+pub(super) type Answering = Pin<Box<dyn Future<Output = Result<ResponseMap>> + Send>>;
+
+/// Where answers come from.
+#[derive(Debug)]
+pub(in super::super) enum Answers<'a> {
+    /// `human_input = fail`.
+    Fail,
+    /// A predefined plan, one response map per round.
+    Plan(&'a mut VecDeque<ResponseMap>),
+    /// `human_input = managed`.
+    Managed(Arc<Coordinator>),
+}
+
+impl Turn<'_> {
+    /// Starts obtaining the answer of round `index` (all its keys have a prompt).
+    pub(super) fn start_answer(&mut self, index: usize) -> Result<()> {
+        let Some(round) = self.tracker.rounds.get_mut(index) else {
+            return Ok(());
+        };
+        round.stage = Stage::Answering;
+        let future: Answering = match &mut self.context.answers {
+            Answers::Fail => return Ok(()),
+            Answers::Plan(plan) => {
+                let next = plan.pop_front();
+                Box::pin(async move {
+                    next.ok_or_else(|| {
+                        Error::protocol("the elicitation plan has no answer for this round")
+                            .with_detail("reason", "unexpected_elicitation")
+                    })
+                })
+            }
+            Answers::Managed(coordinator) => {
+                let coordinator = Arc::clone(coordinator);
+                let Some(op) = self.tracker.operations.get(round.operation) else {
+                    return Err(Error::protocol("observed round has no operation"));
+                };
+                let created_at = coordinator.now();
+                let mut pending = PendingElicitationRound::new(
+                    m3_types::new_id(),
+                    self.context.execution_id.clone(),
+                    op.logical_operation_id.clone(),
+                    round.server.clone(),
+                    op.operation_kind,
+                    op.operation_name.clone(),
+                    round.requests.clone(),
+                    created_at,
+                )?;
+                pending.request_state = round.request_state.clone();
+                pending.deadline = coordinator.deadline_for(created_at);
+                let parameters = op.arguments.clone().unwrap_or_default();
+                Box::pin(async move {
+                    coordinator
+                        .await_round(pending, parameters)
+                        .await
+                        .map(|delivery| delivery.responses)
+                })
+            }
+        };
+        self.answering = Some((index, future));
+        Ok(())
+    }
+
+    /// Gives each prompt of the answered round its key's response.
+    pub(super) async fn on_answer(&mut self, answer: (usize, Result<ResponseMap>)) -> Result<()> {
+        let (index, responses) = answer;
+        let responses = match responses {
+            Ok(responses) => responses,
+            Err(error) => return Err(self.interrupt(error).await),
+        };
+        let Some(round) = self.tracker.rounds.get_mut(index) else {
+            return Ok(());
+        };
+        round.stage = Stage::Delivered;
+        let prompts = round.prompts.clone();
+        let requests = round.requests.clone();
+        for (key, prompt_id) in prompts {
+            let Some(response) = responses.get(&key) else {
+                let error = Error::protocol(format!("no answer for request key '{key}'"))
+                    .with_detail("reason", "missing_response");
+                return Err(self.interrupt(error).await);
+            };
+            let url = matches!(requests.get(&key), Some(ElicitationRequest::Url(_)));
+            self.app
+                .respond(&prompt_id, &native_result(response, url))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Waits for the pending answer (forever when there is none).
+pub(super) async fn poll_answer(
+    answering: &mut Option<(usize, Answering)>,
+) -> (usize, Result<ResponseMap>) {
+    match answering {
+        Some((index, future)) => {
+            let result = future.await;
+            let index = *index;
+            *answering = None;
+            (index, result)
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The app-server answer to a native prompt: an accepted URL is `content: {}`,
+/// decline and cancel carry no content.
+fn native_result(response: &ElicitationResponse, url: bool) -> ElicitationAnswer {
+    let content = match response.action {
+        ElicitationAction::Accept if url => Some(serde_json::Map::new()),
+        ElicitationAction::Accept => Some(response.content.clone().unwrap_or_default()),
+        _ => None,
+    };
+    ElicitationAnswer {
+        action: response.action,
+        content,
+    }
+}
+
+/// A server asked for input although `human_input` is `fail`.
+pub(super) fn unexpected_elicitation(prompt: &NativePrompt) -> Error {
+    Error::protocol(format!(
+        "unexpected elicitation from server '{}': human_input is 'fail'",
+        prompt.server
+    ))
+    .with_detail("reason", "unexpected_elicitation")
+    .with_detail("server", prompt.server.clone())
+    .with_detail("mode", prompt.mode.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn native_json(response: &ElicitationResponse, url: bool) -> Value {
+        serde_json::to_value(native_result(response, url)).unwrap()
+    }
+
+    #[test]
+    fn native_answers_follow_the_mode() {
+        let mut content = serde_json::Map::new();
+        content.insert("city".into(), json!("Pune"));
+        let accept = m3_types::ElicitationResponse::accept(content);
+        assert_eq!(
+            native_json(&accept, false),
+            json!({"action": "accept", "content": {"city": "Pune"}})
+        );
+        assert_eq!(
+            native_json(&m3_types::ElicitationResponse::accept_url(), true),
+            json!({"action": "accept", "content": {}})
+        );
+        assert_eq!(
+            native_json(&m3_types::ElicitationResponse::decline(), false),
+            json!({"action": "decline"})
+        );
+        assert_eq!(
+            native_json(&m3_types::ElicitationResponse::cancel(), false),
+            json!({"action": "cancel"})
+        );
+    }
+}
