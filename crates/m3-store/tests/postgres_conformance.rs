@@ -48,3 +48,51 @@ async fn a_missing_test_server_url_is_a_clear_error_not_a_skip() {
     assert!(message.contains("M3_TEST_POSTGRES_URL"), "{message}");
     assert!(message.contains("scripts/test.sh"), "{message}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_urls_open_through_m3_store_open_and_concurrent_openers_share_one_schema() {
+    use m3_store::postgres::testing::isolated_url;
+    let url = isolated_url().unwrap();
+    let openers = (0..4).map(|_| {
+        let url = url.clone();
+        tokio::spawn(async move { m3_store::open(&url).await })
+    });
+    for opener in openers {
+        let store = opener.await.unwrap().unwrap();
+        assert!(store.is_persistent());
+    }
+    let other = url.replacen("postgres://", "postgresql://", 1);
+    let store = m3_store::open(&other).await.unwrap();
+    let created = store
+        .create_execution(m3_store::NewExecution::new(serde_json::json!({"k": 1})))
+        .await
+        .unwrap();
+    let peer = m3_store::open(&url).await.unwrap();
+    assert_eq!(
+        peer.get_execution(&created.execution_id).await.unwrap(),
+        Some(created)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_newer_than_the_build_is_refused() {
+    use m3_store::postgres::{PgExecutionStore, PgStoreOptions};
+    let url = m3_store::postgres::testing::isolated_url().unwrap();
+    PgExecutionStore::open(&url).await.unwrap();
+    let options = PgStoreOptions::from_url(&url).unwrap();
+    let admin = sqlx::PgPool::connect(&m3_store::postgres::testing::test_server_url().unwrap())
+        .await
+        .unwrap();
+    let insert = format!(
+        "INSERT INTO \"{}\"._sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (9999, 'future', true, '\\x00', 0)",
+        options.schema()
+    );
+    sqlx::query(sqlx::AssertSqlSafe(insert))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let refused = PgExecutionStore::open(&url).await.unwrap_err();
+    assert!(refused.is_storage(), "{refused}");
+    assert_eq!(refused.details()["schema_version"], 9999);
+}
