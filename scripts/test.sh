@@ -65,6 +65,14 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver > /dev/null
 fi
 
+# A throwaway PostgreSQL server for the PostgreSQL backend's tests, unless
+# M3_TEST_POSTGRES_URL names one; removed at exit, also when a step fails.
+# shellcheck source=scripts/postgres-env.sh
+source "$root/scripts/postgres-env.sh"
+if [ -z "${M3_TEST_POSTGRES_URL:-}" ]; then
+  start_test_postgres
+fi
+
 # --- checks ------------------------------------------------------------------
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -37,6 +37,8 @@
 //!   lease. Request values ([`CreateRound`], [`RoundRef`], [`LeaseRef`], [`ClaimRound`],
 //!   [`ResponseSubmission`], [`RoundFailure`]) keep argument lists short;
 //!   [`ManagedInputStoreExt`] adds conveniences.
+//! - `postgres` (feature `postgres`) is the PostgreSQL backend of both stores, for workers on
+//!   several hosts sharing one database.
 //! - [`sqlite`] is the SQLite backend, [`SqliteManagedInputStore`], on-disk compatible with
 //!   the Python original (sf-m3 0.3.1).
 //! - `conformance` (feature `conformance`) is the contract as a test suite that any backend
@@ -44,6 +46,8 @@
 //!
 //! # Feature flags
 //!
+//! - `postgres`: the PostgreSQL backend (`postgres://`, `postgresql://` in [`open`]);
+//!   `postgres-tls` adds TLS (rustls) for remote servers.
 //! - `conformance`: exposes `m3_store::conformance` (not semver-stable).
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
@@ -55,6 +59,8 @@ mod combined;
 pub mod managed_input;
 pub mod memory;
 mod open;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -68,6 +74,8 @@ pub use managed_input::{
     ManagedInputStoreExt, ResponseSubmission, RoundFailure, RoundRef, RoundScan, UnreadableRound,
 };
 pub use open::{StoreUrl, open};
+#[cfg(feature = "postgres")]
+pub use postgres::{PgExecutionStore, PgManagedInputStore, PgStoreOptions};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SqliteExecutionStore, SqliteManagedInputStore,

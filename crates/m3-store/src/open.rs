@@ -14,6 +14,7 @@ use crate::memory::MemoryExecutionStore;
 /// |---|---|
 /// | `memory:` | a fresh [`MemoryExecutionStore`] (not persistent) |
 /// | `sqlite://PATH`, `sqlite:PATH` | the SQLite store at `PATH` (feature `sqlite`) |
+/// | `postgres://...`, `postgresql://...` | the PostgreSQL store (feature `postgres`; see `PgStoreOptions` for the parameters) |
 /// | anything without a `scheme:` | a plain path: the SQLite store there |
 ///
 /// ```
@@ -31,6 +32,8 @@ pub enum StoreUrl {
     Memory,
     /// A SQLite database file.
     Sqlite(PathBuf),
+    /// A PostgreSQL server URL (kept whole: sqlx and the store read its parameters).
+    Postgres(String),
 }
 
 impl StoreUrl {
@@ -46,13 +49,16 @@ impl StoreUrl {
         if url == "memory:" || url == "memory://" {
             return Ok(Self::Memory);
         }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(Self::Postgres(url.to_owned()));
+        }
         let path = if let Some(rest) = url.strip_prefix("sqlite://") {
             rest
         } else if let Some(rest) = url.strip_prefix("sqlite:") {
             rest
         } else if has_scheme(url) {
             return Err(Error::model_validation(format!(
-                "unsupported store URL '{url}' (expected memory:, sqlite://PATH or a path)"
+                "unsupported store URL '{url}' (expected memory:, sqlite://PATH, postgres://... or a path)"
             ))
             .with_detail("url", url));
         } else {
@@ -72,6 +78,7 @@ impl StoreUrl {
         match self {
             Self::Memory => Ok(Arc::new(MemoryExecutionStore::with_clock(clock))),
             Self::Sqlite(path) => open_sqlite(path, clock).await,
+            Self::Postgres(url) => open_postgres(url, clock).await,
         }
     }
 }
@@ -113,7 +120,32 @@ async fn open_sqlite(
     )
 }
 
-/// Opens the execution store `url` names (see [`StoreUrl`]) on the system clock; its
+#[cfg(feature = "postgres")]
+async fn open_postgres(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<dyn ExecutionStore>> {
+    let options = crate::PgStoreOptions::from_url(url)?.clock(clock);
+    Ok(Arc::new(crate::PgExecutionStore::open_with(options).await?))
+}
+
+/// A PostgreSQL store on the database server's clock (its default).
+#[cfg(feature = "postgres")]
+async fn open_postgres_on_server_clock(url: &str) -> Result<Arc<dyn ExecutionStore>> {
+    Ok(Arc::new(crate::PgExecutionStore::open(url).await?))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres_on_server_clock(url: &str) -> Result<Arc<dyn ExecutionStore>> {
+    open_postgres(url, Arc::new(SystemClock)).await
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(_url: &str, _clock: Arc<dyn Clock>) -> Result<Arc<dyn ExecutionStore>> {
+    Err(Error::model_validation(
+        "this build has no PostgreSQL backend (feature `postgres`)",
+    ))
+}
+
+/// Opens the execution store `url` names (see [`StoreUrl`]) on the system clock (a
+/// PostgreSQL store on the database server's clock); its
 /// [`managed_input_store`](ExecutionStore::managed_input_store) is the same backend's.
 ///
 /// ```
@@ -126,9 +158,10 @@ async fn open_sqlite(
 /// # Errors
 /// As [`StoreUrl::parse`] and [`StoreUrl::open_with_clock`].
 pub async fn open(url: &str) -> Result<Arc<dyn ExecutionStore>> {
-    StoreUrl::parse(url)?
-        .open_with_clock(Arc::new(SystemClock))
-        .await
+    match StoreUrl::parse(url)? {
+        StoreUrl::Postgres(url) => open_postgres_on_server_clock(&url).await,
+        other => other.open_with_clock(Arc::new(SystemClock)).await,
+    }
 }
 
 #[cfg(test)]
@@ -145,7 +178,12 @@ mod tests {
         );
         assert_eq!(StoreUrl::parse("sqlite:rel.db").unwrap(), sqlite("rel.db"));
         assert_eq!(StoreUrl::parse("memory:").unwrap(), StoreUrl::Memory);
-        for bad in ["", "sqlite://", "postgres://h/db", "redis:x"] {
+        let pg = "postgresql://m3@h/db?sslmode=disable";
+        assert_eq!(
+            StoreUrl::parse(pg).unwrap(),
+            StoreUrl::Postgres(pg.to_owned())
+        );
+        for bad in ["", "sqlite://", "redis:x"] {
             assert!(StoreUrl::parse(bad).is_err(), "{bad}");
         }
     }

@@ -1,0 +1,602 @@
+//! [`PgExecutionStore`]: one row per execution in `m3rs_executions`, its event log in
+//! `m3rs_execution_events`, and its own [`PgManagedInputStore`] on the same pool.
+//!
+//! Each mutation locks the execution row (`SELECT ... FOR UPDATE`, which also reads the
+//! server clock), asks the shared [`rules`](crate::execution::rules), writes the record and
+//! appends its events in one transaction; recovery fails the execution's unresolved rounds
+//! in that same transaction.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use m3_types::{Clock, Error, ExecutionStatus, Result, new_id};
+use serde_json::Value;
+use sqlx::{PgConnection, Postgres, Transaction};
+use time::OffsetDateTime;
+
+use super::PgManagedInputStore;
+use super::connect::{PgStoreOptions, Shared, open};
+use super::error::db;
+use super::rounds::fail_unresolved;
+use crate::execution::rules::{
+    self, Acquire, TerminalData, check_acquire, check_event_kind, check_fence, check_finish,
+    check_lease_write, check_terminalize, check_transition, created_payload, errors,
+    finished_payload, lease_expiry, new_execution_lease_token, require_non_empty,
+    state_changed_payload, terminalized_payload, to_canonical,
+};
+use crate::managed_input::rules::Decision;
+use crate::{
+    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
+    ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore, NewExecution,
+    TerminalizeExpired, Terminalized,
+};
+
+/// The PostgreSQL [`ExecutionStore`]; its
+/// [`managed_input_store`](ExecutionStore::managed_input_store) is a
+/// [`PgManagedInputStore`] on the same pool and schema. Clones share the pool.
+///
+/// ```no_run
+/// # async fn demo() -> m3_types::Result<()> {
+/// use m3_store::{ExecutionStore, NewExecution};
+/// use m3_store::postgres::PgExecutionStore;
+///
+/// let store = PgExecutionStore::open("postgres://m3@localhost/m3?sslmode=disable").await?;
+/// let record = store.create_execution(NewExecution::new(serde_json::json!({}))).await?;
+/// assert_eq!(store.list_events(&record.execution_id, None).await?.len(), 1);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PgExecutionStore {
+    shared: Arc<Shared>,
+}
+
+type Tx = Transaction<'static, Postgres>;
+
+impl PgExecutionStore {
+    /// Opens (creating and migrating) the store `url` names (see [`PgStoreOptions`]).
+    ///
+    /// # Errors
+    /// `invalid_argument` for a bad URL; `storage_error` when the server is unreachable or
+    /// its schema is newer than this build.
+    pub async fn open(url: &str) -> Result<Self> {
+        Self::open_with(PgStoreOptions::from_url(url)?).await
+    }
+
+    /// Opens the store `options` describe.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub async fn open_with(options: PgStoreOptions) -> Result<Self> {
+        Ok(Self {
+            shared: Arc::new(open(options).await?),
+        })
+    }
+
+    /// This store's managed-input store.
+    pub fn rounds(&self) -> PgManagedInputStore {
+        PgManagedInputStore::from_shared(Arc::clone(&self.shared))
+    }
+
+    async fn begin(&self) -> Result<Tx> {
+        self.shared
+            .pool
+            .begin()
+            .await
+            .map_err(db("cannot begin a transaction"))
+    }
+
+    /// Locks execution `id` in `tx`: its record and the operation's time.
+    async fn lock(&self, tx: &mut Tx, id: &str) -> Result<(ExecutionRecord, OffsetDateTime)> {
+        let row = locked_row(tx, id).await?;
+        let (stored, server_now) = row.ok_or_else(|| errors::not_found(id))?;
+        Ok((decode(&stored)?, self.shared.now(server_now)))
+    }
+
+    /// Locks `id`, lets `step` change the record (marking it changed) and append events,
+    /// and stores both if anything changed, in one transaction.
+    async fn mutate<T: Send>(
+        &self,
+        id: &str,
+        step: impl FnOnce(&mut Pending, OffsetDateTime) -> Result<T> + Send,
+    ) -> Result<T> {
+        let mut tx = self.begin().await?;
+        let (record, now) = self.lock(&mut tx, id).await?;
+        let mut pending = Pending::new(record);
+        let value = step(&mut pending, now)?;
+        if pending.changed {
+            pending.store(&mut tx).await?;
+            commit(tx).await?;
+        }
+        Ok(value)
+    }
+}
+
+/// A record being changed and the events to append with it.
+struct Pending {
+    record: ExecutionRecord,
+    events: Vec<ExecutionEvent>,
+    changed: bool,
+}
+
+impl Pending {
+    fn new(record: ExecutionRecord) -> Self {
+        Self {
+            record,
+            events: Vec::new(),
+            changed: false,
+        }
+    }
+
+    /// The record, to be stored.
+    fn change(&mut self) -> &mut ExecutionRecord {
+        self.changed = true;
+        &mut self.record
+    }
+
+    /// Appends an event with the next sequence number.
+    fn append(&mut self, kind: &str, payload: Value, now: OffsetDateTime) -> ExecutionEvent {
+        let event = ExecutionEvent {
+            execution_id: self.record.execution_id.clone(),
+            sequence: self.record.sequence + 1,
+            kind: kind.to_owned(),
+            payload,
+            timestamp: now,
+        };
+        self.change().sequence = event.sequence;
+        self.events.push(event.clone());
+        event
+    }
+
+    async fn store(&self, conn: &mut PgConnection) -> Result<()> {
+        save(conn, &self.record).await?;
+        for event in &self.events {
+            insert_event(conn, event).await?;
+        }
+        Ok(())
+    }
+}
+
+async fn locked_row(conn: &mut PgConnection, id: &str) -> Result<Option<(String, OffsetDateTime)>> {
+    sqlx::query_as(
+        "SELECT record_json, clock_timestamp() FROM m3rs_executions WHERE execution_id = $1 FOR UPDATE",
+    )
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db("cannot read the execution"))
+}
+
+async fn commit(tx: Tx) -> Result<()> {
+    tx.commit().await.map_err(db("cannot commit the execution"))
+}
+
+fn decode(stored: &str) -> Result<ExecutionRecord> {
+    serde_json::from_str(stored)
+        .map_err(|e| Error::storage(format!("stored execution record is invalid: {e}")))
+}
+
+fn encode(value: &impl serde::Serialize) -> Result<String> {
+    serde_json::to_string(value)
+        .map_err(|e| Error::storage(format!("cannot encode the execution: {e}")))
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Writes every column of `record` over its row.
+async fn save(conn: &mut PgConnection, record: &ExecutionRecord) -> Result<()> {
+    sqlx::query(
+        "UPDATE m3rs_executions SET lifecycle = $2, finished = $3, record_json = $4, \
+         lease_token = $5, lease_expires_at = $6, updated_at = $7 WHERE execution_id = $1",
+    )
+    .bind(&record.execution_id)
+    .bind(record.lifecycle.as_str())
+    .bind(record.is_finished())
+    .bind(encode(record)?)
+    .bind(record.lease.as_ref().map(|l| l.lease_token.as_str()))
+    .bind(record.lease.as_ref().map(|l| l.expires_at))
+    .bind(record.updated_at)
+    .execute(&mut *conn)
+    .await
+    .map_err(db("cannot write the execution"))?;
+    Ok(())
+}
+
+async fn insert_event(conn: &mut PgConnection, event: &ExecutionEvent) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO m3rs_execution_events (execution_id, sequence, kind, payload_json, created_at) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(&event.execution_id)
+    .bind(to_i64(event.sequence))
+    .bind(&event.kind)
+    .bind(m3_types::canonical_json(&event.payload)?)
+    .bind(event.timestamp)
+    .execute(&mut *conn)
+    .await
+    .map_err(db("cannot append the execution event"))?;
+    Ok(())
+}
+
+/// The record an execution gets when created.
+fn created_record(id: &str, new: NewExecution, now: OffsetDateTime) -> ExecutionRecord {
+    ExecutionRecord {
+        execution_id: id.to_owned(),
+        spec: new.spec,
+        human_input: new.human_input,
+        lifecycle: ExecutionStatus::Created,
+        outcome: None,
+        error: None,
+        result: None,
+        sequence: 0,
+        lease: None,
+        cancel_requested_at: None,
+        cancel_reason: None,
+        created_at: now,
+        updated_at: now,
+        finished_at: None,
+    }
+}
+
+/// Marks `record` finished with the given terminal data.
+fn finish_record(record: &mut ExecutionRecord, request: &FinishExecution, now: OffsetDateTime) {
+    record.lifecycle = ExecutionStatus::Finished;
+    record.outcome = Some(request.outcome);
+    record.error = request.error.clone();
+    record.result = request.result.clone();
+    record.finished_at = Some(now);
+    record.updated_at = now;
+    record.lease = None;
+}
+
+#[async_trait]
+impl ExecutionStore for PgExecutionStore {
+    async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
+        let id = new.execution_id.clone().unwrap_or_else(new_id);
+        require_non_empty(&id, "execution_id")?;
+        let spec_json = to_canonical(&new.spec)?;
+        let mut tx = self.begin().await?;
+        let server_now: OffsetDateTime = sqlx::query_scalar(
+            "SELECT clock_timestamp() FROM (SELECT pg_advisory_xact_lock(hashtext($1))) AS locked",
+        )
+        .bind(&id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db("cannot lock the execution id"))?;
+        let existing: Option<(String, String)> = sqlx::query_as(
+            "SELECT spec_json, record_json FROM m3rs_executions WHERE execution_id = $1",
+        )
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db("cannot read the execution"))?;
+        if let Some((stored_spec, stored)) = existing {
+            let record = decode(&stored)?;
+            if stored_spec == spec_json && record.human_input == new.human_input {
+                return Ok(record);
+            }
+            return Err(errors::id_conflict(&id));
+        }
+        let now = self.shared.now(server_now);
+        let human_input = new.human_input;
+        let record = created_record(&id, new, now);
+        sqlx::query(
+            "INSERT INTO m3rs_executions (execution_id, lifecycle, human_input, finished, spec_json, \
+             record_json, created_at, updated_at) VALUES ($1, $2, $3, false, $4, $5, $6, $6)",
+        )
+        .bind(&id)
+        .bind(record.lifecycle.as_str())
+        .bind(human_input.as_str())
+        .bind(&spec_json)
+        .bind(encode(&record)?)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db("cannot insert the execution"))?;
+        let event = ExecutionEvent {
+            execution_id: id.clone(),
+            sequence: 0,
+            kind: crate::EVENT_EXECUTION_CREATED.to_owned(),
+            payload: created_payload(human_input),
+            timestamp: now,
+        };
+        insert_event(&mut tx, &event).await?;
+        commit(tx).await?;
+        Ok(record)
+    }
+
+    async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRecord>> {
+        let stored: Option<String> =
+            sqlx::query_scalar("SELECT record_json FROM m3rs_executions WHERE execution_id = $1")
+                .bind(execution_id)
+                .fetch_optional(&self.shared.pool)
+                .await
+                .map_err(db("cannot read the execution"))?;
+        stored.as_deref().map(decode).transpose()
+    }
+
+    async fn list_executions(&self, query: ListExecutions) -> Result<Vec<ExecutionRecord>> {
+        let rows: Vec<String> = sqlx::query_scalar(
+            "SELECT record_json FROM m3rs_executions \
+             WHERE ($1::text IS NULL OR lifecycle = $1) AND ($2::text IS NULL OR human_input = $2) \
+             ORDER BY created_at, execution_id LIMIT $3",
+        )
+        .bind(query.lifecycle.map(ExecutionStatus::as_str))
+        .bind(query.human_input.map(|h| h.as_str()))
+        .bind(query.limit.map(i64::from))
+        .fetch_all(&self.shared.pool)
+        .await
+        .map_err(db("cannot list the executions"))?;
+        rows.iter().map(|stored| decode(stored)).collect()
+    }
+
+    async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
+        require_non_empty(&request.owner_id, "owner_id")?;
+        let token = match request.lease_token {
+            Some(token) => {
+                require_non_empty(&token, "lease_token")?;
+                token
+            }
+            None => new_execution_lease_token(),
+        };
+        let id = request.execution_id.as_str();
+        let mut tx = self.begin().await?;
+        let (record, now) = self.lock(&mut tx, id).await?;
+        let expires_at = lease_expiry(now, request.ttl)?;
+        if let Acquire::Held(lease) = check_acquire(&record, &request.owner_id, &token, now)? {
+            return Ok(lease);
+        }
+        let token_taken: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM m3rs_executions WHERE lease_token = $1 AND execution_id <> $2)",
+        )
+        .bind(&token)
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db("cannot check the lease token"))?;
+        if token_taken {
+            return Err(errors::lease_token_in_use(id));
+        }
+        let lease = ExecutionLease {
+            execution_id: id.to_owned(),
+            owner_id: request.owner_id,
+            lease_token: token,
+            expires_at,
+        };
+        let mut pending = Pending::new(record);
+        let changed = pending.change();
+        changed.lease = Some(lease.clone());
+        changed.updated_at = now;
+        pending.store(&mut tx).await?;
+        commit(tx).await?;
+        Ok(lease)
+    }
+
+    async fn renew_lease(
+        &self,
+        lease: &ExecutionLeaseRef,
+        ttl: Duration,
+    ) -> Result<ExecutionLease> {
+        let mut tx = self.begin().await?;
+        let row = locked_row(&mut tx, &lease.execution_id).await?;
+        let record = row.as_ref().map(|(stored, _)| decode(stored)).transpose()?;
+        let now = match &row {
+            Some((_, server_now)) => self.shared.now(*server_now),
+            None => crate::store_now(self.shared.clock.as_ref()),
+        };
+        check_lease_write(record.as_ref(), lease, now)?;
+        let record = record.ok_or_else(|| errors::not_found(&lease.execution_id))?;
+        let renewed = ExecutionLease {
+            execution_id: lease.execution_id.clone(),
+            owner_id: lease.owner_id.clone(),
+            lease_token: lease.lease_token.clone(),
+            expires_at: lease_expiry(now, ttl)?,
+        };
+        let mut pending = Pending::new(record);
+        let changed = pending.change();
+        changed.lease = Some(renewed.clone());
+        changed.updated_at = now;
+        pending.store(&mut tx).await?;
+        commit(tx).await?;
+        Ok(renewed)
+    }
+
+    async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let row = locked_row(&mut tx, &lease.execution_id).await?;
+        let record = row.as_ref().map(|(stored, _)| decode(stored)).transpose()?;
+        let now = match &row {
+            Some((_, server_now)) => self.shared.now(*server_now),
+            None => crate::store_now(self.shared.clock.as_ref()),
+        };
+        match record {
+            Some(r) if r.is_finished() && r.lease.is_none() => Ok(()),
+            Some(r) if !r.is_finished() && check_fence(&r, Some(lease), now).is_ok() => {
+                let mut pending = Pending::new(r);
+                let changed = pending.change();
+                changed.lease = None;
+                changed.updated_at = now;
+                pending.store(&mut tx).await?;
+                commit(tx).await
+            }
+            other => Err(rules::diagnose(
+                other.as_ref(),
+                &lease.execution_id,
+                Some(lease),
+                now,
+            )),
+        }
+    }
+
+    async fn transition(
+        &self,
+        execution_id: &str,
+        to: ExecutionStatus,
+        lease: Option<&ExecutionLeaseRef>,
+    ) -> Result<ExecutionRecord> {
+        self.mutate(execution_id, |pending, now| {
+            check_transition(&pending.record, to, lease, now)?;
+            let record = pending.change();
+            record.lifecycle = to;
+            record.updated_at = now;
+            pending.append(
+                crate::EVENT_EXECUTION_STATE_CHANGED,
+                state_changed_payload(to),
+                now,
+            );
+            Ok(pending.record.clone())
+        })
+        .await
+    }
+
+    async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
+        let requested = TerminalData::of_request(&request)?;
+        let payload = finished_payload(&request)?;
+        self.mutate(&request.execution_id, |pending, now| {
+            let stored = if pending.record.is_finished() {
+                Some(TerminalData::of_record(&pending.record)?)
+            } else {
+                None
+            };
+            let decided = check_finish(
+                &pending.record,
+                stored.as_ref(),
+                &requested,
+                request.lease.as_ref(),
+                now,
+            )?;
+            if decided == Decision::AlreadyDone {
+                return Ok(pending.record.clone());
+            }
+            finish_record(pending.change(), &request, now);
+            pending.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
+            Ok(pending.record.clone())
+        })
+        .await
+    }
+
+    async fn request_cancel(
+        &self,
+        execution_id: &str,
+        reason: Option<&str>,
+    ) -> Result<ExecutionRecord> {
+        self.mutate(execution_id, |pending, now| {
+            if pending.record.cancel_requested_at.is_none() && !pending.record.is_finished() {
+                let record = pending.change();
+                record.cancel_requested_at = Some(now);
+                record.cancel_reason = reason.map(str::to_owned);
+                record.updated_at = now;
+            }
+            Ok(pending.record.clone())
+        })
+        .await
+    }
+
+    async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {
+        let record = self.get_execution(execution_id).await?;
+        let record = record.ok_or_else(|| errors::not_found(execution_id))?;
+        Ok(record.is_cancel_requested())
+    }
+
+    async fn append_event(
+        &self,
+        execution_id: &str,
+        kind: &str,
+        payload: Value,
+        lease: Option<&ExecutionLeaseRef>,
+    ) -> Result<ExecutionEvent> {
+        check_event_kind(kind)?;
+        m3_types::canonical_json(&payload)?;
+        self.mutate(execution_id, |pending, now| {
+            if pending.record.is_finished() {
+                return Err(errors::finished(execution_id));
+            }
+            check_fence(&pending.record, lease, now)?;
+            Ok(pending.append(kind, payload, now))
+        })
+        .await
+    }
+
+    async fn list_events(
+        &self,
+        execution_id: &str,
+        after_sequence: Option<u64>,
+    ) -> Result<Vec<ExecutionEvent>> {
+        let rows: Vec<(String, i64, String, String, OffsetDateTime)> = sqlx::query_as(
+            "SELECT execution_id, sequence, kind, payload_json, created_at FROM m3rs_execution_events \
+             WHERE execution_id = $1 AND ($2::bigint IS NULL OR sequence > $2) ORDER BY sequence",
+        )
+        .bind(execution_id)
+        .bind(after_sequence.map(to_i64))
+        .fetch_all(&self.shared.pool)
+        .await
+        .map_err(db("cannot list the execution events"))?;
+        rows.into_iter()
+            .map(|(execution_id, sequence, kind, payload, timestamp)| {
+                Ok(ExecutionEvent {
+                    execution_id,
+                    sequence: u64::try_from(sequence).unwrap_or_default(),
+                    kind,
+                    payload: serde_json::from_str(&payload).map_err(|e| {
+                        Error::storage(format!("stored event payload is invalid: {e}"))
+                    })?,
+                    timestamp,
+                })
+            })
+            .collect()
+    }
+
+    async fn list_expired_leases(&self) -> Result<Vec<ExecutionRecord>> {
+        let rows: Vec<(String, OffsetDateTime)> = sqlx::query_as(
+            "SELECT record_json, clock_timestamp() FROM m3rs_executions \
+             WHERE NOT finished AND lease_expires_at IS NOT NULL ORDER BY lease_expires_at, execution_id",
+        )
+        .fetch_all(&self.shared.pool)
+        .await
+        .map_err(db("cannot list the expired leases"))?;
+        let mut expired = Vec::new();
+        for (stored, server_now) in rows {
+            let record = decode(&stored)?;
+            let now = self.shared.now(server_now);
+            if record.lease.as_ref().is_some_and(|l| l.is_expired_at(now)) {
+                expired.push(record);
+            }
+        }
+        Ok(expired)
+    }
+
+    async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized> {
+        let payload = terminalized_payload(&request)?;
+        let id = request.lease.execution_id.as_str();
+        let mut tx = self.begin().await?;
+        let (record, now) = self.lock(&mut tx, id).await?;
+        check_terminalize(&record, &request, now)?;
+        let mut pending = Pending::new(record);
+        let changed = pending.change();
+        changed.lifecycle = ExecutionStatus::Finished;
+        changed.outcome = Some(request.outcome);
+        changed.error = request.error.clone();
+        changed.result = None;
+        changed.finished_at = Some(now);
+        changed.updated_at = now;
+        changed.lease = None;
+        let rounds_failed = fail_unresolved(&mut tx, id, &request.reason, now).await?;
+        pending.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
+        pending.store(&mut tx).await?;
+        commit(tx).await?;
+        Ok(Terminalized {
+            record: pending.record,
+            rounds_failed,
+        })
+    }
+
+    async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
+        Ok(Arc::new(self.rounds()))
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.shared.clock)
+    }
+}

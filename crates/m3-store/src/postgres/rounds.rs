@@ -1,0 +1,519 @@
+//! [`PgManagedInputStore`]: one row per round in `m3rs_rounds`.
+//!
+//! Every mutation is one transaction: lock the row with `SELECT ... FOR UPDATE` (which also
+//! reads the server clock), ask the shared [`rules`](crate::managed_input::rules), and write
+//! the record they return with a guarded `UPDATE ... RETURNING` (the stored record must
+//! still be the one read). Creates are serialized per execution by a transaction advisory
+//! lock, so the round-index check and the insert are atomic.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use m3_types::{Clock, Error, ManagedInputRecord, Reason, Result};
+use serde_json::{Map, Value};
+use sqlx::PgConnection;
+use time::OffsetDateTime;
+
+use super::connect::{PgStoreOptions, Shared, open};
+use super::error::db;
+use crate::managed_input::rules::{
+    self, Decision, Submission, Transition, apply_claim, apply_fail, apply_recovery_failure,
+    apply_renew, apply_submission, check_claim, check_fail, check_fail_recovery, check_renew,
+    check_submission, check_transition, lease_expiry, new_lease_token, prepare_create,
+    replay_create, require_lease, require_round, require_text, round_index_taken, stored_invalid,
+};
+use crate::{
+    ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
+    RoundRef, RoundScan, UnreadableRound,
+};
+
+/// Advisory-lock class of round creation (the second key is the execution id's hash).
+const CREATE_LOCK_CLASS: i32 = 0x6d33_7201;
+
+/// The PostgreSQL [`ManagedInputStore`]. Clones share the pool.
+///
+/// ```no_run
+/// # async fn demo() -> m3_types::Result<()> {
+/// use m3_store::ManagedInputStore;
+/// use m3_store::postgres::PgManagedInputStore;
+///
+/// let store = PgManagedInputStore::open("postgres://m3@localhost/m3?sslmode=disable").await?;
+/// assert!(store.list_rounds("exec-1").await?.is_empty());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PgManagedInputStore {
+    shared: Arc<Shared>,
+}
+
+/// What one mutation stores.
+struct Write {
+    record: ManagedInputRecord,
+    redacted_json: Option<String>,
+}
+
+fn write(record: ManagedInputRecord) -> Option<Write> {
+    Some(Write {
+        record,
+        redacted_json: None,
+    })
+}
+
+fn decide(decision: Decision, next: impl FnOnce() -> ManagedInputRecord) -> Option<Write> {
+    match decision {
+        Decision::AlreadyDone => None,
+        _ => write(next()),
+    }
+}
+
+impl PgManagedInputStore {
+    /// Opens (creating and migrating) the store `url` names (see [`PgStoreOptions`]).
+    ///
+    /// # Errors
+    /// `invalid_argument` for a bad URL; `storage_error` when the server is unreachable or
+    /// its schema is newer than this build.
+    pub async fn open(url: &str) -> Result<Self> {
+        Self::open_with(PgStoreOptions::from_url(url)?).await
+    }
+
+    /// Opens the store `options` describe.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub async fn open_with(options: PgStoreOptions) -> Result<Self> {
+        Ok(Self::from_shared(Arc::new(open(options).await?)))
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+
+    /// The store's clock (the injected one, or the database server's).
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.shared.clock)
+    }
+
+    /// Locks `round`, applies `step` to its record, and stores what `step` returns, in one
+    /// transaction. `None` leaves the round as it is.
+    async fn update(
+        &self,
+        round: &RoundRef,
+        step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<Write>> + Send,
+    ) -> Result<ManagedInputRecord> {
+        let mut tx = self
+            .shared
+            .pool
+            .begin()
+            .await
+            .map_err(db("cannot begin a transaction"))?;
+        let row: Option<(String, OffsetDateTime)> = sqlx::query_as(
+            "SELECT record_json, clock_timestamp() FROM m3rs_rounds \
+             WHERE execution_id = $1 AND round_id = $2 FOR UPDATE",
+        )
+        .bind(&round.execution_id)
+        .bind(&round.round_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db("cannot read the managed-input round"))?;
+        let (stored, server_now) = row.ok_or_else(|| rules::missing_round(round))?;
+        let current = decode(&stored)?;
+        let Some(write) = step(&current, self.shared.now(server_now))? else {
+            return Ok(current);
+        };
+        store_round(
+            &mut tx,
+            &stored,
+            &write.record,
+            write.redacted_json.as_deref(),
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(db("cannot commit the managed-input round"))?;
+        Ok(write.record)
+    }
+
+    async fn transition_round(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        transition: Transition,
+    ) -> Result<ManagedInputRecord> {
+        require_round(round)?;
+        require_lease(lease)?;
+        self.update(round, |current, now| {
+            let decided = check_transition(current, lease, now, transition)?;
+            Ok(decide(decided, || transition.apply(current, now)))
+        })
+        .await
+    }
+}
+
+/// Decodes a stored record.
+fn decode(stored: &str) -> Result<ManagedInputRecord> {
+    serde_json::from_str(stored).map_err(|e| stored_invalid(e.to_string()))
+}
+
+fn encode(record: &ManagedInputRecord) -> Result<String> {
+    serde_json::to_string(record)
+        .map_err(|e| Error::storage(format!("cannot encode the managed-input record: {e}")))
+}
+
+/// Writes `record` over the row that held `previous` (guarded: a row changed behind the
+/// lock is never overwritten), with a new redacted projection if given.
+async fn store_round(
+    conn: &mut PgConnection,
+    previous: &str,
+    record: &ManagedInputRecord,
+    redacted_json: Option<&str>,
+) -> Result<()> {
+    let written: Option<i32> = sqlx::query_scalar(
+        "UPDATE m3rs_rounds SET status = $3, record_json = $4, \
+         redacted_responses_json = COALESCE($5, redacted_responses_json), \
+         lease_expires_at = $6, updated_at = $7 \
+         WHERE execution_id = $1 AND round_id = $2 AND record_json = $8 RETURNING 1",
+    )
+    .bind(record.execution_id())
+    .bind(record.round_id())
+    .bind(record.status.as_str())
+    .bind(encode(record)?)
+    .bind(redacted_json)
+    .bind(record.lease.expires_at)
+    .bind(record.updated_at)
+    .bind(previous)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db("cannot write the managed-input round"))?;
+    written
+        .map(|_| ())
+        .ok_or_else(|| Error::storage("the managed-input round changed under its row lock"))
+}
+
+/// Fails every unresolved, readable round of `execution_id` with `recovery_unavailable`
+/// inside the caller's transaction (recovery of an execution is one atomic step).
+pub(crate) async fn fail_unresolved(
+    conn: &mut PgConnection,
+    execution_id: &str,
+    message: &str,
+    now: OffsetDateTime,
+) -> Result<u64> {
+    let rows: Vec<String> = sqlx::query_scalar(
+        "SELECT record_json FROM m3rs_rounds WHERE execution_id = $1 ORDER BY round_index FOR UPDATE",
+    )
+    .bind(execution_id)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db("cannot read the execution's rounds"))?;
+    let mut failed = 0;
+    for stored in rows {
+        let Ok(record) = decode(&stored) else {
+            continue;
+        };
+        if rules::UNRESOLVED.contains(&record.status) {
+            let next = apply_recovery_failure(&record, message, now);
+            store_round(conn, &stored, &next, None).await?;
+            failed += 1;
+        }
+    }
+    Ok(failed)
+}
+
+/// The current server time, read in the caller's transaction.
+async fn server_now(conn: &mut PgConnection) -> Result<OffsetDateTime> {
+    sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db("cannot read the server clock"))
+}
+
+#[async_trait]
+impl ManagedInputStore for PgManagedInputStore {
+    async fn create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
+        let new = prepare_create(request)?;
+        let round = new.round();
+        let mut tx = self
+            .shared
+            .pool
+            .begin()
+            .await
+            .map_err(db("cannot begin a transaction"))?;
+        let server_now: OffsetDateTime = sqlx::query_scalar(
+            "SELECT clock_timestamp() FROM (SELECT pg_advisory_xact_lock($1, hashtext($2))) AS locked",
+        )
+        .bind(CREATE_LOCK_CLASS)
+        .bind(&round.execution_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db("cannot lock the execution's rounds"))?;
+        let existing: Option<String> = sqlx::query_scalar(
+            "SELECT record_json FROM m3rs_rounds WHERE execution_id = $1 AND round_id = $2",
+        )
+        .bind(&round.execution_id)
+        .bind(&round.round_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db("cannot read the managed-input round"))?;
+        if let Some(stored) = existing {
+            return replay_create(decode(&stored)?, &new);
+        }
+        let index_taken: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM m3rs_rounds WHERE execution_id = $1 AND round_index = $2)",
+        )
+        .bind(&round.execution_id)
+        .bind(i64::from(new.request.round_index))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db("cannot read the execution's rounds"))?;
+        if index_taken {
+            return Err(round_index_taken(&new));
+        }
+        let record = new.record_at(self.shared.now(server_now))?;
+        sqlx::query(
+            "INSERT INTO m3rs_rounds (execution_id, round_id, round_index, status, record_json, \
+             lease_expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(record.execution_id())
+        .bind(record.round_id())
+        .bind(i64::from(record.round_index))
+        .bind(record.status.as_str())
+        .bind(encode(&record)?)
+        .bind(record.lease.expires_at)
+        .bind(record.created_at)
+        .bind(record.updated_at)
+        .execute(&mut *tx)
+        .await
+        .map_err(db("cannot insert the managed-input round"))?;
+        tx.commit()
+            .await
+            .map_err(db("cannot commit the managed-input round"))?;
+        Ok(record)
+    }
+
+    async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>> {
+        require_round(round)?;
+        let stored: Option<String> = sqlx::query_scalar(
+            "SELECT record_json FROM m3rs_rounds WHERE execution_id = $1 AND round_id = $2",
+        )
+        .bind(&round.execution_id)
+        .bind(&round.round_id)
+        .fetch_optional(&self.shared.pool)
+        .await
+        .map_err(db("cannot read the managed-input round"))?;
+        stored.as_deref().map(decode).transpose()
+    }
+
+    async fn scan_rounds(&self, execution_id: &str) -> Result<RoundScan> {
+        require_text(execution_id, "execution_id")?;
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT round_id, record_json FROM m3rs_rounds WHERE execution_id = $1 \
+             ORDER BY round_index, round_id",
+        )
+        .bind(execution_id)
+        .fetch_all(&self.shared.pool)
+        .await
+        .map_err(db("cannot list the execution's rounds"))?;
+        let mut scan = RoundScan::default();
+        for (round_id, stored) in rows {
+            match decode(&stored) {
+                Ok(record) => scan.rounds.push(record),
+                Err(error) => scan.unreadable.push(UnreadableRound::new(round_id, error)),
+            }
+        }
+        Ok(scan)
+    }
+
+    async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
+        require_round(round)?;
+        require_text(&claim.owner_id, "owner_id")?;
+        rules::optional_text(
+            claim.expected_lease_token.as_deref(),
+            "expected_lease_token",
+        )?;
+        rules::require_lease_duration(claim.lease_duration)?;
+        self.update(round, |current, now| {
+            let next = check_claim(current, &claim, now)?;
+            let expires = lease_expiry(now, claim.lease_duration)?;
+            Ok(write(apply_claim(
+                current,
+                &claim,
+                next,
+                new_lease_token()?,
+                expires,
+                now,
+            )))
+        })
+        .await
+    }
+
+    async fn renew(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        lease_duration: Duration,
+    ) -> Result<ManagedInputRecord> {
+        require_round(round)?;
+        require_lease(lease)?;
+        rules::require_lease_duration(lease_duration)?;
+        self.update(round, |current, now| {
+            check_renew(current, lease, now)?;
+            let expires = lease_expiry(now, lease_duration)?;
+            Ok(write(apply_renew(current, expires, now)))
+        })
+        .await
+    }
+
+    async fn submit_responses(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        submission: ResponseSubmission,
+    ) -> Result<ManagedInputRecord> {
+        require_round(round)?;
+        require_text(&submission.idempotency_key, "response_idempotency_key")?;
+        require_lease(lease)?;
+        self.update(round, |current, now| {
+            match check_submission(current, lease, &submission, now)? {
+                Submission::Accept(encoded) => Ok(Some(Write {
+                    record: apply_submission(current, &submission, now),
+                    redacted_json: Some(encoded.redacted_json),
+                })),
+                _ => Ok(None),
+            }
+        })
+        .await
+    }
+
+    async fn start_delivery(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord> {
+        self.transition_round(round, lease, Transition::StartDelivery)
+            .await
+    }
+
+    async fn mark_delivered(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+    ) -> Result<ManagedInputRecord> {
+        self.transition_round(round, lease, Transition::MarkDelivered)
+            .await
+    }
+
+    async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
+        self.transition_round(round, lease, Transition::Resolve)
+            .await
+    }
+
+    async fn fail(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        failure: RoundFailure,
+    ) -> Result<ManagedInputRecord> {
+        require_text(&failure.code, "code")?;
+        require_text(&failure.message, "message")?;
+        require_round(round)?;
+        require_lease(lease)?;
+        self.update(round, |current, now| {
+            let decided = check_fail(current, lease, &failure, now)?;
+            Ok(decide(decided, || {
+                apply_fail(current, &failure.code, &failure.message, now)
+            }))
+        })
+        .await
+    }
+
+    async fn fail_recovery(
+        &self,
+        round: &RoundRef,
+        expected_lease_token: &str,
+        message: &str,
+    ) -> Result<ManagedInputRecord> {
+        require_round(round)?;
+        require_text(expected_lease_token, "expected_lease_token")?;
+        require_text(message, "message")?;
+        self.update(round, |current, now| {
+            let decided = check_fail_recovery(current, expected_lease_token, now)?;
+            Ok(decide(decided, || {
+                apply_recovery_failure(current, message, now)
+            }))
+        })
+        .await
+    }
+
+    async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {
+        require_text(execution_id, "execution_id")?;
+        require_text(message, "message")?;
+        let mut tx = self
+            .shared
+            .pool
+            .begin()
+            .await
+            .map_err(db("cannot begin a transaction"))?;
+        let now = self.shared.now(server_now(&mut tx).await?);
+        let failed = fail_unresolved(&mut tx, execution_id, message, now).await?;
+        tx.commit()
+            .await
+            .map_err(db("cannot commit the recovery"))?;
+        Ok(failed)
+    }
+
+    async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>> {
+        require_round(round)?;
+        let stored: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT redacted_responses_json FROM m3rs_rounds WHERE execution_id = $1 AND round_id = $2",
+        )
+        .bind(&round.execution_id)
+        .bind(&round.round_id)
+        .fetch_optional(&self.shared.pool)
+        .await
+        .map_err(db("cannot read the redacted responses"))?;
+        match stored.flatten() {
+            None => Ok(None),
+            Some(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+                Error::managed_input_validation("stored redacted response projection is invalid")
+                    .with_reason(Reason::StoredRecordInvalid)
+                    .with_detail("why", e.to_string())
+            }),
+        }
+    }
+}
+
+#[cfg(feature = "conformance")]
+#[async_trait]
+impl crate::conformance::CorruptRecord for PgManagedInputStore {
+    async fn corrupt(
+        &self,
+        round: &RoundRef,
+        corruption: crate::conformance::Corruption,
+    ) -> Result<()> {
+        use crate::conformance::Corruption;
+        let statement = match corruption {
+            Corruption::RedactedResponsesNotObject => {
+                "UPDATE m3rs_rounds SET redacted_responses_json = '[]' \
+                 WHERE execution_id = $1 AND round_id = $2 RETURNING 1"
+            }
+            Corruption::UnknownStatus => {
+                "UPDATE m3rs_rounds SET status = 'corrupt', \
+                 record_json = jsonb_set(record_json::jsonb, '{status}', '\"corrupt\"')::text \
+                 WHERE execution_id = $1 AND round_id = $2 RETURNING 1"
+            }
+            _ => {
+                "UPDATE m3rs_rounds SET record_json = '{\"damaged\": true}' \
+                 WHERE execution_id = $1 AND round_id = $2 RETURNING 1"
+            }
+        };
+        let changed: Option<i32> = sqlx::query_scalar(statement)
+            .bind(&round.execution_id)
+            .bind(&round.round_id)
+            .fetch_optional(&self.shared.pool)
+            .await
+            .map_err(db("cannot corrupt the round"))?;
+        changed
+            .map(|_| ())
+            .ok_or_else(|| Error::storage("the round to corrupt does not exist"))
+    }
+}
