@@ -39,7 +39,9 @@ static MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
 ///     "postgres://m3@db.example/m3?sslmode=disable&schema=tenant_a&max_connections=4&statement_timeout=5000",
 /// )?;
 /// assert_eq!(options.schema(), "tenant_a");
-/// assert_eq!(options.max_connections(), 4);
+/// // Options set in code override the URL's.
+/// let options = options.max_connections(8).schema_name("tenant_b")?;
+/// assert_eq!(options.schema(), "tenant_b");
 /// # Ok::<(), m3_types::Error>(())
 /// ```
 #[derive(Debug, Clone)]
