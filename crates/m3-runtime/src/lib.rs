@@ -11,7 +11,7 @@
 //!   its result or an [`InputRound`](mcp::InputRound) to answer, the same way in both
 //!   eras; every wire attempt is recorded in a [`LogicalOperation`](mcp::LogicalOperation).
 //! - [`AgentSelection`] / [`Script`]: which harness runs an execution; the
-//!   seed's `{"harness": ..., ...}` JSON.
+//!   documented `{"harness": ..., ...}` JSON of M3.
 //! - [`harness`]: the [`Harness`](harness::Harness) trait and the built-in
 //!   [`ScriptedHarness`](harness::ScriptedHarness); an
 //!   [`AgentSession`](harness::AgentSession) is the agent's view of its servers.

@@ -1,6 +1,6 @@
 //! Agent selections: which harness runs an execution, and with what.
 //!
-//! Selections deserialize from the seed's JSON form:
+//! Selections deserialize from M3's documented JSON form:
 //! `{"harness": "scripted", "script": {"steps": [...]}}` or
 //! `{"harness": "codex", "models": ["..."]}`.
 

@@ -52,7 +52,7 @@ impl std::error::Error for ErrorBody {
     }
 }
 
-/// Every failure of m3-rs: the seed's typed errors plus protocol, transport and storage errors.
+/// Every failure of m3-rs: M3's typed managed-input errors plus protocol, transport and storage errors.
 ///
 /// Branch on [`Error::code`] (stable strings, see [`ErrorCode`]) or the `is_*` helpers, never on
 /// the message text. The `Display` form is the message.

@@ -56,7 +56,7 @@ impl PendingElicitationRound {
     /// requires requests") or a key that differs from its request's `request_key`.
     #[expect(
         clippy::too_many_arguments,
-        reason = "mirrors the seed's eight required fields"
+        reason = "mirrors the eight required fields of M3's pending round"
     )]
     pub fn new(
         round_id: impl Into<String>,
