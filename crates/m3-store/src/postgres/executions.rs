@@ -18,6 +18,7 @@ use time::OffsetDateTime;
 use super::PgManagedInputStore;
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
+use super::records::{created_record, finish_record};
 use super::rounds::fail_unresolved;
 use crate::execution::rules::{
     self, Acquire, TerminalData, check_acquire, check_event_kind, check_fence, check_finish,
@@ -218,37 +219,6 @@ async fn insert_event(conn: &mut PgConnection, event: &ExecutionEvent) -> Result
     .await
     .map_err(db("cannot append the execution event"))?;
     Ok(())
-}
-
-/// The record an execution gets when created.
-fn created_record(id: &str, new: NewExecution, now: OffsetDateTime) -> ExecutionRecord {
-    ExecutionRecord {
-        execution_id: id.to_owned(),
-        spec: new.spec,
-        human_input: new.human_input,
-        lifecycle: ExecutionStatus::Created,
-        outcome: None,
-        error: None,
-        result: None,
-        sequence: 0,
-        lease: None,
-        cancel_requested_at: None,
-        cancel_reason: None,
-        created_at: now,
-        updated_at: now,
-        finished_at: None,
-    }
-}
-
-/// Marks `record` finished with the given terminal data.
-fn finish_record(record: &mut ExecutionRecord, request: &FinishExecution, now: OffsetDateTime) {
-    record.lifecycle = ExecutionStatus::Finished;
-    record.outcome = Some(request.outcome);
-    record.error = request.error.clone();
-    record.result = request.result.clone();
-    record.finished_at = Some(now);
-    record.updated_at = now;
-    record.lease = None;
 }
 
 #[async_trait]

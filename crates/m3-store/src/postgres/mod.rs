@@ -16,6 +16,7 @@
 mod connect;
 mod error;
 mod executions;
+mod records;
 mod rounds;
 #[cfg(feature = "conformance")]
 pub mod testing;
