@@ -245,9 +245,12 @@ impl HttpServer {
             return Err(invalid("has no host"));
         }
         if !url.username().is_empty() || url.password().is_some() {
-            return Err(invalid(
-                "carries credentials; pass them as a header (--server-header)",
-            ));
+            // Not echoing the URL: it holds the credentials.
+            return Err(Error::model_validation(format!(
+                "MCP server '{}': the url carries credentials; pass them as a header (--server-header)",
+                self.name
+            ))
+            .with_detail("server", self.name.clone()));
         }
         Ok(url)
     }

@@ -66,6 +66,7 @@ mod driver;
 mod fault;
 mod frames;
 mod handler;
+mod http;
 mod operation;
 mod options;
 pub(crate) mod process;
