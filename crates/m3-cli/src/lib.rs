@@ -59,8 +59,16 @@ pub fn main() -> ExitCode {
     );
     commands::init_logging(cli.verbose, if plumbing { "warn" } else { "off" });
     let command = match cli.command {
-        Command::ExampleServer { name, era, fault } => {
-            return commands::example_server::run(&name, era, fault);
+        Command::ExampleServer {
+            name,
+            era,
+            fault,
+            http,
+        } => {
+            return match http {
+                Some(address) => commands::example_server::run_http(out, &name, era, address),
+                None => commands::example_server::run(&name, era, fault),
+            };
         }
         Command::ExampleProvider {
             script,
