@@ -26,6 +26,7 @@ pub mod concurrency;
 pub mod leases;
 pub mod lifecycle;
 pub mod recovery;
+pub mod signals;
 mod support;
 
 use std::any::Any;
@@ -157,6 +158,7 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     concurrency::concurrent_appenders_get_distinct_gap_free_sequences,
     concurrency::racing_workers_get_exactly_one_lease,
     concurrency::racing_transitions_apply_once,
+    signals::a_committed_change_is_observable_through_the_signal_or_its_poll,
 ];
 
 /// Runs every case against fresh backends from `factory`.
