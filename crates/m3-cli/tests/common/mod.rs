@@ -27,12 +27,23 @@ pub fn m3_bin() -> &'static str {
 /// A fresh store in its own temp dir.
 pub struct Store {
     pub dir: TempDir,
+    /// A store URL used instead of the SQLite file in `dir` (PostgreSQL tests).
+    pub url: Option<String>,
 }
 
 impl Store {
     pub fn new() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
+            url: None,
+        }
+    }
+
+    /// A store at `url` (e.g. PostgreSQL in a fresh schema); files still go to a temp dir.
+    pub fn at(url: String) -> Self {
+        Self {
+            url: Some(url),
+            ..Self::new()
         }
     }
 
@@ -43,9 +54,13 @@ impl Store {
     /// `m3 --db <db> ARGS...` (M3_DB is removed from the environment).
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(m3_bin());
+        let db = match &self.url {
+            Some(url) => std::ffi::OsString::from(url),
+            None => self.db().into_os_string(),
+        };
         command
             .arg("--db")
-            .arg(self.db())
+            .arg(db)
             .args(args)
             .env_remove("M3_DB")
             .current_dir(self.dir.path())
@@ -135,6 +150,12 @@ impl Running {
     pub fn next_json(&mut self) -> Value {
         let line = self.next_line();
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// The next stdout line as JSON, if one arrives within `wait`.
+    pub fn try_next_json(&mut self, wait: Duration) -> Option<Value> {
+        let line = self.lines.recv_timeout(wait).ok()?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
     }
 
     pub fn next_line(&mut self) -> String {
