@@ -316,13 +316,7 @@ async fn a_silent_discover_probe_falls_back_to_a_fresh_initialize_process() {
         "fallback took {:?}",
         started.elapsed()
     );
-    let names: Vec<String> = connection
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let names: Vec<String> = tool_names(&connection).await;
     assert_eq!(names, vec!["ship".to_string()]);
     connection.close().await.unwrap();
 }

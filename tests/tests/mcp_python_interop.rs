@@ -402,13 +402,7 @@ async fn tool_selection_refuses_locally_and_filters_the_listing() {
         ConnectOptions::new().with_tool_selection(Some(selection)),
     )
     .await;
-    let tools: Vec<String> = connection
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let tools: Vec<String> = tool_names(&connection).await;
     assert_eq!(tools, vec!["echo".to_string()]);
     let error = connection
         .start(op(OperationKind::Tool, "name"))
@@ -450,13 +444,7 @@ async fn tool_selection_refuses_locally_and_filters_the_listing() {
     connection.close().await.unwrap();
 
     let all = connect(&python_peer(), ConnectOptions::new()).await;
-    let names: Vec<String> = all
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let names: Vec<String> = tool_names(&all).await;
     assert!(
         names.contains(&"ask".to_string()) && names.contains(&"echo".to_string()),
         "{names:?}"

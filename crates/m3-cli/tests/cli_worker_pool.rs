@@ -230,10 +230,5 @@ fn three_sqlite_workers_share_two_hundred_executions_and_survive_a_sigkill() {
 #[cfg(feature = "postgres")]
 #[test]
 fn three_postgres_workers_share_two_hundred_executions_and_survive_a_sigkill() {
-    let url = std::env::var("M3_TEST_POSTGRES_URL").expect(
-        "M3_TEST_POSTGRES_URL is not set: run through scripts/with-postgres.sh or scripts/test.sh",
-    );
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let schema = format!("m3t_pool_{}", std::process::id());
-    three_workers_share_the_queue(Store::at(format!("{url}{separator}schema={schema}")));
+    three_workers_share_the_queue(Store::postgres());
 }

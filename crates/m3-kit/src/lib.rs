@@ -70,7 +70,7 @@ pub use m3_runtime::{
     DrainReport, ElicitationPlan, ExecutionTrace, PermissionPolicy, PoolEvent, PoolOptions,
     RecoveryReport, Script, ScriptStep, SweepOptions, WorkerPool,
 };
-pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions};
+pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions, StoreUrl};
 pub use options::{HumanInputValue, SubmitOptions};
 
 /// The repository's README and guides, compiled and run as doctests (`cargo test --doc`), so

@@ -52,6 +52,7 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 #![deny(unused_must_use)]
 
 mod clock;

@@ -100,9 +100,18 @@ impl SqliteExecutionStore {
                 managed: OnceCell::new(),
             }),
         };
-        let mut write = store.begin_write().await?;
-        let result = schema::initialize(&mut write).await;
-        write.finish(result).await?;
+        let mut reader = store
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| storage("cannot acquire an execution-store connection", e))?;
+        if !schema::is_current(&mut reader).await? {
+            drop(reader);
+            let mut write = store.begin_write().await?;
+            let result = schema::initialize(&mut write).await;
+            write.finish(result).await?;
+        }
         tracing::debug!(path = %store.inner.path.display(), "opened execution store");
         Ok(store)
     }
