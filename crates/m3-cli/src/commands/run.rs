@@ -21,7 +21,7 @@ use crate::form::{Prompter, answer_round};
 use crate::output::Output;
 use crate::progress::Ticker;
 use crate::render;
-use crate::servers::parse_servers;
+use crate::servers::{ServerFlags, parse_servers};
 
 /// How often the foreground loop looks for a new round or the end of the execution.
 const POLL: Duration = Duration::from_millis(20);
@@ -38,7 +38,13 @@ pub(crate) struct Submission {
 
 /// Builds the submission `args` describe.
 pub(crate) fn submission(args: &RunArgs) -> Result<Submission, Failure> {
-    let servers = parse_servers(&args.servers, &args.server_env, &args.server_cwd)?;
+    let servers = parse_servers(ServerFlags {
+        servers: &args.servers,
+        envs: &args.server_env,
+        cwds: &args.server_cwd,
+        headers: &args.server_header,
+        trusts: &args.server_trust,
+    })?;
     let source = if let Some(target) = args.call.clone() {
         AgentSource::Call {
             target,
