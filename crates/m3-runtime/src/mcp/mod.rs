@@ -1,5 +1,8 @@
 //! The MCP client: stdio servers, both protocol eras, input rounds, traces.
 //!
+//! Plumbing for `m3-kit` and the `m3` binary, exempt from semver (see the crate's
+//! [stability note](crate#stability)): applications use `m3-kit`.
+//!
 //! # Quick start
 //!
 //! ```no_run

@@ -18,8 +18,9 @@ use super::{managed, schema};
 use crate::ExecutionStore;
 use crate::ManagedInputStore;
 use crate::execution::record::{
-    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
-    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
+    AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, FinishExecution, ListExecutions, NewExecution, TerminalizeExpired,
+    Terminalized,
 };
 use crate::execution::rules::errors as error;
 use crate::execution::rules::{
@@ -215,6 +216,11 @@ impl ExecutionStore for SqliteExecutionStore {
         }
         .await;
         tx.finish(result).await
+    }
+
+    #[instrument(skip_all, fields(owner.id = %request.owner_id), err)]
+    async fn claim_queued(&self, request: ClaimQueued) -> Result<Option<ClaimedExecution>> {
+        self.do_claim_queued(request).await
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
