@@ -3,10 +3,10 @@
 
 use std::io::{self, BufRead, Write};
 
+use rustyline::Editor;
 use rustyline::config::{Behavior, Config};
 use rustyline::error::ReadlineError;
 use rustyline::history::DefaultHistory;
-use rustyline::Editor;
 
 /// One answer line at a time.
 pub trait LineInput {

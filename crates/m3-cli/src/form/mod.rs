@@ -53,7 +53,10 @@ pub fn answer_round<R: LineInput, W: Write>(
         };
         prompter.say("Summary:")?;
         for (key, response) in &responses {
-            prompter.say(&format!("  {}", summary_line(key, &round.requests[key], response)))?;
+            prompter.say(&format!(
+                "  {}",
+                summary_line(key, &round.requests[key], response)
+            ))?;
         }
         match prompter.confirm()? {
             Some(true) => return Ok(Some(responses)),
@@ -91,7 +94,11 @@ fn summary_line(key: &str, request: &ElicitationRequest, response: &ElicitationR
             let shown = redact(&Value::Object(content.clone()));
             let fields: Vec<String> = shown
                 .as_object()
-                .map(|map| map.iter().map(|(name, value)| format!("{name} = {value}")).collect())
+                .map(|map| {
+                    map.iter()
+                        .map(|(name, value)| format!("{name} = {value}"))
+                        .collect()
+                })
                 .unwrap_or_default();
             format!("[{key}] accept: {}", fields.join(", "))
         }

@@ -148,8 +148,7 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
     /// Only I/O errors.
     pub fn confirm(&mut self) -> io::Result<Option<bool>> {
         loop {
-            let prompt =
-                "Commit these responses? [y]es / [e]dit (answer again) / [q]uit (leave the round pending) [y]: ";
+            let prompt = "Commit these responses? [y]es / [e]dit (answer again) / [q]uit (leave the round pending) [y]: ";
             let Some(line) = self.input.read_line(prompt, &mut self.output)? else {
                 return Ok(None);
             };

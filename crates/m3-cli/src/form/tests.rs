@@ -216,9 +216,8 @@ fn a_round_is_answered_request_by_request_with_its_schema_checked_and_confirmed(
     validate_responses(&contact_round(), &responses).unwrap();
     // The summary before the confirm step never shows a secret-named value.
     assert!(
-        output.contains(
-            "  [contact] accept: email = \"ada@example.com\", password = \"[REDACTED]\""
-        ),
+        output
+            .contains("  [contact] accept: email = \"ada@example.com\", password = \"[REDACTED]\""),
         "{output}"
     );
     assert!(output.contains("  [verify] cancel"), "{output}");
