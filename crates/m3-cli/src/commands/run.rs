@@ -3,6 +3,7 @@
 //! `--interactive`), then the result.
 
 use std::collections::BTreeSet;
+use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use crate::agent::{AgentSource, selection_json};
 use crate::cli::{HumanInputArg, RunArgs};
 use crate::commands::inspect::open_kit;
 use crate::failure::Failure;
-use crate::form::{Prompter, answer_round};
+use crate::form::{Prompter, TerminalInput, answer_round};
 use crate::output::Output;
 use crate::progress::Ticker;
 use crate::render;
@@ -216,7 +217,17 @@ async fn answer_for(
 ) -> Result<Option<ResponseMap>, Failure> {
     Ok(match answer {
         Answer::AnyProcess => None,
-        Answer::Terminal => Some(ask_terminal(round).await?),
+        Answer::Terminal => {
+            let answered = ask_terminal(round).await?;
+            if answered.is_none() {
+                out.say(format!(
+                    "round {} left pending; {}",
+                    round.round_id,
+                    render::respond_hint(round)
+                ));
+            }
+            answered
+        }
         Answer::Fixed(build) => {
             let responses = build(round);
             if !out.is_json() {
@@ -275,13 +286,20 @@ fn show_round(
     Ok(())
 }
 
-/// Asks the person at this terminal (prompts on stderr, answers from stdin).
-async fn ask_terminal(round: &PendingElicitationRound) -> Result<ResponseMap, Failure> {
+/// Asks the person at this terminal: on a TTY with line editing and history (prompts on the
+/// terminal), otherwise plain lines (prompts on stderr, answers from stdin). `None` when the
+/// person quit or gave up (Ctrl-C, Ctrl-D): the round stays pending.
+async fn ask_terminal(round: &PendingElicitationRound) -> Result<Option<ResponseMap>, Failure> {
     let round = round.clone();
     tokio::task::spawn_blocking(move || {
         let stdin = std::io::stdin();
-        let mut prompter = Prompter::new(stdin.lock(), std::io::stderr());
-        answer_round(&mut prompter, &round)
+        if stdin.is_terminal() {
+            let mut prompter = Prompter::new(TerminalInput::open()?, std::io::stderr());
+            answer_round(&mut prompter, &round)
+        } else {
+            let mut prompter = Prompter::new(stdin.lock(), std::io::stderr());
+            answer_round(&mut prompter, &round)
+        }
     })
     .await
     .map_err(|error| Failure::other("internal", format!("the prompt failed: {error}")))?
