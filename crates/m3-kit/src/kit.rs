@@ -131,28 +131,50 @@ impl AsyncMcpTestKit {
     /// A handle for an execution submitted by any process (to read its rounds,
     /// respond, wait or cancel).
     ///
+    /// An id with no execution record but with rounds in the managed-input store (rounds
+    /// another implementation of M3 wrote, such as the Python one, sf-m3, on a shared
+    /// database) gets a managed handle too: its rounds can be read and answered (through the
+    /// store, under the round's own lease, as the Python handle does), while the
+    /// execution-level calls (`snapshot`, `result`, `cancel`) say `not_found`.
+    ///
     /// # Errors
-    /// `not_found` for an unknown id;
+    /// `not_found` for an id with neither an execution record nor rounds;
     /// `storage_error`.
     ///
     /// # Cancel safety
     ///
     /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn attach(&self, execution_id: &str) -> Result<AsyncExecutionHandle> {
-        let record = self
-            .inner
-            .store
-            .get_execution(execution_id)
-            .await?
-            .ok_or_else(|| {
-                Error::not_found(format!("execution '{execution_id}' does not exist"))
-                    .with_detail("execution_id", execution_id)
-            })?;
+        let human_input = match self.inner.store.get_execution(execution_id).await? {
+            Some(record) => record.human_input,
+            None if self.has_rounds(execution_id).await? => HumanInput::Managed,
+            None => {
+                return Err(Error::not_found(format!(
+                    "execution '{execution_id}' does not exist"
+                ))
+                .with_detail("execution_id", execution_id));
+            }
+        };
         Ok(AsyncExecutionHandle::new(
             Arc::clone(&self.inner),
             execution_id.to_owned(),
-            record.human_input,
+            human_input,
         ))
+    }
+
+    /// Whether the managed-input store holds any round of `execution_id` (readable or not).
+    async fn has_rounds(&self, execution_id: &str) -> Result<bool> {
+        if execution_id.is_empty() {
+            return Ok(false);
+        }
+        let scan = self
+            .inner
+            .store
+            .managed_input_store()
+            .await?
+            .scan_rounds(execution_id)
+            .await?;
+        Ok(!(scan.rounds.is_empty() && scan.unreadable.is_empty()))
     }
 
     /// Every stored execution, oldest first.
@@ -266,6 +288,27 @@ impl AsyncMcpTestKit {
     }
 }
 
+/// Recovery at open is best-effort: a store that cannot take a write now (another process
+/// holds the write lock past the busy timeout) is opened anyway, so reading never fails
+/// because of it; the next open or an explicit [`AsyncMcpTestKit::recover`] catches up.
+async fn recover_best_effort(kit: &AsyncMcpTestKit) -> Result<()> {
+    match kit.recover().await {
+        Ok(report) if !report.executions.is_empty() => {
+            tracing::info!(
+                count = report.executions.len(),
+                "recovered executions on open"
+            );
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(error) if error.is_storage() => {
+            tracing::warn!(%error, "recovery on open skipped: the store cannot be written now");
+            Ok(())
+        }
+        Err(error) => Err(error),
+    }
+}
+
 /// Builder of [`AsyncMcpTestKit`]; every setter documents its default.
 #[derive(Debug, Default)]
 #[must_use]
@@ -319,7 +362,8 @@ impl AsyncMcpTestKitBuilder {
         self
     }
 
-    /// Opens the store and runs recovery.
+    /// Opens the store and runs recovery (best-effort: skipped when the store cannot be
+    /// written now, for example while another process holds its write lock).
     ///
     /// # Errors
     /// `storage_error` (and the store's open errors).
@@ -352,13 +396,7 @@ impl AsyncMcpTestKitBuilder {
             }),
         };
         if !self.skip_recovery {
-            let report = kit.recover().await?;
-            if !report.executions.is_empty() {
-                tracing::info!(
-                    count = report.executions.len(),
-                    "recovered executions on open"
-                );
-            }
+            recover_best_effort(&kit).await?;
         }
         Ok(kit)
     }

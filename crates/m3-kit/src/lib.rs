@@ -69,7 +69,7 @@ pub use m3_runtime::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, ElicitationPlan,
     ExecutionTrace, PermissionPolicy, RecoveryReport, Script, ScriptStep,
 };
-pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions};
+pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions, StoreUrl};
 pub use options::{HumanInputValue, SubmitOptions};
 
 /// The repository's README and guides, compiled and run as doctests (`cargo test --doc`), so

@@ -91,9 +91,10 @@ pub struct CustomBackendGuide;
 pub mod execution;
 
 pub use execution::{
-    AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore,
-    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
+    AcquireLease, ClaimQueued, ClaimedExecution, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
+    EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, NewExecution,
+    TerminalizeExpired, Terminalized,
 };
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.
