@@ -11,7 +11,13 @@ use crate::failure::{Failure, exit};
 use crate::output::Output;
 
 /// Serves `name` on stdin/stdout until the client closes it.
-pub(crate) fn run(name: &str, era: Era, fault: Option<Fault>) -> ExitCode {
+pub(crate) fn run(
+    name: &str,
+    era: Era,
+    fault: Option<Fault>,
+    call_log: Option<std::path::PathBuf>,
+    hold_retry: bool,
+) -> ExitCode {
     let runtime = match super::plumbing_runtime(true) {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -19,11 +25,9 @@ pub(crate) fn run(name: &str, era: Era, fault: Option<Fault>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let options = ShippingOptions {
-        era,
-        fault,
-        state_key: None,
-    };
+    let mut options = ShippingOptions::new(era).with_hold_retry(hold_retry);
+    options.fault = fault;
+    options.call_log = call_log;
     let outcome = runtime.block_on(m3_fixtures::serve_named_stdio(name, options));
     match outcome {
         // Exit at once: the runtime would otherwise wait for the blocking stdin read.
