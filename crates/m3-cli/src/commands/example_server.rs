@@ -70,8 +70,7 @@ pub(crate) fn run_http(out: Output, name: &str, era: Era, address: SocketAddr) -
 async fn serve_http(name: &str, era: Era, address: SocketAddr) -> Result<(), Failure> {
     let options = ShippingOptions {
         era,
-        fault: None,
-        state_key: None,
+        ..ShippingOptions::default()
     };
     let fixture = m3_fixtures::serve_named_http(name, options, address)
         .await
