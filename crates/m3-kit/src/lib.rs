@@ -69,6 +69,7 @@ pub use m3_runtime::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, ElicitationPlan,
     ExecutionTrace, PermissionPolicy, RecoveryReport, Script, ScriptStep,
 };
+pub use m3_store::signal::{ChangeSubscription, Topic, Wake};
 pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions};
 pub use options::{HumanInputValue, SubmitOptions};
 
