@@ -54,6 +54,10 @@ pub(crate) enum Command {
     Pending {
         /// Execution id (omitted: every execution).
         execution: Option<String>,
+        /// Keep running and print each round as it becomes pending (woken by the
+        /// store's change signal; Ctrl-C stops).
+        #[arg(long)]
+        watch: bool,
     },
     /// Commit responses to a pending round.
     #[command(after_help = RESPOND_EXAMPLES)]

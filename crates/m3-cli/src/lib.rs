@@ -114,7 +114,10 @@ pub fn main() -> ExitCode {
             Command::Worker(args) => commands::worker::run(out, &db, args).await,
             Command::Executions => commands::inspect::executions(out, &db).await,
             Command::Status { execution } => commands::inspect::status(out, &db, &execution).await,
-            Command::Pending { execution } => {
+            Command::Pending { execution, watch } if watch => {
+                commands::inspect::watch_pending(out, &db, execution.as_deref()).await
+            }
+            Command::Pending { execution, .. } => {
                 commands::inspect::pending(out, &db, execution.as_deref()).await
             }
             Command::Respond(args) => commands::respond::run(out, &db, args).await,

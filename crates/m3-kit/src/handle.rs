@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use m3_store::signal::{ChangeSubscription, Topic};
 use m3_store::{
     ExecutionEvent, ExecutionLease, ExecutionRecord, LeaseRef, ManagedInputStore,
     ResponseSubmission, RoundRef,
@@ -16,9 +17,6 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::kit::KitInner;
-
-/// How often waits poll the store.
-const WAIT_POLL: Duration = Duration::from_millis(20);
 
 /// Diagnostics of one round (never the raw responses).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -103,6 +101,15 @@ impl AsyncExecutionHandle {
     /// The execution's human-input policy.
     pub fn human_input(&self) -> HumanInput {
         self.human_input
+    }
+
+    /// A subscription to this execution's changes: waits re-read the store when it wakes
+    /// (and at its slow fallback poll), instead of polling on a short timer.
+    fn changes(&self) -> ChangeSubscription {
+        self.kit
+            .store
+            .change_signal()
+            .subscribe(Topic::Execution(self.execution_id.clone()))
     }
 
     async fn record(&self) -> Result<ExecutionRecord> {
@@ -242,17 +249,17 @@ impl AsyncExecutionHandle {
             return Err(Error::model_validation(messages::WAIT_TIMEOUT_POSITIVE));
         }
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut changes = self.changes();
         loop {
             let record = self.record().await?;
             if record.is_finished() {
                 return terminal_result(record);
             }
-            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            if !wait_until(&mut changes, deadline).await {
                 return Err(Error::timeout(messages::RESULT_WAIT_TIMED_OUT)
                     .with_detail("operation", "execution.result")
                     .with_detail("wait_only", true));
             }
-            tokio::time::sleep(WAIT_POLL).await;
         }
     }
 
@@ -347,8 +354,9 @@ impl AsyncExecutionHandle {
         })
     }
 
-    /// Polls until a round is pending (returns it), the execution finishes
-    /// before asking (returns `None`), or `timeout` passes.
+    /// Waits until a round is pending (returns it), the execution finishes
+    /// before asking (returns `None`), or `timeout` passes. Woken by the store's
+    /// change signal; it re-reads the store at least every second.
     ///
     /// # Errors
     /// `timeout` when nothing happened in time; as
@@ -363,6 +371,7 @@ impl AsyncExecutionHandle {
         timeout: Duration,
     ) -> Result<Option<PendingElicitationRound>> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let mut changes = self.changes();
         loop {
             if let Some(pending) = self.pending_elicitation().await? {
                 return Ok(Some(pending));
@@ -370,14 +379,35 @@ impl AsyncExecutionHandle {
             if self.snapshot().await?.lifecycle == ExecutionStatus::Finished {
                 return Ok(None);
             }
-            if tokio::time::Instant::now() >= deadline {
+            if !wait_until(&mut changes, Some(deadline)).await {
                 return Err(
                     Error::timeout("execution did not request managed input in time")
                         .with_detail("operation", "execution.wait_for_pending")
                         .with_detail("wait_only", true),
                 );
             }
-            tokio::time::sleep(WAIT_POLL).await;
+        }
+    }
+}
+
+/// Waits for the next wake-up of `changes` (a signalled change or its fallback poll);
+/// `false` once `deadline` has passed, without waiting further.
+async fn wait_until(
+    changes: &mut ChangeSubscription,
+    deadline: Option<tokio::time::Instant>,
+) -> bool {
+    match deadline {
+        None => {
+            changes.changed().await;
+            true
+        }
+        Some(deadline) if tokio::time::Instant::now() >= deadline => false,
+        Some(deadline) => {
+            tokio::select! {
+                _ = changes.changed() => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+            true
         }
     }
 }

@@ -87,6 +87,13 @@ impl AsyncMcpTestKit {
         &self.inner.store
     }
 
+    /// A subscription to the store's change signal for `topic`: await
+    /// [`changed`](m3_store::signal::ChangeSubscription::changed), then re-read (it wakes
+    /// after each matching commit of any process, and at least every second).
+    pub fn changes(&self, topic: m3_store::signal::Topic) -> m3_store::signal::ChangeSubscription {
+        self.inner.store.change_signal().subscribe(topic)
+    }
+
     /// Whether the store outlives the kit (a store or path was given).
     pub fn is_persistent(&self) -> bool {
         self.inner.persistent

@@ -70,6 +70,7 @@ pub use m3_runtime::{
     DrainReport, ElicitationPlan, ExecutionTrace, PermissionPolicy, PoolEvent, PoolOptions,
     RecoveryReport, Script, ScriptStep, SweepOptions, WorkerPool,
 };
+pub use m3_store::signal::{ChangeSubscription, Topic, Wake};
 pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions, StoreUrl};
 pub use options::{HumanInputValue, SubmitOptions};
 

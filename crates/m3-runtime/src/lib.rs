@@ -57,8 +57,8 @@ pub use selection::{
     ScriptedSelection,
 };
 pub use spec::{
-    CANCEL_POLL, DEFAULT_EXECUTION_TIMEOUT, DEFAULT_LEASE, DEFAULT_RENEW_EVERY,
-    DEFAULT_ROUND_LIMIT, ElicitationPlan, ExecutionSpec, PermissionPolicy, RESPONSE_POLL,
+    DEFAULT_EXECUTION_TIMEOUT, DEFAULT_LEASE, DEFAULT_RENEW_EVERY, DEFAULT_ROUND_LIMIT,
+    ElicitationPlan, ExecutionSpec, PermissionPolicy,
 };
 pub use trace::ExecutionTrace;
 pub use worker::{

@@ -16,10 +16,6 @@ pub const DEFAULT_EXECUTION_TIMEOUT: Duration = Duration::from_secs(180);
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Default lease renewal interval: 10 s.
 pub const DEFAULT_RENEW_EVERY: Duration = Duration::from_secs(10);
-/// Durable response poll interval of the coordinator: 50 ms.
-pub const RESPONSE_POLL: Duration = Duration::from_millis(50);
-/// Durable cancel-flag poll interval of the worker: 25 ms.
-pub const CANCEL_POLL: Duration = Duration::from_millis(25);
 
 /// A predefined elicitation plan: the answers given, in order, to the rounds of a
 /// `human_input = fail` execution (no human involved). A round beyond the plan

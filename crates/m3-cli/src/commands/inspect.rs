@@ -1,10 +1,11 @@
-//! The store commands: `executions`, `status`, `pending`, `result`, `cancel`, `recover`,
+//! The store commands: `executions`, `status`, `pending` (and `--watch`), `result`, `cancel`, `recover`,
 //! `rounds`. Each opens the kit on `--db` and calls one public kit method.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use m3_kit::{AsyncMcpTestKit, StoreUrl};
+use m3_kit::{AsyncMcpTestKit, StoreUrl, Topic};
 use m3_types::{ExecutionOutcome, PendingElicitationRound, timestamp};
 use serde_json::json;
 
@@ -114,6 +115,26 @@ pub(crate) async fn pending(
     execution: Option<&str>,
 ) -> Result<(), Failure> {
     let kit = open_existing_kit(db, true).await?;
+    let rounds = pending_rounds(&kit, execution).await?;
+    if out.is_json() {
+        out.document(&rounds)?;
+    } else if rounds.is_empty() {
+        out.say(format!("no pending rounds (store {})", db.display()));
+    } else {
+        for round in &rounds {
+            out.say(render::round(round));
+            out.say(format!("  {}", render::respond_hint(round)));
+        }
+    }
+    kit.close().await?;
+    Ok(())
+}
+
+/// The pending rounds of `execution`, or of every execution.
+async fn pending_rounds(
+    kit: &AsyncMcpTestKit,
+    execution: Option<&str>,
+) -> Result<Vec<PendingElicitationRound>, Failure> {
     let mut rounds: Vec<PendingElicitationRound> = Vec::new();
     match execution {
         Some(execution) => rounds.extend(kit.attach(execution).await?.pending_elicitation().await?),
@@ -127,14 +148,45 @@ pub(crate) async fn pending(
             }
         }
     }
-    if out.is_json() {
-        out.document(&rounds)?;
-    } else if rounds.is_empty() {
-        out.say(format!("no pending rounds (store {})", db.display()));
-    } else {
-        for round in &rounds {
-            out.say(render::round(round));
-            out.say(format!("  {}", render::respond_hint(round)));
+    Ok(rounds)
+}
+
+/// `m3 pending --watch`: prints each round once, as it becomes pending, until Ctrl-C. Woken
+/// by the store's change signal (rounds of any execution, or every change of the one
+/// execution), re-reading at least every second.
+pub(crate) async fn watch_pending(
+    out: Output,
+    db: &Path,
+    execution: Option<&str>,
+) -> Result<(), Failure> {
+    let kit = open_existing_kit(db, true).await?;
+    let topic = match execution {
+        Some(id) => Topic::Execution(id.to_owned()),
+        None => Topic::Rounds,
+    };
+    // Subscribed before the first read: nothing committed after it is missed.
+    let mut changes = kit.changes(topic);
+    let mut seen = HashSet::new();
+    out.say(format!(
+        "watching for pending rounds (store {}); Ctrl-C stops",
+        db.display()
+    ));
+    let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
+    loop {
+        for round in pending_rounds(&kit, execution).await? {
+            if !seen.insert((round.execution_id.clone(), round.round_id.clone())) {
+                continue;
+            }
+            if out.is_json() {
+                out.json_line(&round)?;
+            } else {
+                out.say(render::round(&round));
+                out.say(format!("  {}", render::respond_hint(&round)));
+            }
+        }
+        tokio::select! {
+            _ = changes.changed() => {}
+            _ = &mut ctrl_c => break,
         }
     }
     kit.close().await?;

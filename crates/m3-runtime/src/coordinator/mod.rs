@@ -3,7 +3,8 @@
 //! On an input request it checks the round budget, registers an in-process
 //! waiter *before* persisting, `create_round`s with a lease, starts lease
 //! renewal, moves the execution `running_turn -> waiting_for_input`, waits on
-//! the waiter and a durable poll of the store, enforces the round deadline,
+//! the waiter and the store's change signal (re-reading the round on each
+//! wake-up and at the signal's slow fallback poll), enforces the round deadline,
 //! then `start_delivery` and hands the responses to the MCP retry. After the
 //! retry's answer the caller resolves the round (`mark_delivered` + `resolve`).
 //! Lease loss or renewal failure ends the round `failed/recovery_unavailable`.
@@ -15,6 +16,7 @@ mod renewal;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use m3_store::signal::{ChangeSubscription, Topic};
 use m3_store::{
     CreateRound, ExecutionLeaseRef, ExecutionStore, LeaseRef, ManagedInputStore, RoundFailure,
     RoundRef,
@@ -41,7 +43,6 @@ pub(crate) struct CoordinatorSettings {
     pub(crate) round_limit: u32,
     pub(crate) lease: Duration,
     pub(crate) renew_every: Duration,
-    pub(crate) poll: Duration,
     pub(crate) input_deadline: Option<Duration>,
 }
 
@@ -155,6 +156,11 @@ impl Coordinator {
             // committed right after create_round is never missed.
             (state.rounds, self.notifier.register(&round_id)?)
         };
+        // Likewise the store's signal, which also carries other processes' answers.
+        let changes = self
+            .executions
+            .change_signal()
+            .subscribe(Topic::Execution(self.execution_id().to_owned()));
         // Unregistered on every way out, also when a harness drops this future
         // (the codex harness does when the app-server dies mid-wait).
         let registration = notify::Registration::new(&self.notifier, &round_id);
@@ -164,7 +170,10 @@ impl Coordinator {
                 operation_parameters,
                 round_index,
                 deadline,
-                &waiter,
+                Waiters {
+                    local: &waiter,
+                    changes,
+                },
             )
             .await;
         drop(registration);
@@ -183,7 +192,7 @@ impl Coordinator {
         operation_parameters: Map<String, Value>,
         round_index: u32,
         deadline: Option<OffsetDateTime>,
-        waiter: &tokio::sync::Notify,
+        waiters: Waiters<'_>,
     ) -> Result<Delivery> {
         let operation_parameters = round_parameters(&pending, operation_parameters);
         let request_event = request_event(&pending, round_index)?;
@@ -197,7 +206,7 @@ impl Coordinator {
                 .with_source(error)
         })?;
         let record = self
-            .wait_for_response(&round, deadline, waiter, &recovery)
+            .wait_for_response(&round, deadline, waiters, &recovery)
             .await?;
         let responses = record.responses.clone().ok_or_else(|| {
             Error::managed_input_state("managed-input response commit is missing")
@@ -313,22 +322,27 @@ impl Coordinator {
         &self,
         round: &RoundRef,
         deadline: Option<OffsetDateTime>,
-        waiter: &tokio::sync::Notify,
+        mut waiters: Waiters<'_>,
         recovery: &RecoverySlot,
     ) -> Result<ManagedInputRecord> {
         loop {
-            let mut budget = self.settings.poll;
-            if let Some(deadline) = deadline {
-                let left = deadline - self.now();
-                if left <= time::Duration::ZERO {
-                    return Err(deadline_error(round));
+            // No deadline: sleep until a wake-up (the subscription's own fallback poll
+            // bounds the sleep), never on a short timer.
+            let budget = match deadline {
+                Some(deadline) => {
+                    let left = deadline - self.now();
+                    if left <= time::Duration::ZERO {
+                        return Err(deadline_error(round));
+                    }
+                    left.unsigned_abs()
                 }
-                budget = budget.min(left.unsigned_abs());
-            }
+                None => Duration::MAX,
+            };
             tokio::select! {
-                () = waiter.notified() => {}
+                () = waiters.local.notified() => {}
+                _ = waiters.changes.changed() => {}
                 () = recovery.notified() => {}
-                () = tokio::time::sleep(budget) => {}
+                () = sleep_at_most(budget) => {}
             }
             if let Some(error) = recovery.take() {
                 return Err(error);
@@ -454,6 +468,21 @@ impl Coordinator {
                 )
                 .await;
         }
+    }
+}
+
+/// What a waiting coordinator wakes on: this process's responders, and the store's
+/// change signal (other processes, and the fallback poll).
+struct Waiters<'a> {
+    local: &'a tokio::sync::Notify,
+    changes: ChangeSubscription,
+}
+
+/// Sleeps for `budget`, or forever for [`Duration::MAX`] (which no timer can hold).
+async fn sleep_at_most(budget: Duration) {
+    match tokio::time::Instant::now().checked_add(budget) {
+        Some(until) if budget != Duration::MAX => tokio::time::sleep_until(until).await,
+        _ => std::future::pending().await,
     }
 }
 

@@ -1,14 +1,14 @@
-//! The worker's background tasks: execution-lease heartbeat and cancel-flag poll.
+//! The worker's background tasks: execution-lease heartbeat and cancel-flag watch.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use m3_store::signal::Topic;
 use m3_store::{ExecutionLeaseRef, ExecutionStore};
 use m3_types::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::lease_renewal::{LeaseDeadline, renew_until_expiry};
-use crate::spec::CANCEL_POLL;
 
 /// The error that ended the heartbeat, for the worker to report.
 #[derive(Debug, Default)]
@@ -69,7 +69,8 @@ pub(super) fn spawn_heartbeat(
     out
 }
 
-/// Polls the durable cancel flag every [`CANCEL_POLL`] and cancels `cancel`
+/// Reads the durable cancel flag whenever the store signals a change of the
+/// execution (and at the signal's slow fallback poll), and cancels `cancel`
 /// when it is set (by any process). Ends when `stop` is cancelled.
 pub(super) fn spawn_cancel_poll(
     executions: Arc<dyn ExecutionStore>,
@@ -77,12 +78,15 @@ pub(super) fn spawn_cancel_poll(
     cancel: CancellationToken,
     stop: CancellationToken,
 ) {
+    let mut changes = executions
+        .change_signal()
+        .subscribe(Topic::Execution(execution_id.clone()));
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = cancel.cancelled() => return,
-                () = tokio::time::sleep(CANCEL_POLL) => {}
+                _ = changes.changed() => {}
             }
             match executions.is_cancel_requested(&execution_id).await {
                 Ok(true) => {

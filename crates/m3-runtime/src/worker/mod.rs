@@ -30,7 +30,7 @@ use tracing::instrument;
 
 use crate::coordinator::{Coordinator, CoordinatorSettings, ResponseNotifier};
 use crate::harness::{AgentSession, Harness, InputPolicy, OperationLog, SessionSetup, harness_for};
-use crate::spec::{ExecutionSpec, RESPONSE_POLL};
+use crate::spec::ExecutionSpec;
 use crate::trace::ExecutionTrace;
 
 /// Runs executions stored in an [`ExecutionStore`].
@@ -298,7 +298,6 @@ impl Worker {
                 round_limit: spec.elicitation_round_limit,
                 lease: spec.lease(),
                 renew_every: spec.renew_every(),
-                poll: RESPONSE_POLL,
                 input_deadline: spec.input_deadline_ms.map(std::time::Duration::from_millis),
             },
         ))))

@@ -2,9 +2,10 @@
 //! answered, resolved or failed; an execution finished), kept in one ordered
 //! log per server and fanned out to every `/api/v1/events` subscriber.
 //!
-//! The store has no change signal yet, so the hub looks again after every
-//! [`ChangeSignal::changed`]; [`PollEvery`] is the polling fallback, and a
-//! store signal plugs in behind the same seam.
+//! The hub looks again after every [`ChangeSignal::changed`]: [`StoreSignal`]
+//! is the store's own change signal (a wake-up after each commit of any
+//! process, and its slow fallback poll); [`PollEvery`] is the fallback for a
+//! store whose signal cannot wake anybody (a custom backend without one).
 //!
 //! Event ids are `EPOCH.INDEX.MICROS`: the server's own log position (exact
 //! resume while the same server runs) and the fact's store time (resume after
@@ -22,6 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use m3_kit::AsyncMcpTestKit;
+use m3_store::signal::{ChangeSubscription, Topic};
 use tokio::sync::{OnceCell, broadcast};
 use tokio_util::sync::CancellationToken;
 
@@ -48,6 +50,29 @@ pub(crate) struct PollEvery(pub(crate) Duration);
 impl ChangeSignal for PollEvery {
     fn changed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(tokio::time::sleep(self.0))
+    }
+}
+
+/// The store's change signal: "maybe changed" after any commit (of any
+/// process) and at the signal's fallback poll.
+#[derive(Debug)]
+pub(crate) struct StoreSignal(tokio::sync::Mutex<ChangeSubscription>);
+
+impl ChangeSignal for StoreSignal {
+    fn changed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            self.0.lock().await.changed().await;
+        })
+    }
+}
+
+/// The store's signal when it can wake the hub, else a poll every `poll`.
+fn signal_for(kit: &AsyncMcpTestKit, poll: Duration) -> Arc<dyn ChangeSignal> {
+    let subscription = kit.store().change_signal().subscribe(Topic::All);
+    if subscription.is_signalled() {
+        Arc::new(StoreSignal(tokio::sync::Mutex::new(subscription)))
+    } else {
+        Arc::new(PollEvery(poll))
     }
 }
 
@@ -83,10 +108,12 @@ pub(crate) struct Subscription {
 }
 
 impl EventHub {
+    /// A hub on `kit`'s store, woken by its change signal (`poll`: the interval when the
+    /// store has none).
     pub(crate) fn new(kit: AsyncMcpTestKit, poll: Duration, shutdown: CancellationToken) -> Self {
         Self {
+            signal: signal_for(&kit, poll),
             kit,
-            signal: Arc::new(PollEvery(poll)),
             shutdown,
             started: OnceCell::new(),
         }
