@@ -48,10 +48,7 @@ impl WriteLock {
 fn read_only_commands_answer_while_another_process_holds_the_write_lock() {
     let store = Store::new();
     let mut run = store.spawn(&refs(&managed_run(&shipping_server(""), "book_shipment")));
-    let execution = run.next_json()["execution_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let execution = run.next_json()["execution_id"].as_str().unwrap().to_owned();
     let round_id = run.next_json()["round_id"].as_str().unwrap().to_owned();
 
     let lock = WriteLock::hold(&store);

@@ -88,7 +88,10 @@ fn rounds_written_by_sf_m3_are_read_and_answered_through_the_cli() {
         .expect_code(0)
         .json();
     assert_eq!(rounds[0]["status"], "pending");
-    assert_eq!(rounds[0]["request_keys"], json!(["payment", "shipping_address"]));
+    assert_eq!(
+        rounds[0]["request_keys"],
+        json!(["payment", "shipping_address"])
+    );
 
     // Unknown ids: exit 8.
     store
@@ -121,7 +124,8 @@ fn rounds_written_by_sf_m3_are_read_and_answered_through_the_cli() {
     assert_eq!(done.json()["committed"], true);
     assert!(!done.stdout.contains(SECRET), "{}", done.stdout);
     respond(&store, "py-ex-1", "py-key-cli", &answer()).expect_code(0);
-    let other = json!({"shipping_address": {"action": "decline"}, "payment": {"action": "decline"}});
+    let other =
+        json!({"shipping_address": {"action": "decline"}, "payment": {"action": "decline"}});
     let conflict = respond(&store, "py-ex-1", "py-key-cli", &other).expect_code(4);
     assert_eq!(conflict.error_code(), "managed_input_conflict");
     let rounds = store.m3(&["rounds", "py-ex-1"]).expect_code(0);

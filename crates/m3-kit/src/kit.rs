@@ -134,10 +134,10 @@ impl AsyncMcpTestKit {
             Some(record) => record.human_input,
             None if self.has_rounds(execution_id).await? => HumanInput::Managed,
             None => {
-                return Err(Error::not_found(format!(
-                    "execution '{execution_id}' does not exist"
-                ))
-                .with_detail("execution_id", execution_id));
+                return Err(
+                    Error::not_found(format!("execution '{execution_id}' does not exist"))
+                        .with_detail("execution_id", execution_id),
+                );
             }
         };
         Ok(AsyncExecutionHandle::new(

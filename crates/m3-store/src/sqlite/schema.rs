@@ -107,16 +107,15 @@ const OBJECTS: [&str; 4] = [
 /// `storage_error` if the catalog cannot be read.
 pub(crate) async fn is_current(conn: &mut SqliteConnection) -> Result<bool> {
     let unreadable = |e| storage("cannot read the managed-input schema", e);
-    let found: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3, ?4)",
-    )
-    .bind(OBJECTS[0])
-    .bind(OBJECTS[1])
-    .bind(OBJECTS[2])
-    .bind(OBJECTS[3])
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(unreadable)?;
+    let found: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3, ?4)")
+            .bind(OBJECTS[0])
+            .bind(OBJECTS[1])
+            .bind(OBJECTS[2])
+            .bind(OBJECTS[3])
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(unreadable)?;
     if found != 4 {
         return Ok(false);
     }
