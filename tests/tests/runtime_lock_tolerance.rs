@@ -12,8 +12,8 @@ use m3_store::{
 };
 use m3_tests::runtime_support::{WAIT, address, call, lifecycle, pending, shipping};
 use m3_types::{ExecutionOutcome, ExecutionStatus, HumanInput, ManagedInputStatus};
-use sqlx::sqlite::SqliteConnectOptions;
 use serde_json::json;
+use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, SqliteConnection};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_m3-test-shipping-server");
@@ -43,8 +43,7 @@ async fn busy_kit(db: &Path) -> m3_types::Result<AsyncMcpTestKit> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_lock_held_past_the_busy_timeout_does_not_fail_a_waiting_execution() -> TestResult
-{
+async fn a_write_lock_held_past_the_busy_timeout_does_not_fail_a_waiting_execution() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("m3.sqlite");
     let kit = busy_kit(&db).await?;
@@ -104,7 +103,10 @@ async fn a_kit_opens_and_reads_a_store_whose_write_lock_is_held() -> TestResult 
     let lock = hold(&db).await?;
     let reader = busy_kit(&db).await?;
     let seen = reader.attach(handle.execution_id()).await?;
-    let waiting = seen.pending_elicitation().await?.ok_or("no pending round")?;
+    let waiting = seen
+        .pending_elicitation()
+        .await?
+        .ok_or("no pending round")?;
     assert_eq!(waiting.round_id, round.round_id);
     assert_eq!(reader.executions().await?.len(), 1);
     reader.close().await?;
@@ -128,7 +130,11 @@ async fn recovery_at_open_is_skipped_while_the_write_lock_is_held() -> TestResul
         .execution_id;
     // A worker that took the lease and vanished: it expires at once.
     store
-        .acquire_lease(AcquireLease::new(&id, "worker-gone", Duration::from_millis(1)))
+        .acquire_lease(AcquireLease::new(
+            &id,
+            "worker-gone",
+            Duration::from_millis(1),
+        ))
         .await?;
     tokio::time::sleep(Duration::from_millis(20)).await;
 
@@ -136,7 +142,10 @@ async fn recovery_at_open_is_skipped_while_the_write_lock_is_held() -> TestResul
     let reader = busy_kit(&db).await?;
     let snapshot = reader.attach(&id).await?.snapshot().await?;
     assert!(!snapshot.lifecycle.is_terminal(), "{snapshot:?}");
-    assert!(reader.recover().await.is_err(), "recover itself reports the busy store");
+    assert!(
+        reader.recover().await.is_err(),
+        "recover itself reports the busy store"
+    );
     reader.close().await?;
     release(lock).await?;
 
