@@ -94,24 +94,29 @@ pub(crate) enum Command {
         )]
         token: Option<String>,
     },
-    /// Run a bundled example MCP server on stdin/stdout.
+    /// Run a bundled example MCP server on stdin/stdout, or over Streamable HTTP.
     ExampleServer {
         /// The server: `shipping`.
         name: String,
         /// The protocol era to serve: auto, 2026-07-28 or legacy.
         #[arg(long, default_value = "auto")]
         era: Era,
-        /// Misbehave on tools/call: crash-mid-call, garbage, oversized, endless-rounds, hang.
-        #[arg(long)]
+        /// Misbehave on tools/call: crash-mid-call, garbage, oversized, endless-rounds, hang
+        /// (stdio only).
+        #[arg(long, conflicts_with = "http")]
         fault: Option<Fault>,
         /// Append one JSON line per tools/call to FILE (pid, parent pid, tool, whether it
         /// carried an answer, the answered city): tests count deliveries with it.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "http")]
         call_log: Option<PathBuf>,
         /// Never answer a tools/call that carries input responses (tests kill a worker
         /// while the answer is in flight).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "http")]
         hold_retry: bool,
+        /// Serve Streamable HTTP on this address (`127.0.0.1:0`: an ephemeral port) instead
+        /// of stdio; the endpoint URL is printed first, on its own line.
+        #[arg(long, value_name = "ADDRESS")]
+        http: Option<std::net::SocketAddr>,
     },
     /// Run the deterministic local model provider (an OpenAI Responses API) for Codex.
     ExampleProvider {
@@ -226,8 +231,9 @@ pub(crate) enum HumanInputArg {
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("agent_source").required(true).args(["call", "script", "agent"])))]
 pub(crate) struct RunArgs {
-    /// A stdio MCP server: NAME=COMMAND (COMMAND split like a shell splits words). Repeatable.
-    #[arg(long = "server", value_name = "NAME=COMMAND")]
+    /// An MCP server: NAME=COMMAND (a stdio server; COMMAND split like a shell splits words)
+    /// or NAME=http://HOST:PORT/PATH (a Streamable HTTP endpoint; also https://). Repeatable.
+    #[arg(long = "server", value_name = "NAME=COMMAND|URL")]
     pub(crate) servers: Vec<String>,
     /// An environment variable for a server: NAME:KEY=VALUE. Repeatable.
     #[arg(long = "server-env", value_name = "NAME:KEY=VALUE")]
@@ -235,6 +241,14 @@ pub(crate) struct RunArgs {
     /// The working directory of a server: NAME=DIR. Repeatable.
     #[arg(long = "server-cwd", value_name = "NAME=DIR")]
     pub(crate) server_cwd: Vec<String>,
+    /// A request header for an HTTP server: NAME:KEY=VALUE; VALUE may reference ${VAR}, read
+    /// from the environment when connecting. Repeatable.
+    #[arg(long = "server-header", value_name = "NAME:KEY=VALUE")]
+    pub(crate) server_header: Vec<String>,
+    /// Which addresses an HTTP server may reach: NAME=LEVEL, LEVEL one of untrusted (default;
+    /// public addresses only), public, trusted_private, loopback. Repeatable.
+    #[arg(long = "server-trust", value_name = "NAME=LEVEL")]
+    pub(crate) server_trust: Vec<String>,
     /// A one-step scripted agent calling SERVER:TOOL.
     #[arg(long, value_name = "SERVER:TOOL")]
     pub(crate) call: Option<String>,

@@ -65,8 +65,12 @@ pub fn main() -> ExitCode {
             fault,
             call_log,
             hold_retry,
+            http,
         } => {
-            return commands::example_server::run(&name, era, fault, call_log, hold_retry);
+            return match http {
+                Some(address) => commands::example_server::run_http(out, &name, era, address),
+                None => commands::example_server::run(&name, era, fault, call_log, hold_retry),
+            };
         }
         Command::ExampleProvider {
             script,
