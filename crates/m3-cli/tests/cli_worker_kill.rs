@@ -100,8 +100,24 @@ fn trial(at: KillAt) {
     match at {
         KillAt::Pending => {}
         KillAt::ResponseValidated => {
-            signal(&doomed, Signal::SIGSTOP);
-            answer(&store, &execution, &first.round_id, "answer").expect_code(0);
+            // Stopped in the middle of a write (a lease renewal), the worker would hold
+            // SQLite's write lock: let it finish that write and stop it again.
+            let mut tries = 0;
+            loop {
+                signal(&doomed, Signal::SIGSTOP);
+                let done = answer(&store, &execution, &first.round_id, "answer");
+                if done.code == 0 {
+                    break;
+                }
+                assert!(
+                    tries < 20 && done.stderr.contains("locked"),
+                    "{}",
+                    done.stderr
+                );
+                signal(&doomed, Signal::SIGCONT);
+                std::thread::sleep(Duration::from_millis(30));
+                tries += 1;
+            }
             let status = &rounds(&db, &execution)[0].status;
             assert_eq!(status, "response_validated");
         }

@@ -22,7 +22,8 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
         .concurrency(Some(args.concurrency))
         .drain_timeout(Duration::from_secs_f64(args.drain_timeout))
         .claim_lease(Duration::from_secs_f64(args.claim_lease))
-        .sweep(Some(sweep));
+        .sweep(Some(sweep))
+        .events_from_start(true);
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     // Opening runs recovery first; the kit's embedded worker is this pool.
     let kit = AsyncMcpTestKit::builder()

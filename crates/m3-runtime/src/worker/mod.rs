@@ -101,6 +101,14 @@ impl Ending {
 /// Why a worker that stopped failed the executions it still ran.
 pub const DRAINED_REASON: &str = "worker stopped after its drain timeout";
 
+/// How an execution ended, for the terminal write.
+struct Ended {
+    final_text: Option<String>,
+    error: Option<Error>,
+    /// The outcome when it is not the one `error` implies.
+    outcome: Option<ExecutionOutcome>,
+}
+
 /// What ends a running turn early.
 struct Watch<'a> {
     cancel: &'a CancellationToken,
@@ -240,8 +248,12 @@ impl Worker {
             coordinator.close(&closing).await;
         }
         stop.cancel();
-        self.finish(&record, &spec, &lease, final_text, error, &log, outcome)
-            .await
+        let ended = Ended {
+            final_text,
+            error,
+            outcome,
+        };
+        self.finish(&record, &spec, &lease, ended, &log).await
     }
 
     /// The stored execution and its spec.
@@ -385,11 +397,14 @@ impl Worker {
         record: &ExecutionRecord,
         spec: &ExecutionSpec,
         lease: &ExecutionLeaseRef,
-        final_text: Option<String>,
-        error: Option<Error>,
+        ended: Ended,
         log: &OperationLog,
-        outcome: Option<ExecutionOutcome>,
     ) -> Result<ExecutionRecord> {
+        let Ended {
+            final_text,
+            error,
+            outcome,
+        } = ended;
         let outcome = outcome.unwrap_or_else(|| ExecutionOutcome::for_error(error.as_ref()));
         let trace = ExecutionTrace {
             harness: spec.agent.harness_name().to_owned(),

@@ -59,6 +59,10 @@ pub struct PoolOptions {
     pub sweep: Option<SweepOptions>,
     /// The fallback poll of the queue while idle.
     pub idle_poll: Duration,
+    /// Buffer [`PoolEvent`]s from the start, for the first [`WorkerPool::events`] call (so
+    /// a claim made at once is not missed); otherwise events are sent only while
+    /// somebody subscribed.
+    pub events_from_start: bool,
 }
 
 /// Default `m3 worker` concurrency.
@@ -77,6 +81,7 @@ impl Default for PoolOptions {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             sweep: Some(SweepOptions::default()),
             idle_poll: DEFAULT_IDLE_POLL,
+            events_from_start: false,
         }
     }
 }
@@ -126,6 +131,13 @@ impl PoolOptions {
         self
     }
 
+    /// Whether events are buffered from the start (default false).
+    #[must_use]
+    pub fn events_from_start(mut self, yes: bool) -> Self {
+        self.events_from_start = yes;
+        self
+    }
+
     /// The idle poll (default 50 ms).
     #[must_use]
     pub fn idle_poll(mut self, poll: Duration) -> Self {
@@ -155,6 +167,8 @@ struct Inner {
     claiming: CancellationToken,
     stopped: CancellationToken,
     events: Mutex<Option<mpsc::UnboundedSender<PoolEvent>>>,
+    /// The receiver buffering from the start (`events_from_start`), until taken.
+    first_events: Mutex<Option<mpsc::UnboundedReceiver<PoolEvent>>>,
 }
 
 /// Claims and runs queued executions (cheap to clone).
@@ -183,6 +197,12 @@ impl WorkerPool {
     pub fn start(worker: Worker, options: PoolOptions) -> Result<Self> {
         raise_open_files_limit(options.concurrency)?;
         let store = Arc::clone(worker.store());
+        let (events, first_events) = if options.events_from_start {
+            let (tx, rx) = mpsc::unbounded_channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
         let pool = Self {
             inner: Arc::new(Inner {
                 slots: options.concurrency.map(|n| Arc::new(Semaphore::new(n))),
@@ -196,7 +216,8 @@ impl WorkerPool {
                 tasks: TaskTracker::new(),
                 claiming: CancellationToken::new(),
                 stopped: CancellationToken::new(),
-                events: Mutex::new(None),
+                events: Mutex::new(events),
+                first_events: Mutex::new(first_events),
             }),
         };
         if let Some(sweep) = pool.inner.options.sweep.clone() {
@@ -213,8 +234,13 @@ impl WorkerPool {
         &self.inner.owner_id
     }
 
-    /// A stream of [`PoolEvent`]s from now on (one subscriber; a new call replaces it).
+    /// A stream of [`PoolEvent`]s: from the start on the first call when the pool was
+    /// started with `events_from_start`, else from now on (one subscriber; a new call
+    /// replaces it).
     pub fn events(&self) -> mpsc::UnboundedReceiver<PoolEvent> {
+        if let Some(first) = lock(&self.inner.first_events).take() {
+            return first;
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         *lock(&self.inner.events) = Some(tx);
         rx
