@@ -36,9 +36,9 @@ pub fn address(key: &str, city: &str) -> ResponseMap {
     ResponseMap::from([(key.to_owned(), ElicitationResponse::accept(content))])
 }
 
-/// A kit on a SQLite file at `path`.
-pub async fn kit(path: &Path) -> m3_types::Result<AsyncMcpTestKit> {
-    AsyncMcpTestKit::builder().database(path).build().await
+/// A kit on the store `db` names (a SQLite file path or a store URL).
+pub async fn kit(db: impl AsRef<Path>) -> m3_types::Result<AsyncMcpTestKit> {
+    AsyncMcpTestKit::builder().database(db).build().await
 }
 
 /// Waits for the pending round, failing if the execution finishes first.

@@ -1,5 +1,6 @@
 //! End-to-end: managed elicitation input through the async kit, the scripted
-//! harness and the real `shipping` MCP server process (m3-fixtures).
+//! harness and the real `shipping` MCP server process (m3-fixtures). The shipping scenario
+//! (one round, two rounds) runs on SQLite and on PostgreSQL.
 
 // Helpers outside #[test] fns fail the test on purpose (clippy.toml only relaxes
 // these lints inside test functions).
@@ -10,6 +11,7 @@ use std::time::Duration;
 use m3_kit::{AsyncMcpTestKit, ExecutionTrace, SubmitOptions};
 use m3_runtime::mcp::AttemptOutcome;
 use m3_tests::runtime_support::{WAIT, address, call, kit, lifecycle, pending, shipping};
+use m3_tests::store_support::TestDb;
 use m3_types::{
     ElicitationRequest, ElicitationResponse, ExecutionOutcome, ExecutionStatus, HumanInput,
     ManagedInputStatus, OperationKind, ResponseMap,
@@ -25,9 +27,9 @@ fn managed(era: &str) -> SubmitOptions {
         .human_input(HumanInput::Managed)
 }
 
-async fn one_round_accept(era: &str) {
+async fn one_round_accept(era: &str, backend: TestDb) {
     let dir = tempfile::tempdir().unwrap();
-    let kit = kit(&dir.path().join("m3.sqlite")).await.unwrap();
+    let kit = kit(backend.location(dir.path()).unwrap()).await.unwrap();
     let agent = kit.agents([call("book_shipment")]).unwrap().remove(0);
     let handle = agent
         .submit(
@@ -126,18 +128,37 @@ async fn one_round_accept(era: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_round_accept_modern_era() {
-    one_round_accept("modern").await;
+    one_round_accept("modern", TestDb::Sqlite).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_round_accept_legacy_era() {
-    one_round_accept("legacy").await;
+    one_round_accept("legacy", TestDb::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_round_accept_modern_era_on_postgres() {
+    one_round_accept("modern", TestDb::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_round_accept_legacy_era_on_postgres() {
+    one_round_accept("legacy", TestDb::Postgres).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_rounds_form_then_url_make_one_logical_call_with_three_attempts() {
+    two_rounds_form_then_url(TestDb::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_rounds_form_then_url_make_one_logical_call_with_three_attempts_on_postgres() {
+    two_rounds_form_then_url(TestDb::Postgres).await;
+}
+
+async fn two_rounds_form_then_url(backend: TestDb) {
     let dir = tempfile::tempdir().unwrap();
-    let kit = kit(&dir.path().join("m3.sqlite")).await.unwrap();
+    let kit = kit(backend.location(dir.path()).unwrap()).await.unwrap();
     let agent = kit
         .agents([call("book_verified_shipment")])
         .unwrap()

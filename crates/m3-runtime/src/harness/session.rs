@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use m3_types::{
-    Error, OperationKind, PendingElicitationRound, ResponseMap, Result, StdioServer, ToolSelection,
+    Clock, Error, OperationKind, PendingElicitationRound, ResponseMap, Result, StdioServer,
+    ToolSelection,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -119,6 +120,7 @@ pub struct AgentSession {
     interrupt: CancellationToken,
     log: Arc<OperationLog>,
     transcript: Vec<String>,
+    clock: Arc<dyn Clock>,
 }
 
 /// What a session is made of (see [`AgentSession::connect`]).
@@ -133,6 +135,8 @@ pub(crate) struct SessionSetup<'a> {
     pub(crate) permission_policy: PermissionPolicy,
     pub(crate) interrupt: CancellationToken,
     pub(crate) log: Arc<OperationLog>,
+    /// The store's clock: the operation log's times are the store's.
+    pub(crate) clock: Arc<dyn Clock>,
     /// Whether M3 connects to the servers itself (false when the harness is
     /// the MCP client, as Codex is).
     pub(crate) connect: bool,
@@ -161,7 +165,8 @@ impl AgentSession {
             for binding in &bindings {
                 let options = ConnectOptions::new()
                     .with_tool_selection(setup.tools.clone())
-                    .with_round_limit(setup.round_limit.saturating_add(1));
+                    .with_round_limit(setup.round_limit.saturating_add(1))
+                    .with_clock(Arc::clone(&setup.clock));
                 let connection = McpConnection::connect(binding, options).await?;
                 connections.insert(binding.name.clone(), Arc::new(connection));
             }
@@ -177,6 +182,7 @@ impl AgentSession {
             interrupt: setup.interrupt,
             log: setup.log,
             transcript: Vec::new(),
+            clock: setup.clock,
         })
     }
 
@@ -204,6 +210,11 @@ impl AgentSession {
     /// harness that can interrupt its agent gracefully watches it.
     pub fn interrupt_token(&self) -> CancellationToken {
         self.interrupt.clone()
+    }
+
+    /// The store's clock, for the times a harness records.
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
     }
 
     pub(crate) fn operation_log(&self) -> Arc<OperationLog> {

@@ -265,6 +265,7 @@ impl Worker {
             permission_policy: spec.permission_policy,
             interrupt,
             log,
+            clock: self.executions.clock(),
             connect: harness.connects_servers(),
         })
         .await?;

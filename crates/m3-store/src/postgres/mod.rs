@@ -16,7 +16,6 @@
 mod connect;
 mod error;
 mod executions;
-mod records;
 mod rounds;
 #[cfg(feature = "conformance")]
 pub mod testing;

@@ -571,6 +571,9 @@ fn base64url(bytes: &[u8]) -> String {
 }
 
 mod steps;
+mod writes;
+
+pub use writes::RoundWrite;
 
 pub use steps::{
     Decision, EncodedSubmission, Submission, Transition, apply_fail, apply_recovery_failure,
