@@ -41,6 +41,9 @@
 //!   several hosts sharing one database.
 //! - [`sqlite`] is the SQLite backend, [`SqliteManagedInputStore`], on-disk compatible with
 //!   the Python original (sf-m3 0.3.1).
+//! - [`signal`] is the change signal: [`ExecutionStore::change_signal`] tells waiters that
+//!   something changed (a response committed, an execution queued or finished) instead of
+//!   making them poll; the row stays the truth and every wait keeps a slow fallback poll.
 //! - `conformance` (feature `conformance`) is the contract as a test suite that any backend
 //!   runs from its own tests.
 //!
@@ -52,6 +55,7 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 #![deny(unused_must_use)]
 
 mod clock;
@@ -61,6 +65,7 @@ pub mod memory;
 mod open;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod signal;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -96,9 +101,10 @@ pub struct PostgresGuide;
 pub mod execution;
 
 pub use execution::{
-    AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore,
-    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
+    AcquireLease, ClaimQueued, ClaimedExecution, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
+    EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, NewExecution,
+    TerminalizeExpired, Terminalized,
 };
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

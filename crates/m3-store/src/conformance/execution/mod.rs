@@ -25,7 +25,9 @@
 pub mod concurrency;
 pub mod leases;
 pub mod lifecycle;
+pub mod queue;
 pub mod recovery;
+pub mod signals;
 mod support;
 
 use std::any::Any;
@@ -157,6 +159,12 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     concurrency::concurrent_appenders_get_distinct_gap_free_sequences,
     concurrency::racing_workers_get_exactly_one_lease,
     concurrency::racing_transitions_apply_once,
+    queue::claim_takes_the_oldest_queued_execution_once,
+    queue::claim_of_one_execution_skips_the_others,
+    queue::claim_validates_its_arguments,
+    queue::claimed_executions_are_recovered_never_claimed_again,
+    queue::racing_claimers_never_share_an_execution,
+    signals::a_committed_change_is_observable_through_the_signal_or_its_poll,
 ];
 
 /// Runs every case against fresh backends from `factory`.

@@ -18,13 +18,16 @@ use super::{managed, schema};
 use crate::ExecutionStore;
 use crate::ManagedInputStore;
 use crate::execution::record::{
-    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
-    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
+    AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, FinishExecution, ListExecutions, NewExecution, TerminalizeExpired,
+    Terminalized,
 };
 use crate::execution::rules::errors as error;
 use crate::execution::rules::{
     Acquire, acquire_token, check_acquire, check_lease_write, diagnose, lease_expiry,
 };
+use crate::signal::datagram::DatagramSignal;
+use crate::signal::{Announce, Change, ChangeKind, ChangeSignal};
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
 use crate::sqlite::error::storage;
@@ -62,6 +65,8 @@ pub(super) struct Inner {
     gate: Arc<WriteGate>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) managed: OnceCell<Arc<dyn ManagedInputStore>>,
+    /// Where committed changes are announced (shared by every store on the file).
+    pub(super) signal: Arc<DatagramSignal>,
 }
 
 impl SqliteExecutionStore {
@@ -97,11 +102,21 @@ impl SqliteExecutionStore {
                 gate: write_gate(&canonical),
                 clock: Arc::clone(options.get_clock()),
                 managed: OnceCell::new(),
+                signal: DatagramSignal::for_database(&canonical, options.get_change_signal()),
             }),
         };
-        let mut write = store.begin_write().await?;
-        let result = schema::initialize(&mut write).await;
-        write.finish(result).await?;
+        let mut reader = store
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| storage("cannot acquire an execution-store connection", e))?;
+        if !schema::is_current(&mut reader).await? {
+            drop(reader);
+            let mut write = store.begin_write().await?;
+            let result = schema::initialize(&mut write).await;
+            write.finish(result).await?;
+        }
         tracing::debug!(path = %store.inner.path.display(), "opened execution store");
         Ok(store)
     }
@@ -140,7 +155,9 @@ impl ExecutionStore for SqliteExecutionStore {
     async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
         let execution_id = new.execution_id.clone().unwrap_or_else(new_id);
         tracing::Span::current().record("execution.id", execution_id.as_str());
-        self.create(execution_id, new).await
+        self.create(execution_id, new)
+            .await
+            .announce(self.signal(), change_of)
     }
 
     #[instrument(skip(self), err)]
@@ -205,7 +222,14 @@ impl ExecutionStore for SqliteExecutionStore {
             })
         }
         .await;
-        tx.finish(result).await
+        tx.finish(result).await.announce(self.signal(), |lease| {
+            Change::new(lease.execution_id.clone(), ChangeKind::Execution)
+        })
+    }
+
+    #[instrument(skip_all, fields(owner.id = %request.owner_id), err)]
+    async fn claim_queued(&self, request: ClaimQueued) -> Result<Option<ClaimedExecution>> {
+        self.do_claim_queued(request).await
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
@@ -277,7 +301,9 @@ impl ExecutionStore for SqliteExecutionStore {
             }
         }
         .await;
-        tx.finish(result).await
+        tx.finish(result)
+            .await
+            .announce(self.signal(), |()| Change::new(id, ChangeKind::Execution))
     }
 
     #[instrument(skip(self, lease), err)]
@@ -287,12 +313,16 @@ impl ExecutionStore for SqliteExecutionStore {
         to: ExecutionStatus,
         lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionRecord> {
-        self.do_transition(execution_id, to, lease).await
+        self.do_transition(execution_id, to, lease)
+            .await
+            .announce(self.signal(), change_of)
     }
 
     #[instrument(skip_all, fields(execution.id = %request.execution_id), err)]
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
-        self.do_finish(request).await
+        self.do_finish(request)
+            .await
+            .announce(self.signal(), change_of)
     }
 
     #[instrument(skip(self), err)]
@@ -301,7 +331,9 @@ impl ExecutionStore for SqliteExecutionStore {
         execution_id: &str,
         reason: Option<&str>,
     ) -> Result<ExecutionRecord> {
-        self.do_request_cancel(execution_id, reason).await
+        self.do_request_cancel(execution_id, reason)
+            .await
+            .announce(self.signal(), change_of)
     }
 
     #[instrument(skip(self), err)]
@@ -367,7 +399,17 @@ impl ExecutionStore for SqliteExecutionStore {
 
     #[instrument(skip_all, fields(execution.id = %request.lease.execution_id), err)]
     async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized> {
-        self.do_terminalize_expired(request).await
+        self.do_terminalize_expired(request)
+            .await
+            .announce(self.signal(), |done| {
+                if done.rounds_failed > 0 {
+                    self.inner.signal.notify(&Change::new(
+                        done.record.execution_id.clone(),
+                        ChangeKind::Round,
+                    ));
+                }
+                change_of(&done.record)
+            })
     }
 
     #[instrument(skip(self), err)]
@@ -378,6 +420,20 @@ impl ExecutionStore for SqliteExecutionStore {
     fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.inner.clock)
     }
+
+    /// The file's signal: a Unix datagram to each waiting process after each commit
+    /// (in-process only when [`SqliteStoreOptions::change_signal`] is off).
+    fn change_signal(&self) -> Arc<dyn ChangeSignal> {
+        Arc::clone(&self.inner.signal) as Arc<dyn ChangeSignal>
+    }
+}
+
+/// The change to announce after a commit that left an execution as `record`.
+fn change_of(record: &ExecutionRecord) -> Change {
+    Change::new(
+        record.execution_id.clone(),
+        ChangeKind::of_lifecycle(record.lifecycle),
+    )
 }
 
 /// The rows that decode; each one that does not is reported (a warning naming it) and
@@ -395,6 +451,10 @@ fn readable_executions(rows: &[sqlx::sqlite::SqliteRow]) -> Vec<ExecutionRecord>
 }
 
 impl SqliteExecutionStore {
+    fn signal(&self) -> &dyn ChangeSignal {
+        self.inner.signal.as_ref()
+    }
+
     async fn acquire(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Sqlite>> {
         self.inner
             .pool
