@@ -16,6 +16,8 @@ use m3_types::{
 use serde_json::{Map, Value, json};
 use tempfile::TempDir;
 
+use crate::store_support::TestDb;
+
 /// How long a test waits for anything (a hang fails instead of blocking CI).
 pub const WAIT: Duration = Duration::from_secs(30);
 
@@ -44,9 +46,9 @@ pub fn address(key: &str, city: &str) -> ResponseMap {
     ResponseMap::from([(key.to_owned(), ElicitationResponse::accept(content))])
 }
 
-/// A kit on a SQLite file at `path`.
-pub async fn kit(path: &Path) -> m3_types::Result<AsyncMcpTestKit> {
-    AsyncMcpTestKit::builder().database(path).build().await
+/// A kit on the store `db` names (a SQLite file path or a store URL).
+pub async fn kit(db: impl AsRef<Path>) -> m3_types::Result<AsyncMcpTestKit> {
+    AsyncMcpTestKit::builder().database(db).build().await
 }
 
 /// Waits for the pending round, failing if the execution finishes first.
@@ -116,7 +118,8 @@ pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>
 pub struct TempKit {
     /// The kit.
     pub kit: AsyncMcpTestKit,
-    /// The SQLite file, for another process or a second kit.
+    /// The store's location (the SQLite file, or the PostgreSQL URL), for another process
+    /// or a second kit.
     pub db: PathBuf,
     dir: TempDir,
 }
@@ -124,8 +127,14 @@ pub struct TempKit {
 impl TempKit {
     /// Opens a kit on `m3.sqlite` in a new temporary directory.
     pub async fn new() -> TestResult<Self> {
+        Self::on(TestDb::Sqlite).await
+    }
+
+    /// Opens a kit on `backend` (a SQLite file in a new temporary directory, or a fresh
+    /// PostgreSQL schema; `db` is then its URL).
+    pub async fn on(backend: TestDb) -> TestResult<Self> {
         let dir = tempfile::tempdir()?;
-        let db = dir.path().join("m3.sqlite");
+        let db = PathBuf::from(backend.location(dir.path())?);
         let kit = kit(&db).await?;
         Ok(Self { kit, db, dir })
     }

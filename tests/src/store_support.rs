@@ -1,4 +1,5 @@
-//! Helpers for the managed-input store tests: sample rounds and the Python interop peer.
+//! Helpers for the managed-input store tests: the backends a process test runs on, sample
+//! rounds and the Python interop peer.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,6 +11,31 @@ use m3_types::{
 };
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
+
+/// The persistent backend a process test runs on; each such test runs once per backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestDb {
+    /// A SQLite file in the test's temp dir.
+    Sqlite,
+    /// A fresh schema on the PostgreSQL server `M3_TEST_POSTGRES_URL` names (scripts/test.sh
+    /// starts a throwaway one); without it the test fails, it is never skipped.
+    Postgres,
+}
+
+impl TestDb {
+    /// The store location (a path or a store URL, as `--db`, `M3_DB` and the kit take it)
+    /// for one test: `<dir>/m3.sqlite`, or the test server's URL with a schema no other
+    /// test uses.
+    ///
+    /// # Errors
+    /// `storage_error` when the PostgreSQL test server is not named.
+    pub fn location(self, dir: &Path) -> m3_types::Result<String> {
+        match self {
+            Self::Sqlite => Ok(dir.join("m3.sqlite").display().to_string()),
+            Self::Postgres => m3_store::postgres::testing::isolated_url(),
+        }
+    }
+}
 
 /// The address form schema used by every store test (the Python bench's).
 pub fn address_schema() -> Map<String, Value> {

@@ -1,6 +1,7 @@
 //! End-to-end across OS processes: a response committed by another process
 //! wakes the worker (durable poll), and a worker killed with SIGKILL while a
-//! round is pending is terminalized by the next kit that opens the store.
+//! round is pending is terminalized by the next kit that opens the store. Each runs on a
+//! SQLite file and on a PostgreSQL schema.
 
 // Helpers outside #[test] fns fail the test on purpose (clippy.toml only relaxes
 // these lints inside test functions).
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use m3_kit::SubmitOptions;
 use m3_tests::runtime_support::{WAIT, address, call, completes, kit, shipping};
+use m3_tests::store_support::TestDb;
 use m3_types::{ExecutionOutcome, HumanInput, ManagedInputStatus};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_m3-test-shipping-server");
@@ -20,8 +22,17 @@ const WORKER: &str = env!("CARGO_BIN_EXE_m3-test-worker");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_committed_by_another_process_wakes_the_worker() {
+    response_from_another_process(TestDb::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_committed_by_another_process_wakes_the_worker_on_postgres() {
+    response_from_another_process(TestDb::Postgres).await;
+}
+
+async fn response_from_another_process(backend: TestDb) {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("m3.sqlite");
+    let db = backend.location(dir.path()).unwrap();
     let kit = kit(&db).await.unwrap();
     let agent = kit.agents([call("book_shipment")]).unwrap().remove(0);
     let handle = agent
@@ -34,7 +45,7 @@ async fn a_response_committed_by_another_process_wakes_the_worker() {
         .await
         .unwrap();
     let output = tokio::process::Command::new(RESPONDER)
-        .args([db.to_str().unwrap(), handle.execution_id(), "Nagpur"])
+        .args([db.as_str(), handle.execution_id(), "Nagpur"])
         .output()
         .await
         .unwrap();
@@ -60,10 +71,19 @@ async fn a_response_committed_by_another_process_wakes_the_worker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_while_waiting_is_terminalized_by_the_next_kit() {
+    killed_worker_terminalized(TestDb::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_while_waiting_is_terminalized_by_the_next_kit_on_postgres() {
+    killed_worker_terminalized(TestDb::Postgres).await;
+}
+
+async fn killed_worker_terminalized(backend: TestDb) {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("m3.sqlite");
+    let db = backend.location(dir.path()).unwrap();
     let mut worker = Command::new(WORKER)
-        .args([db.to_str().unwrap(), SERVER, "1500"])
+        .args([db.as_str(), SERVER, "1500"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

@@ -1,5 +1,6 @@
 //! End-to-end: managed elicitation input through the async kit, the scripted
-//! harness and the real `shipping` MCP server process (m3-fixtures).
+//! harness and the real `shipping` MCP server process (m3-fixtures). The shipping scenario
+//! (one round, two rounds) runs on SQLite and on PostgreSQL.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use m3_tests::runtime_support::{
     completes, ends, failure, final_result, first_call, first_round_failed, lifecycle, only,
     pending, resolved_rounds, shipping,
 };
+use m3_tests::store_support::TestDb;
 use m3_types::{
     ElicitationRequest, ElicitationResponse, Error, ExecutionOutcome, ExecutionStatus, HumanInput,
     OperationKind, ResponseMap,
@@ -25,14 +27,24 @@ fn managed(era: &str) -> SubmitOptions {
         .human_input(HumanInput::Managed)
 }
 
-/// A kit whose scripted agent calls `shipping:<tool>`, and the execution it
+/// A kit on SQLite whose scripted agent calls `shipping:<tool>`, and the execution it
 /// submitted with `prompt` and `options`.
 async fn submitted(
     tool: &str,
     prompt: &str,
     options: SubmitOptions,
 ) -> TestResult<(TempKit, AsyncExecutionHandle)> {
-    let setup = TempKit::new().await?;
+    submitted_on(TestDb::Sqlite, tool, prompt, options).await
+}
+
+/// As [`submitted`], with the store on `backend`.
+async fn submitted_on(
+    backend: TestDb,
+    tool: &str,
+    prompt: &str,
+    options: SubmitOptions,
+) -> TestResult<(TempKit, AsyncExecutionHandle)> {
+    let setup = TempKit::on(backend).await?;
     let handle = setup.agent(call(tool))?.submit(prompt, options).await?;
     Ok((setup, handle))
 }
@@ -42,9 +54,9 @@ fn pune() -> ResponseMap {
     address("shipping_address", "Pune")
 }
 
-async fn one_round_accept(era: &str) -> TestResult {
+async fn one_round_accept(era: &str, backend: TestDb) -> TestResult {
     let prompt = "Ask for the delivery address, then book the shipment.";
-    let (setup, handle) = submitted("book_shipment", prompt, managed(era)).await?;
+    let (setup, handle) = submitted_on(backend, "book_shipment", prompt, managed(era)).await?;
     let round = pending(&handle).await;
     assert_eq!(round.execution_id, handle.execution_id());
     assert_eq!(round.server, "shipping");
@@ -113,17 +125,38 @@ async fn one_round_accept(era: &str) -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_round_accept_modern_era() -> TestResult {
-    one_round_accept("modern").await
+    one_round_accept("modern", TestDb::Sqlite).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_round_accept_modern_era_on_postgres() -> TestResult {
+    one_round_accept("modern", TestDb::Postgres).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_round_accept_legacy_era_on_postgres() -> TestResult {
+    one_round_accept("legacy", TestDb::Postgres).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_round_accept_legacy_era() -> TestResult {
-    one_round_accept("legacy").await
+    one_round_accept("legacy", TestDb::Sqlite).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_rounds_form_then_url_make_one_logical_call_with_three_attempts() -> TestResult {
-    let (setup, handle) = submitted(
+    two_rounds_form_then_url(TestDb::Sqlite).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_rounds_form_then_url_make_one_logical_call_with_three_attempts_on_postgres()
+-> TestResult {
+    two_rounds_form_then_url(TestDb::Postgres).await
+}
+
+async fn two_rounds_form_then_url(backend: TestDb) -> TestResult {
+    let (setup, handle) = submitted_on(
+        backend,
         "book_verified_shipment",
         "Book a verified shipment.",
         managed("modern"),

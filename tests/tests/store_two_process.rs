@@ -1,13 +1,20 @@
-//! Two OS processes race `submit_responses` on the same rounds of one database file: with
-//! the same key and payload both succeed and exactly one write happens; with different
-//! payloads exactly one wins per round and the other conflicts. No lock error escapes.
+//! Two OS processes race `submit_responses` on the same rounds of one database (a SQLite
+//! file, a PostgreSQL schema): with the same key and payload both succeed and exactly one
+//! write happens; with different payloads exactly one wins per round and the other
+//! conflicts. No lock error escapes.
+
+// The race bodies are shared by the SQLite and PostgreSQL tests: a broken invariant fails
+// the test on purpose (clippy.toml only relaxes this lint inside test functions).
+#![allow(clippy::panic)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use m3_store::{CreateRound, ManagedInputStore, RoundRef, SqliteManagedInputStore};
-use m3_tests::store_support::{address_response, address_round};
+use std::sync::Arc;
+
+use m3_store::{CreateRound, ManagedInputStore, RoundRef};
+use m3_tests::store_support::{TestDb, address_response, address_round};
 use m3_types::{Clock, ManagedInputStatus, SystemClock};
 use serde_json::Value;
 
@@ -15,10 +22,18 @@ const ROUNDS: usize = 40;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
+/// The race's database and its store, with `ROUNDS` pending rounds of execution `race`.
+struct Race {
+    db: String,
+    store: Arc<dyn ManagedInputStore>,
+}
+
 async fn prepare(
+    backend: TestDb,
     dir: &std::path::Path,
-) -> Result<SqliteManagedInputStore, Box<dyn std::error::Error>> {
-    let store = SqliteManagedInputStore::open(dir.join("race.sqlite")).await?;
+) -> Result<Race, Box<dyn std::error::Error>> {
+    let db = backend.location(dir)?;
+    let store = m3_store::open(&db).await?.managed_input_store().await?;
     let now = SystemClock.now();
     for i in 0..ROUNDS {
         let request = CreateRound::new(
@@ -31,16 +46,17 @@ async fn prepare(
         .with_lease_token("lease-race");
         store.create_round(request).await?;
     }
-    Ok(store)
+    Ok(Race { db, store })
 }
 
 fn spawn(
+    db: &str,
     dir: &std::path::Path,
     key: &str,
     street: &str,
 ) -> Result<(Child, BufReader<std::process::ChildStdout>), Box<dyn std::error::Error>> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_store_race"))
-        .arg(dir.join("race.sqlite"))
+        .arg(db)
         .arg(dir.join("go"))
         .arg(ROUNDS.to_string())
         .arg(key)
@@ -78,12 +94,13 @@ fn collect(
 }
 
 async fn race(
+    db: &str,
     dir: &std::path::Path,
     a: (&str, &str),
     b: (&str, &str),
 ) -> Result<(Vec<Value>, Vec<Value>), Box<dyn std::error::Error>> {
-    let (child_a, out_a) = spawn(dir, a.0, a.1)?;
-    let (child_b, out_b) = spawn(dir, b.0, b.1)?;
+    let (child_a, out_a) = spawn(db, dir, a.0, a.1)?;
+    let (child_b, out_b) = spawn(db, dir, b.0, b.1)?;
     std::fs::write(dir.join("go"), b"go")?;
     let lines_a =
         tokio::task::spawn_blocking(move || collect(child_a, out_a).map_err(|e| e.to_string()));
@@ -98,9 +115,20 @@ async fn race(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_with_the_same_key_and_payload_both_succeed_with_one_write() -> TestResult {
+    same_key_and_payload(TestDb::Sqlite).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_with_the_same_key_and_payload_both_succeed_with_one_write_on_postgres()
+-> TestResult {
+    same_key_and_payload(TestDb::Postgres).await
+}
+
+async fn same_key_and_payload(backend: TestDb) -> TestResult {
     let dir = tempfile::tempdir()?;
-    let store = prepare(dir.path()).await?;
+    let Race { db, store } = prepare(backend, dir.path()).await?;
     let (a, b) = race(
+        &db,
         dir.path(),
         ("same-key", "1 Main Street"),
         ("same-key", "1 Main Street"),
@@ -133,9 +161,25 @@ async fn two_processes_with_the_same_key_and_payload_both_succeed_with_one_write
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_with_different_payloads_have_exactly_one_winner_per_round() -> TestResult {
+    different_payloads(TestDb::Sqlite).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_with_different_payloads_have_exactly_one_winner_per_round_on_postgres()
+-> TestResult {
+    different_payloads(TestDb::Postgres).await
+}
+
+async fn different_payloads(backend: TestDb) -> TestResult {
     let dir = tempfile::tempdir()?;
-    let store = prepare(dir.path()).await?;
-    let (a, b) = race(dir.path(), ("key-a", "A Street"), ("key-b", "B Street")).await?;
+    let Race { db, store } = prepare(backend, dir.path()).await?;
+    let (a, b) = race(
+        &db,
+        dir.path(),
+        ("key-a", "A Street"),
+        ("key-b", "B Street"),
+    )
+    .await?;
     let (mut wins_a, mut wins_b) = (0, 0);
     for i in 0..ROUNDS {
         let (a, b) = (&a[i], &b[i]);

@@ -92,6 +92,12 @@ pub use sqlite::{
 #[doc = include_str!("../../../docs/custom-backend.md")]
 pub struct CustomBackendGuide;
 
+/// `docs/postgres.md`, compiled and run as doctests against the test server
+/// (`M3_TEST_POSTGRES_URL`, as scripts/test.sh sets it).
+#[cfg(all(doctest, feature = "conformance", feature = "postgres"))]
+#[doc = include_str!("../../../docs/postgres.md")]
+pub struct PostgresGuide;
+
 pub mod execution;
 
 pub use execution::{

@@ -1,15 +1,14 @@
 //! Helper process for `store_two_process`: waits for a start signal, then submits one
-//! response to each of N rounds of the execution `race` on a shared database, printing one
-//! JSON line per round (`ok` with the record's write time, or the error code).
+//! response to each of N rounds of the execution `race` on a shared database (a path or a
+//! store URL, opened with `m3_store::open`), printing one JSON line per round (`ok` with
+//! the record's write time, or the error code).
 //!
 //! usage: store_race DB GO_FILE ROUNDS KEY STREET
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use m3_store::{
-    LeaseRef, ManagedInputStore, ResponseSubmission, RoundRef, SqliteManagedInputStore,
-};
+use m3_store::{LeaseRef, ResponseSubmission, RoundRef};
 use m3_tests::store_support::address_response;
 use serde_json::json;
 
@@ -24,7 +23,7 @@ async fn main() -> std::process::ExitCode {
         eprintln!("ROUNDS must be a number");
         return std::process::ExitCode::from(2);
     };
-    let store = match SqliteManagedInputStore::open(db).await {
+    let store = match open(db).await {
         Ok(store) => store,
         Err(e) => {
             eprintln!("open failed: {} {e}", e.code());
@@ -65,4 +64,8 @@ async fn main() -> std::process::ExitCode {
         println!("{line}");
     }
     std::process::ExitCode::SUCCESS
+}
+
+async fn open(db: &str) -> m3_types::Result<std::sync::Arc<dyn m3_store::ManagedInputStore>> {
+    m3_store::open(db).await?.managed_input_store().await
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use m3_types::{
-    Error, OperationKind, PendingElicitationRound, ResponseMap, Result, ServerBinding,
+    Clock, Error, OperationKind, PendingElicitationRound, ResponseMap, Result, ServerBinding,
     ToolSelection,
 };
 use serde_json::{Map, Value};
@@ -120,6 +120,7 @@ pub struct AgentSession {
     interrupt: CancellationToken,
     log: Arc<OperationLog>,
     transcript: Vec<String>,
+    clock: Arc<dyn Clock>,
 }
 
 /// What a session is made of (see [`AgentSession::connect`]).
@@ -134,6 +135,8 @@ pub(crate) struct SessionSetup<'a> {
     pub(crate) permission_policy: PermissionPolicy,
     pub(crate) interrupt: CancellationToken,
     pub(crate) log: Arc<OperationLog>,
+    /// The store's clock: the operation log's times are the store's.
+    pub(crate) clock: Arc<dyn Clock>,
     /// Whether M3 connects to the servers itself (false when the harness is
     /// the MCP client, as Codex is).
     pub(crate) connect: bool,
@@ -165,7 +168,8 @@ impl AgentSession {
             for binding in &bindings {
                 let options = ConnectOptions::new()
                     .with_tool_selection(setup.tools.clone())
-                    .with_round_limit(setup.round_limit.saturating_add(1));
+                    .with_round_limit(setup.round_limit.saturating_add(1))
+                    .with_clock(Arc::clone(&setup.clock));
                 let connection = McpConnection::connect_binding(binding, options).await?;
                 connections.insert(binding.name().to_owned(), Arc::new(connection));
             }
@@ -181,6 +185,7 @@ impl AgentSession {
             interrupt: setup.interrupt,
             log: setup.log,
             transcript: Vec::new(),
+            clock: setup.clock,
         })
     }
 
@@ -208,6 +213,11 @@ impl AgentSession {
     /// harness that can interrupt its agent gracefully watches it.
     pub fn interrupt_token(&self) -> CancellationToken {
         self.interrupt.clone()
+    }
+
+    /// The store's clock, for the times a harness records.
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
     }
 
     pub(crate) fn operation_log(&self) -> Arc<OperationLog> {

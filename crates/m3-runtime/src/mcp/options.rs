@@ -2,9 +2,10 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use m3_types::{Error, ToolSelection};
+use m3_types::{Clock, Error, SystemClock, ToolSelection};
 use serde::{Deserialize, Serialize};
 
 /// Default bound on input rounds per logical operation.
@@ -80,6 +81,7 @@ pub struct ConnectOptions {
     pub(crate) stderr_limit: usize,
     pub(crate) inherit_env: Vec<String>,
     pub(crate) tool_selection: Option<ToolSelection>,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl Default for ConnectOptions {
@@ -104,7 +106,15 @@ impl ConnectOptions {
             stderr_limit: 64 * 1024,
             inherit_env: Vec::new(),
             tool_selection: None,
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// The clock the operation log's times come from (default: the system clock; the
+    /// worker passes its store's, so traces and rounds share one time line).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Force an era instead of negotiating (default: `None`, negotiate). Pass the

@@ -373,6 +373,7 @@ impl Worker {
             permission_policy: spec.permission_policy,
             interrupt,
             log,
+            clock: self.executions.clock(),
             connect: harness.connects_servers(),
         })
         .await?;

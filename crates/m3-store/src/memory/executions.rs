@@ -17,9 +17,9 @@ use time::OffsetDateTime;
 use super::MemoryManagedInputStore;
 use crate::execution::rules::{
     self, Acquire, TerminalData, acquire_token, check_acquire, check_event_kind, check_fence,
-    check_finish, check_lease_write, check_terminalize, check_transition, created_payload, errors,
-    finished_payload, lease_expiry, require_non_empty, state_changed_payload, terminalized_payload,
-    to_canonical,
+    check_finish, check_lease_write, check_terminalize, check_transition, created_payload,
+    created_record, errors, finished_payload, lease_expiry, mark_finished, require_non_empty,
+    state_changed_payload, terminalized_payload, to_canonical,
 };
 use crate::managed_input::rules::Decision;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
@@ -145,30 +145,16 @@ impl MemoryExecutionStore {
             }
             return Err(errors::id_conflict(&id));
         }
+        let human_input = new.human_input;
         let mut stored = Stored {
-            record: ExecutionRecord {
-                execution_id: id.clone(),
-                spec: new.spec,
-                human_input: new.human_input,
-                lifecycle: ExecutionStatus::Created,
-                outcome: None,
-                error: None,
-                result: None,
-                sequence: 0,
-                lease: None,
-                cancel_requested_at: None,
-                cancel_reason: None,
-                created_at: now,
-                updated_at: now,
-                finished_at: None,
-            },
+            record: created_record(&id, new, now),
             spec_json,
             terminal: None,
             events: Vec::new(),
         };
         stored.append(
             crate::EVENT_EXECUTION_CREATED,
-            created_payload(new.human_input),
+            created_payload(human_input),
             now,
         );
         let record = stored.record.clone();
@@ -372,14 +358,8 @@ impl ExecutionStore for MemoryExecutionStore {
             if decided == Decision::AlreadyDone {
                 return Ok(stored.record.clone());
             }
-            let record = &mut stored.record;
-            record.lifecycle = ExecutionStatus::Finished;
-            record.outcome = Some(request.outcome);
-            record.error = request.error.clone();
-            record.result = request.result.clone();
-            record.finished_at = Some(now);
-            record.updated_at = now;
-            record.lease = None;
+            let (error, result) = (request.error.clone(), request.result.clone());
+            mark_finished(&mut stored.record, request.outcome, error, result, now);
             stored.terminal = Some(requested);
             stored.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
             Ok(stored.record.clone())
@@ -470,15 +450,8 @@ impl ExecutionStore for MemoryExecutionStore {
         let error = request.error.clone();
         self.with_existing(&request.lease.execution_id, |stored, now| {
             check_terminalize(&stored.record, &request, now)?;
-            let record = &mut stored.record;
-            record.lifecycle = ExecutionStatus::Finished;
-            record.outcome = Some(request.outcome);
-            record.error = error;
-            record.result = None;
-            record.finished_at = Some(now);
-            record.updated_at = now;
-            record.lease = None;
-            stored.terminal = Some(TerminalData::of_record(record)?);
+            mark_finished(&mut stored.record, request.outcome, error, None, now);
+            stored.terminal = Some(TerminalData::of_record(&stored.record)?);
             let rounds_failed = self.inner.rounds.fail_unresolved(
                 &request.lease.execution_id,
                 &request.reason,

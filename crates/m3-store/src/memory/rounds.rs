@@ -15,11 +15,10 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::managed_input::rules::{
-    self, Decision, Submission, Transition, apply_claim, apply_fail, apply_recovery_failure,
-    apply_renew, apply_submission, check_claim, check_claim_args, check_fail, check_fail_recovery,
-    check_fail_recovery_args, check_lease_args, check_renew, check_submission, check_transition,
-    lease_expiry, new_lease_token, prepare_create, replay_create, require_round, require_text,
-    round_index_taken, stored_invalid,
+    self, RoundWrite, Transition, apply_claim, apply_fail, apply_recovery_failure, apply_renew,
+    check_claim, check_claim_args, check_fail, check_fail_recovery, check_fail_recovery_args,
+    check_lease_args, check_renew, check_transition, lease_expiry, new_lease_token, prepare_create,
+    replay_create, require_round, require_text, round_index_taken, stored_invalid,
 };
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind};
 use crate::{
@@ -111,7 +110,7 @@ impl MemoryManagedInputStore {
     fn update(
         &self,
         round: &RoundRef,
-        step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<Write>>,
+        step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>>,
     ) -> Result<ManagedInputRecord> {
         let now = self.now();
         let record = {
@@ -123,8 +122,14 @@ impl MemoryManagedInputStore {
             let Some(write) = step(&current, now)? else {
                 return Ok(current);
             };
+            let redacted = write
+                .redacted_json
+                .as_deref()
+                .map(serde_json::from_str::<Map<String, Value>>)
+                .transpose()
+                .map_err(|e| stored_invalid(e.to_string()))?;
             slot.record = Ok(write.record.clone());
-            if let Some(redacted) = write.redacted {
+            if let Some(redacted) = redacted {
                 slot.redacted = Ok(Some(redacted));
             }
             write.record
@@ -138,7 +143,7 @@ impl MemoryManagedInputStore {
     fn update_quietly(
         &self,
         round: &RoundRef,
-        step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<Write>>,
+        step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>>,
     ) -> Result<ManagedInputRecord> {
         let now = self.now();
         let mut rounds = self.lock();
@@ -191,28 +196,6 @@ fn key(round: &RoundRef) -> Key {
     (round.execution_id.clone(), round.round_id.clone())
 }
 
-/// What one mutation stores.
-struct Write {
-    record: ManagedInputRecord,
-    redacted: Option<Map<String, Value>>,
-}
-
-/// The write of a record alone.
-fn write(record: ManagedInputRecord) -> Option<Write> {
-    Some(Write {
-        record,
-        redacted: None,
-    })
-}
-
-/// The write a [`Decision`] asks for: none for an idempotent repeat.
-fn decide(decision: Decision, next: impl FnOnce() -> ManagedInputRecord) -> Option<Write> {
-    match decision {
-        Decision::AlreadyDone => None,
-        _ => write(next()),
-    }
-}
-
 #[async_trait]
 impl ManagedInputStore for MemoryManagedInputStore {
     async fn create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
@@ -254,7 +237,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
         self.update(round, |current, now| {
             let next = check_claim(current, &claim, now)?;
             let expires = lease_expiry(now, claim.lease_duration)?;
-            Ok(write(apply_claim(
+            Ok(RoundWrite::record(apply_claim(
                 current,
                 &claim,
                 next,
@@ -276,7 +259,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
         self.update_quietly(round, |current, now| {
             check_renew(current, lease, now)?;
             let expires = lease_expiry(now, lease_duration)?;
-            Ok(write(apply_renew(current, expires, now)))
+            Ok(RoundWrite::record(apply_renew(current, expires, now)))
         })
     }
 
@@ -289,16 +272,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
         check_lease_args(round, lease)?;
         require_text(&submission.idempotency_key, "response_idempotency_key")?;
         self.update(round, |current, now| {
-            match check_submission(current, lease, &submission, now)? {
-                Submission::Accept(encoded) => Ok(Some(Write {
-                    record: apply_submission(current, &submission, now),
-                    redacted: Some(
-                        serde_json::from_str(&encoded.redacted_json)
-                            .map_err(|e| stored_invalid(e.to_string()))?,
-                    ),
-                })),
-                _ => Ok(None),
-            }
+            RoundWrite::submission(current, lease, &submission, now)
         })
     }
 
@@ -333,7 +307,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
         check_lease_args(round, lease)?;
         self.update(round, |current, now| {
             let decided = check_fail(current, lease, &failure, now)?;
-            Ok(decide(decided, || {
+            Ok(RoundWrite::decided(decided, || {
                 apply_fail(current, &failure.code, &failure.message, now)
             }))
         })
@@ -348,7 +322,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
         check_fail_recovery_args(round, expected_lease_token, message)?;
         self.update(round, |current, now| {
             let decided = check_fail_recovery(current, expected_lease_token, now)?;
-            Ok(decide(decided, || {
+            Ok(RoundWrite::decided(decided, || {
                 apply_recovery_failure(current, message, now)
             }))
         })
@@ -417,7 +391,9 @@ impl MemoryManagedInputStore {
         check_lease_args(round, lease)?;
         self.update(round, |current, now| {
             let decided = check_transition(current, lease, now, transition)?;
-            Ok(decide(decided, || transition.apply(current, now)))
+            Ok(RoundWrite::decided(decided, || {
+                transition.apply(current, now)
+            }))
         })
     }
 }

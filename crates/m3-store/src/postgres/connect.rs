@@ -148,6 +148,14 @@ impl Shared {
             None => crate::truncate_to_stored_precision(server_now),
         }
     }
+
+    /// The injected clock's time, for statements that otherwise read the server clock
+    /// themselves (`COALESCE($n, clock_timestamp())`).
+    pub(crate) fn injected_now(&self) -> Option<OffsetDateTime> {
+        self.injected
+            .as_ref()
+            .map(|clock| crate::store_now(clock.as_ref()))
+    }
 }
 
 /// Connects the pool, creates the schema and applies the migrations (serialized across

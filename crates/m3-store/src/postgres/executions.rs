@@ -18,13 +18,12 @@ use time::OffsetDateTime;
 use super::PgManagedInputStore;
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
-use super::records::{created_record, finish_record};
 use super::rounds::fail_unresolved;
 use crate::execution::rules::{
     self, Acquire, TerminalData, check_acquire, check_event_kind, check_fence, check_finish,
-    check_lease_write, check_terminalize, check_transition, created_payload, errors,
-    finished_payload, lease_expiry, new_execution_lease_token, require_non_empty,
-    state_changed_payload, terminalized_payload, to_canonical,
+    check_lease_write, check_terminalize, check_transition, created_payload, created_record,
+    errors, finished_payload, lease_expiry, mark_finished, new_execution_lease_token,
+    require_non_empty, state_changed_payload, terminalized_payload, to_canonical,
 };
 use crate::managed_input::rules::Decision;
 use crate::{
@@ -458,7 +457,13 @@ impl ExecutionStore for PgExecutionStore {
             if decided == Decision::AlreadyDone {
                 return Ok(pending.record.clone());
             }
-            finish_record(pending.change(), &request, now);
+            mark_finished(
+                pending.change(),
+                request.outcome,
+                request.error.clone(),
+                request.result.clone(),
+                now,
+            );
             pending.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
             Ok(pending.record.clone())
         })
@@ -537,22 +542,17 @@ impl ExecutionStore for PgExecutionStore {
     }
 
     async fn list_expired_leases(&self) -> Result<Vec<ExecutionRecord>> {
-        let rows: Vec<(String, OffsetDateTime)> = sqlx::query_as(
-            "SELECT record_json, clock_timestamp() FROM m3rs_executions \
-             WHERE NOT finished AND lease_expires_at IS NOT NULL ORDER BY lease_expires_at, execution_id",
+        // The expiry test runs in SQL, on the injected clock's time or else the server's.
+        let rows: Vec<String> = sqlx::query_scalar(
+            "SELECT record_json FROM m3rs_executions \
+             WHERE NOT finished AND lease_expires_at <= COALESCE($1, clock_timestamp()) \
+             ORDER BY lease_expires_at, execution_id",
         )
+        .bind(self.shared.injected_now())
         .fetch_all(&self.shared.pool)
         .await
         .map_err(db("cannot list the expired leases"))?;
-        let mut expired = Vec::new();
-        for (stored, server_now) in rows {
-            let record = decode(&stored)?;
-            let now = self.shared.now(server_now);
-            if record.lease.as_ref().is_some_and(|l| l.is_expired_at(now)) {
-                expired.push(record);
-            }
-        }
-        Ok(expired)
+        rows.iter().map(|stored| decode(stored)).collect()
     }
 
     async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized> {
@@ -562,14 +562,8 @@ impl ExecutionStore for PgExecutionStore {
         let (record, now) = self.lock(&mut tx, id).await?;
         check_terminalize(&record, &request, now)?;
         let mut pending = Pending::new(record);
-        let changed = pending.change();
-        changed.lifecycle = ExecutionStatus::Finished;
-        changed.outcome = Some(request.outcome);
-        changed.error = request.error.clone();
-        changed.result = None;
-        changed.finished_at = Some(now);
-        changed.updated_at = now;
-        changed.lease = None;
+        let error = request.error.clone();
+        mark_finished(pending.change(), request.outcome, error, None, now);
         let rounds_failed = fail_unresolved(&mut tx, id, &request.reason, now).await?;
         pending.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
         pending.store(&mut tx).await?;

@@ -17,7 +17,6 @@ mod claim;
 mod connect;
 mod error;
 mod executions;
-mod records;
 mod rounds;
 #[cfg(feature = "conformance")]
 pub mod testing;

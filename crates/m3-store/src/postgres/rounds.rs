@@ -18,10 +18,10 @@ use time::OffsetDateTime;
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
 use crate::managed_input::rules::{
-    self, Decision, Submission, Transition, apply_claim, apply_fail, apply_recovery_failure,
-    apply_renew, apply_submission, check_claim, check_fail, check_fail_recovery, check_renew,
-    check_submission, check_transition, lease_expiry, new_lease_token, prepare_create,
-    replay_create, require_lease, require_round, require_text, round_index_taken, stored_invalid,
+    self, RoundWrite, Transition, apply_claim, apply_fail, apply_recovery_failure, apply_renew,
+    check_claim, check_fail, check_fail_recovery, check_renew, check_transition, lease_expiry,
+    new_lease_token, prepare_create, replay_create, require_lease, require_round, require_text,
+    round_index_taken, stored_invalid,
 };
 use crate::{
     ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
@@ -45,26 +45,6 @@ const CREATE_LOCK_CLASS: i32 = 0x6d33_7201;
 #[derive(Debug, Clone)]
 pub struct PgManagedInputStore {
     shared: Arc<Shared>,
-}
-
-/// What one mutation stores.
-struct Write {
-    record: ManagedInputRecord,
-    redacted_json: Option<String>,
-}
-
-fn write(record: ManagedInputRecord) -> Option<Write> {
-    Some(Write {
-        record,
-        redacted_json: None,
-    })
-}
-
-fn decide(decision: Decision, next: impl FnOnce() -> ManagedInputRecord) -> Option<Write> {
-    match decision {
-        Decision::AlreadyDone => None,
-        _ => write(next()),
-    }
 }
 
 impl PgManagedInputStore {
@@ -99,7 +79,7 @@ impl PgManagedInputStore {
     async fn update(
         &self,
         round: &RoundRef,
-        step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<Write>> + Send,
+        step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
     ) -> Result<ManagedInputRecord> {
         let mut tx = self
             .shared
@@ -144,7 +124,9 @@ impl PgManagedInputStore {
         require_lease(lease)?;
         self.update(round, |current, now| {
             let decided = check_transition(current, lease, now, transition)?;
-            Ok(decide(decided, || transition.apply(current, now)))
+            Ok(RoundWrite::decided(decided, || {
+                transition.apply(current, now)
+            }))
         })
         .await
     }
@@ -334,7 +316,7 @@ impl ManagedInputStore for PgManagedInputStore {
         self.update(round, |current, now| {
             let next = check_claim(current, &claim, now)?;
             let expires = lease_expiry(now, claim.lease_duration)?;
-            Ok(write(apply_claim(
+            Ok(RoundWrite::record(apply_claim(
                 current,
                 &claim,
                 next,
@@ -358,7 +340,7 @@ impl ManagedInputStore for PgManagedInputStore {
         self.update(round, |current, now| {
             check_renew(current, lease, now)?;
             let expires = lease_expiry(now, lease_duration)?;
-            Ok(write(apply_renew(current, expires, now)))
+            Ok(RoundWrite::record(apply_renew(current, expires, now)))
         })
         .await
     }
@@ -373,13 +355,7 @@ impl ManagedInputStore for PgManagedInputStore {
         require_text(&submission.idempotency_key, "response_idempotency_key")?;
         require_lease(lease)?;
         self.update(round, |current, now| {
-            match check_submission(current, lease, &submission, now)? {
-                Submission::Accept(encoded) => Ok(Some(Write {
-                    record: apply_submission(current, &submission, now),
-                    redacted_json: Some(encoded.redacted_json),
-                })),
-                _ => Ok(None),
-            }
+            RoundWrite::submission(current, lease, &submission, now)
         })
         .await
     }
@@ -419,7 +395,7 @@ impl ManagedInputStore for PgManagedInputStore {
         require_lease(lease)?;
         self.update(round, |current, now| {
             let decided = check_fail(current, lease, &failure, now)?;
-            Ok(decide(decided, || {
+            Ok(RoundWrite::decided(decided, || {
                 apply_fail(current, &failure.code, &failure.message, now)
             }))
         })
@@ -437,7 +413,7 @@ impl ManagedInputStore for PgManagedInputStore {
         require_text(message, "message")?;
         self.update(round, |current, now| {
             let decided = check_fail_recovery(current, expected_lease_token, now)?;
-            Ok(decide(decided, || {
+            Ok(RoundWrite::decided(decided, || {
                 apply_recovery_failure(current, message, now)
             }))
         })

@@ -215,6 +215,7 @@ impl CodexHarness {
             .thread
             .id;
         let log = session.operation_log();
+        let clock = session.clock();
         let publish = move |tracker: &WireTracker, usage: Option<&serde_json::Value>| {
             log.set_external(tracker.operations.clone(), usage.cloned());
         };
@@ -237,7 +238,7 @@ impl CodexHarness {
             publish: &publish,
             answers,
         };
-        let end = Turn::new(app, observer, context, thread_id, WireTracker::default())
+        let end = Turn::new(app, observer, context, thread_id, WireTracker::new(clock))
             .run(prompt, model)
             .await?;
         Ok(end.text)

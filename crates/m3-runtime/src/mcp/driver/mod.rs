@@ -18,7 +18,6 @@ use rmcp::model::{
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value};
-use time::OffsetDateTime;
 
 use super::connection::Shared;
 use super::fault::wait_for_fault;
@@ -79,7 +78,7 @@ fn new_driver(shared: Arc<Shared>, request: OperationRequest) -> Result<Driver> 
         arguments: request.arguments.clone(),
         era: shared.era,
         protocol_version: shared.protocol_version.clone(),
-        started_at: OffsetDateTime::now_utc(),
+        started_at: shared.options.clock.now(),
         finished_at: None,
         rounds: 0,
         attempts: Vec::new(),
@@ -147,7 +146,7 @@ impl Driver {
         let attempt = self.attempt_number();
         self.record.attempts.push(OperationAttempt {
             attempt,
-            started_at: OffsetDateTime::now_utc(),
+            started_at: self.shared.options.clock.now(),
             finished_at: None,
             duration_ms: None,
             request_state,
@@ -162,7 +161,7 @@ impl Driver {
 
     fn end_attempt(&mut self, outcome: AttemptOutcome, waited: Duration) {
         if let Some(last) = self.record.attempts.last_mut() {
-            last.finished_at = Some(OffsetDateTime::now_utc());
+            last.finished_at = Some(self.shared.options.clock.now());
             last.duration_ms = Some(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX));
             if matches!(outcome, AttemptOutcome::InputRequired { .. }) {
                 last.input_required = true;
@@ -173,7 +172,7 @@ impl Driver {
             self.record.attempts.last().map(|a| &a.outcome),
             Some(AttemptOutcome::InputRequired { .. })
         ) {
-            self.record.finished_at = Some(OffsetDateTime::now_utc());
+            self.record.finished_at = Some(self.shared.options.clock.now());
         }
         self.shared.publish(&self.record);
     }
@@ -201,7 +200,7 @@ impl Driver {
             );
         }
         self.record.error = Some(info);
-        self.record.finished_at = Some(OffsetDateTime::now_utc());
+        self.record.finished_at = Some(self.shared.options.clock.now());
         self.shared.publish(&self.record);
         error
     }

@@ -11,15 +11,58 @@ pub mod errors;
 
 use std::time::Duration;
 
-use m3_types::{Error, ExecutionStatus, Reason, Result, canonical_json, new_id};
+use m3_types::{
+    Error, ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionStatus, Reason, Result,
+    canonical_json, new_id,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use super::record::{
     EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution, TerminalizeExpired,
+    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution, NewExecution,
+    TerminalizeExpired,
 };
+
+/// The record a new execution gets: `created`, no lease, sequence 0, created and updated
+/// at `now`.
+pub fn created_record(id: &str, new: NewExecution, now: OffsetDateTime) -> ExecutionRecord {
+    ExecutionRecord {
+        execution_id: id.to_owned(),
+        spec: new.spec,
+        human_input: new.human_input,
+        lifecycle: ExecutionStatus::Created,
+        outcome: None,
+        error: None,
+        result: None,
+        sequence: 0,
+        lease: None,
+        cancel_requested_at: None,
+        cancel_reason: None,
+        created_at: now,
+        updated_at: now,
+        finished_at: None,
+    }
+}
+
+/// Marks `record` finished at `now` with its terminal data, releasing the lease (after
+/// [`check_finish`] or [`check_terminalize`] allowed it).
+pub fn mark_finished(
+    record: &mut ExecutionRecord,
+    outcome: ExecutionOutcome,
+    error: Option<ErrorInfo>,
+    result: Option<ExecutionResult>,
+    now: OffsetDateTime,
+) {
+    record.lifecycle = ExecutionStatus::Finished;
+    record.outcome = Some(outcome);
+    record.error = error;
+    record.result = result;
+    record.finished_at = Some(now);
+    record.updated_at = now;
+    record.lease = None;
+}
 
 /// Event kinds only the store itself appends.
 pub const RESERVED_KINDS: [&str; 3] = [

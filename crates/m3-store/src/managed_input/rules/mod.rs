@@ -541,6 +541,9 @@ pub fn apply_claim(
 
 mod steps;
 mod token;
+mod writes;
+
+pub use writes::RoundWrite;
 
 pub use steps::{
     Decision, EncodedSubmission, Submission, Transition, apply_fail, apply_recovery_failure,

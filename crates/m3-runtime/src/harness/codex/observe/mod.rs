@@ -8,11 +8,12 @@
 //! when Codex's response to it crosses the wire.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 mod frame;
 
-use m3_types::{ElicitationRequest, ElicitationResponse, Error, OperationKind, ResponseMap};
+use m3_types::{Clock, ElicitationRequest, ElicitationResponse, Error, OperationKind, ResponseMap};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -80,11 +81,13 @@ struct Connection {
 }
 
 /// The MCP wire as seen through every relay of a session.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct WireTracker {
     connections: BTreeMap<String, Connection>,
     pub(super) operations: Vec<LogicalOperation>,
     pub(super) rounds: Vec<ObservedRound>,
+    /// The store's clock: operation and attempt times are the store's.
+    clock: Arc<dyn Clock>,
 }
 
 fn id_key(id: &Value) -> String {
@@ -101,6 +104,16 @@ struct Settled {
 }
 
 impl WireTracker {
+    /// An empty tracker recording times from `clock`.
+    pub(super) fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            connections: BTreeMap::new(),
+            operations: Vec::new(),
+            rounds: Vec::new(),
+            clock,
+        }
+    }
+
     /// Takes one observed frame; returns what it meant for the rounds.
     pub(super) fn observe(&mut self, observed: &Observation) -> Vec<WireEvent> {
         let server = observed.connection_id.clone();
@@ -163,7 +176,7 @@ impl WireTracker {
             .request_state
             .as_deref()
             .and_then(|state| self.waiting_operation(server, &name, state));
-        let now = OffsetDateTime::now_utc();
+        let now = self.clock.now();
         let operation = match retry_of {
             Some(index) => index,
             None => self.start_operation(server, kind, name, params.arguments.clone(), now),
@@ -262,6 +275,7 @@ impl WireTracker {
         let Some((operation, attempt)) = self.connection(server).in_flight.remove(&key) else {
             return Vec::new();
         };
+        let now = self.clock.now();
         let Some(op) = self.operations.get_mut(operation) else {
             return Vec::new();
         };
@@ -271,7 +285,7 @@ impl WireTracker {
             AttemptOutcome::Error { error } => Some(Error::protocol(error.message.clone())),
             _ => None,
         };
-        record_outcome(op, attempt, settled.outcome, settled.complete);
+        record_outcome(op, attempt, settled.outcome, settled.complete, now);
         let mut events = Vec::new();
         if let Some(round) = self.rounds.iter().position(|r| {
             r.operation == operation
@@ -444,14 +458,14 @@ fn settle(answer: Result<Answer, Error>) -> Settled {
     }
 }
 
-/// Records `outcome` on the attempt and, when `complete`, ends the operation.
+/// Records `outcome` on the attempt at `now` and, when `complete`, ends the operation.
 fn record_outcome(
     op: &mut LogicalOperation,
     attempt: usize,
     outcome: AttemptOutcome,
     complete: bool,
+    now: OffsetDateTime,
 ) {
-    let now = OffsetDateTime::now_utc();
     if let Some(a) = op.attempts.get_mut(attempt) {
         a.finished_at = Some(now);
         a.duration_ms = u64::try_from((now - a.started_at).whole_milliseconds()).ok();
