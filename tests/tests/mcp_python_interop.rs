@@ -495,7 +495,7 @@ async fn server_gets_exactly_the_configured_env_and_cwd_and_its_group_is_killed(
     .await
     .unwrap();
     let grandchild: u32 = done.text().trim().parse().unwrap();
-    let pid = connection.pid();
+    let pid = connection.pid().unwrap();
     assert!(alive(pid) && running(grandchild));
     connection.close().await.unwrap();
     assert!(
@@ -533,7 +533,7 @@ async fn inherited_path_is_opt_in() {
 #[tokio::test]
 async fn dropping_a_connection_kills_the_server() {
     let connection = connect(&python_peer(), ConnectOptions::new()).await;
-    let pid = connection.pid();
+    let pid = connection.pid().unwrap();
     drop(connection);
     assert!(
         gone_within(pid, Duration::from_secs(5)).await,

@@ -109,7 +109,7 @@ async fn form_elicitation_accept_decline_cancel() {
         assert_eq!(record.attempts[0].rounds.len(), 1);
         assert!(record.attempts[0].input_required);
     }
-    let pid = connection.pid();
+    let pid = connection.pid().unwrap();
     connection.close().await.unwrap();
     assert!(!alive(pid));
 }

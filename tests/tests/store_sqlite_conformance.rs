@@ -69,7 +69,8 @@ async fn sqlite_execution_store_passes_the_execution_suite_with_non_default_opti
     let options = SqliteStoreOptions::new()
         .synchronous(SqliteSynchronous::Normal)
         .busy_timeout(Duration::from_millis(1500))
-        .max_connections(1);
+        .max_connections(1)
+        .change_signal(false);
     let report = execution::run_all(move |clock| execution_backend(clock, options.clone())).await;
     println!("{report}");
     assert!(report.is_success(), "{report}");

@@ -1,16 +1,18 @@
 //! [`AsyncMcpTestKit`] and its builder.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use m3_runtime::{AgentSelection, RecoveryReport, ResponseNotifier, Worker};
+use m3_runtime::{
+    AgentSelection, PoolOptions, RecoveryReport, ResponseNotifier, SweepOptions, Worker,
+    WorkerPool, spawn_sweep,
+};
 use m3_store::{CombinedStore, ExecutionStore, ListExecutions, ManagedInputStore};
 use m3_types::{
     Error, ExecutionState, HumanInput, ManagedInputStatus, PendingElicitationRound, Result,
 };
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::agent::AsyncAgent;
 use crate::handle::AsyncExecutionHandle;
@@ -20,42 +22,25 @@ use crate::handle::AsyncExecutionHandle;
 pub(crate) struct KitInner {
     pub(crate) store: Arc<dyn ExecutionStore>,
     pub(crate) persistent: bool,
-    pub(crate) worker: Worker,
     pub(crate) notifier: Arc<ResponseNotifier>,
-    pub(crate) tasks: TaskTracker,
-    pub(crate) shutdown: CancellationToken,
-    pub(crate) local: Mutex<HashMap<String, CancellationToken>>,
+    /// The embedded worker (`None`: the kit only queues).
+    pool: Option<WorkerPool>,
+    /// Stops the recovery sweep of a kit without an embedded worker.
+    sweep_stop: CancellationToken,
 }
 
 impl KitInner {
     /// The local cancellation token of an execution this kit runs.
     pub(crate) fn local_token(&self, execution_id: &str) -> Option<CancellationToken> {
-        self.local
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(execution_id)
-            .cloned()
+        self.pool.as_ref()?.local_token(execution_id)
     }
 
-    /// Starts the worker for `execution_id` in the background.
-    pub(crate) fn spawn_worker(self: &Arc<Self>, execution_id: &str) {
-        let token = self.shutdown.child_token();
-        self.local
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(execution_id.to_owned(), token.clone());
-        let inner = Arc::clone(self);
-        let id = execution_id.to_owned();
-        self.tasks.spawn(async move {
-            if let Err(error) = inner.worker.run(&id, token).await {
-                tracing::warn!(execution.id = %id, %error, "execution worker ended with an error");
-            }
-            inner
-                .local
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
-        });
+    /// Hands a queued execution to the embedded worker, if the kit has one (otherwise it
+    /// waits for any `m3 worker` on the store).
+    pub(crate) fn spawn_worker(&self, execution_id: &str) {
+        if let Some(pool) = &self.pool {
+            pool.submit(execution_id);
+        }
     }
 }
 
@@ -281,10 +266,16 @@ impl AsyncMcpTestKit {
     /// Not meant for `select!`: dropped mid-way, background workers may still be stopping; the kit
     /// is consumed either way.
     pub async fn close(self) -> Result<()> {
-        self.inner.shutdown.cancel();
-        self.inner.tasks.close();
-        self.inner.tasks.wait().await;
+        if let Some(pool) = &self.inner.pool {
+            pool.close().await;
+        }
+        self.inner.sweep_stop.cancel();
         Ok(())
+    }
+
+    /// The embedded worker pool (`None` for a kit built with `embedded_worker(false)`).
+    pub fn worker_pool(&self) -> Option<&WorkerPool> {
+        self.inner.pool.as_ref()
     }
 }
 
@@ -318,6 +309,9 @@ pub struct AsyncMcpTestKitBuilder {
     rounds: Option<Arc<dyn ManagedInputStore>>,
     env: BTreeMap<String, String>,
     skip_recovery: bool,
+    no_embedded_worker: bool,
+    pool: Option<PoolOptions>,
+    sweep: Option<Option<SweepOptions>>,
 }
 
 impl AsyncMcpTestKitBuilder {
@@ -362,6 +356,30 @@ impl AsyncMcpTestKitBuilder {
         self
     }
 
+    /// Whether the kit runs its own submissions in an embedded worker (default true). With
+    /// `false` the kit only queues: any `m3 worker` (or other kit's pool that claims the
+    /// queue) on the store runs them. Either way the kit sweeps recovery periodically.
+    pub fn embedded_worker(mut self, yes: bool) -> Self {
+        self.no_embedded_worker = !yes;
+        self
+    }
+
+    /// The embedded worker's settings (default [`PoolOptions::default`]: no concurrency
+    /// limit, only the kit's own submissions, the default recovery sweep). With
+    /// `claim_queue(true)` the kit also runs executions queued by other processes.
+    pub fn worker_options(mut self, options: PoolOptions) -> Self {
+        self.pool = Some(options);
+        self
+    }
+
+    /// The periodic recovery sweep (default: every 15 s, half the default lease; `None`: no
+    /// sweep, recovery runs only on open and through [`AsyncMcpTestKit::recover`]). Overrides
+    /// the sweep of [`worker_options`](Self::worker_options).
+    pub fn recovery_sweep(mut self, sweep: Option<SweepOptions>) -> Self {
+        self.sweep = Some(sweep);
+        self
+    }
+
     /// Opens the store and runs recovery (best-effort: skipped when the store cannot be
     /// written now, for example while another process holds its write lock).
     ///
@@ -383,16 +401,27 @@ impl AsyncMcpTestKitBuilder {
         }
         let persistent = store.is_persistent();
         let notifier = ResponseNotifier::new();
-        let worker = Worker::new(Arc::clone(&store), Arc::clone(&notifier), self.env);
+        let mut options = self.pool.unwrap_or_default();
+        if let Some(sweep) = self.sweep {
+            options = options.sweep(sweep);
+        }
+        let sweep_stop = CancellationToken::new();
+        let pool = if self.no_embedded_worker {
+            if let Some(sweep) = options.sweep.clone() {
+                spawn_sweep(Arc::clone(&store), sweep, sweep_stop.clone());
+            }
+            None
+        } else {
+            let worker = Worker::new(Arc::clone(&store), Arc::clone(&notifier), self.env);
+            Some(WorkerPool::start(worker, options)?)
+        };
         let kit = AsyncMcpTestKit {
             inner: Arc::new(KitInner {
                 store,
                 persistent,
-                worker,
                 notifier,
-                tasks: TaskTracker::new(),
-                shutdown: CancellationToken::new(),
-                local: Mutex::new(HashMap::new()),
+                pool,
+                sweep_stop,
             }),
         };
         if !self.skip_recovery {

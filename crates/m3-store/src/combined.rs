@@ -143,6 +143,13 @@ impl ExecutionStore for CombinedStore {
         self.executions.clock()
     }
 
+    /// The execution backend's signal: changes of the separate round store reach waiters
+    /// through it only if that backend announces them there; otherwise waiters on rounds
+    /// see them at the next fallback poll.
+    fn change_signal(&self) -> Arc<dyn crate::signal::ChangeSignal> {
+        self.executions.change_signal()
+    }
+
     fn is_persistent(&self) -> bool {
         self.executions.is_persistent()
     }

@@ -41,6 +41,9 @@
 //!   several hosts sharing one database.
 //! - [`sqlite`] is the SQLite backend, [`SqliteManagedInputStore`], on-disk compatible with
 //!   the Python original (sf-m3 0.3.1).
+//! - [`signal`] is the change signal: [`ExecutionStore::change_signal`] tells waiters that
+//!   something changed (a response committed, an execution queued or finished) instead of
+//!   making them poll; the row stays the truth and every wait keeps a slow fallback poll.
 //! - `conformance` (feature `conformance`) is the contract as a test suite that any backend
 //!   runs from its own tests.
 //!
@@ -62,6 +65,7 @@ pub mod memory;
 mod open;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod signal;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 

@@ -22,7 +22,7 @@ use crate::form::{Prompter, TerminalInput, answer_round};
 use crate::output::Output;
 use crate::progress::Ticker;
 use crate::render;
-use crate::servers::parse_servers;
+use crate::servers::{ServerFlags, parse_servers};
 
 /// How often the foreground loop looks for a new round or the end of the execution.
 const POLL: Duration = Duration::from_millis(20);
@@ -30,16 +30,30 @@ const POLL: Duration = Duration::from_millis(20);
 /// The prompt given to a scripted agent when `--prompt` is omitted.
 const DEFAULT_PROMPT: &str = "Run the script.";
 
-pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Failure> {
-    let servers = parse_servers(&args.servers, &args.server_env, &args.server_cwd)?;
-    let source = if let Some(target) = args.call {
+/// What `m3 run` and `m3 submit` submit: the agent, its prompt and the options.
+pub(crate) struct Submission {
+    pub(crate) selection: AgentSelection,
+    pub(crate) prompt: String,
+    pub(crate) options: SubmitOptions,
+}
+
+/// Builds the submission `args` describe.
+pub(crate) fn submission(args: &RunArgs) -> Result<Submission, Failure> {
+    let servers = parse_servers(ServerFlags {
+        servers: &args.servers,
+        envs: &args.server_env,
+        cwds: &args.server_cwd,
+        headers: &args.server_header,
+        trusts: &args.server_trust,
+    })?;
+    let source = if let Some(target) = args.call.clone() {
         AgentSource::Call {
             target,
-            arguments: args.arguments,
+            arguments: args.arguments.clone(),
         }
-    } else if let Some(path) = args.script {
+    } else if let Some(path) = args.script.clone() {
         AgentSource::Script(path)
-    } else if let Some(agent) = args.agent {
+    } else if let Some(agent) = args.agent.clone() {
         AgentSource::Agent(agent)
     } else {
         return Err(Failure::usage(
@@ -73,8 +87,23 @@ pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Fai
     if let Some(tools) = tools {
         options = options.tools(tools);
     }
-    let prompt = args.prompt.unwrap_or_else(|| DEFAULT_PROMPT.to_owned());
+    let prompt = args
+        .prompt
+        .clone()
+        .unwrap_or_else(|| DEFAULT_PROMPT.to_owned());
+    Ok(Submission {
+        selection,
+        prompt,
+        options,
+    })
+}
 
+pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Failure> {
+    let Submission {
+        selection,
+        prompt,
+        options,
+    } = submission(&args)?;
     let kit = open_kit(db, true).await?;
     let outcome = async {
         let agent = kit

@@ -154,6 +154,12 @@ impl Running {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
     }
 
+    /// The next stdout line as JSON, if one arrives within `wait`.
+    pub fn try_next_json(&mut self, wait: Duration) -> Option<Value> {
+        let line = self.lines.recv_timeout(wait).ok()?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+    }
+
     pub fn next_line(&mut self) -> String {
         match self.lines.recv_timeout(STEP) {
             Ok(line) => line,

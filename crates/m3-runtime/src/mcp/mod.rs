@@ -69,6 +69,7 @@ mod driver;
 mod fault;
 mod frames;
 mod handler;
+mod http;
 mod operation;
 mod options;
 pub(crate) mod process;

@@ -244,6 +244,19 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// [`store_now`](crate::store_now).
     fn clock(&self) -> Arc<dyn Clock>;
 
+    /// The store's change signal: waiters subscribe to it instead of polling the store
+    /// (see [`crate::signal`]). The default is a [`PollingSignal`](crate::signal::PollingSignal)
+    /// (every subscription wakes every second), so a backend is correct without one; a
+    /// backend that implements one calls [`ChangeSignal::notify`](crate::signal::ChangeSignal::notify)
+    /// after each commit of its own stores (both of them), with the [`Change`](crate::signal::Change)
+    /// `docs/custom-backend.md` lists for each operation.
+    ///
+    /// Return the same signal object on every call (waiters and committers of one store
+    /// must meet on it).
+    fn change_signal(&self) -> Arc<dyn crate::signal::ChangeSignal> {
+        Arc::new(crate::signal::PollingSignal::default())
+    }
+
     /// Whether the data outlives the process (default `true`). Managed input
     /// requires a persistent store; the memory backend says `false`.
     fn is_persistent(&self) -> bool {

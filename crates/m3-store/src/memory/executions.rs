@@ -22,6 +22,7 @@ use crate::execution::rules::{
     to_canonical,
 };
 use crate::managed_input::rules::Decision;
+use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
 use crate::{
     AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
     ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore,
@@ -77,6 +78,8 @@ struct Inner {
     clock: Arc<dyn Clock>,
     executions: Mutex<BTreeMap<String, Stored>>,
     rounds: MemoryManagedInputStore,
+    /// The in-process change signal of both stores.
+    hub: ChangeHub,
 }
 
 impl Default for MemoryExecutionStore {
@@ -93,11 +96,13 @@ impl MemoryExecutionStore {
 
     /// An empty store on `clock`; its managed-input store reads the same clock.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        let hub = ChangeHub::new();
         Self {
             inner: Arc::new(Inner {
-                rounds: MemoryManagedInputStore::with_clock(Arc::clone(&clock)),
+                rounds: MemoryManagedInputStore::with_hub(Arc::clone(&clock), hub.clone()),
                 clock,
                 executions: Mutex::new(BTreeMap::new()),
+                hub,
             }),
         }
     }
@@ -112,6 +117,14 @@ impl MemoryExecutionStore {
         crate::store_now(self.inner.clock.as_ref())
     }
 
+    /// The change of `record` to announce: queued or another execution change.
+    fn change_of(record: &ExecutionRecord) -> Change {
+        Change::new(
+            record.execution_id.clone(),
+            ChangeKind::of_lifecycle(record.lifecycle),
+        )
+    }
+
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Stored>> {
         self.inner
             .executions
@@ -119,24 +132,8 @@ impl MemoryExecutionStore {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs `step` on the stored execution `id`, which must exist.
-    fn with_existing<T>(
-        &self,
-        id: &str,
-        step: impl FnOnce(&mut Stored, OffsetDateTime) -> Result<T>,
-    ) -> Result<T> {
-        let now = self.now();
-        let mut executions = self.lock();
-        let stored = executions
-            .get_mut(id)
-            .ok_or_else(|| errors::not_found(id))?;
-        step(stored, now)
-    }
-}
-
-#[async_trait]
-impl ExecutionStore for MemoryExecutionStore {
-    async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
+    /// Stores a new execution (or answers a replay), under the lock.
+    fn insert_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
         let id = new.execution_id.clone().unwrap_or_else(new_id);
         require_non_empty(&id, "execution_id")?;
         let spec_json = to_canonical(&new.spec)?;
@@ -177,6 +174,28 @@ impl ExecutionStore for MemoryExecutionStore {
         let record = stored.record.clone();
         executions.insert(id, stored);
         Ok(record)
+    }
+
+    /// Runs `step` on the stored execution `id`, which must exist.
+    fn with_existing<T>(
+        &self,
+        id: &str,
+        step: impl FnOnce(&mut Stored, OffsetDateTime) -> Result<T>,
+    ) -> Result<T> {
+        let now = self.now();
+        let mut executions = self.lock();
+        let stored = executions
+            .get_mut(id)
+            .ok_or_else(|| errors::not_found(id))?;
+        step(stored, now)
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for MemoryExecutionStore {
+    async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
+        self.insert_execution(new)
+            .announce(&self.inner.hub, Self::change_of)
     }
 
     async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRecord>> {
@@ -232,6 +251,9 @@ impl ExecutionStore for MemoryExecutionStore {
             .ok_or_else(|| errors::not_found(id))?;
         stored.record.lease = Some(lease.clone());
         stored.record.updated_at = now;
+        self.inner
+            .hub
+            .publish(&Change::new(id, ChangeKind::Execution));
         Ok(lease)
     }
 
@@ -301,6 +323,10 @@ impl ExecutionStore for MemoryExecutionStore {
             {
                 s.record.lease = None;
                 s.record.updated_at = now;
+                self.inner.hub.publish(&Change::new(
+                    lease.execution_id.clone(),
+                    ChangeKind::Execution,
+                ));
                 Ok(())
             }
             other => Err(rules::diagnose(
@@ -329,6 +355,7 @@ impl ExecutionStore for MemoryExecutionStore {
             );
             Ok(stored.record.clone())
         })
+        .announce(&self.inner.hub, Self::change_of)
     }
 
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
@@ -357,6 +384,7 @@ impl ExecutionStore for MemoryExecutionStore {
             stored.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
             Ok(stored.record.clone())
         })
+        .announce(&self.inner.hub, Self::change_of)
     }
 
     async fn request_cancel(
@@ -373,6 +401,7 @@ impl ExecutionStore for MemoryExecutionStore {
             }
             Ok(record.clone())
         })
+        .announce(&self.inner.hub, Self::change_of)
     }
 
     async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {
@@ -461,6 +490,12 @@ impl ExecutionStore for MemoryExecutionStore {
                 rounds_failed,
             })
         })
+        .announce(&self.inner.hub, |done| {
+            if done.rounds_failed > 0 {
+                self.inner.rounds.announce_round(&done.record.execution_id);
+            }
+            Self::change_of(&done.record)
+        })
     }
 
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
@@ -469,6 +504,11 @@ impl ExecutionStore for MemoryExecutionStore {
 
     fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.inner.clock)
+    }
+
+    /// The in-process signal shared by both of this store's halves.
+    fn change_signal(&self) -> Arc<dyn ChangeSignal> {
+        Arc::new(self.inner.hub.clone())
     }
 
     fn is_persistent(&self) -> bool {

@@ -21,6 +21,7 @@ use crate::managed_input::rules::{
     lease_expiry, new_lease_token, prepare_create, replay_create, require_round, require_text,
     round_index_taken, stored_invalid,
 };
+use crate::signal::{Announce, Change, ChangeHub, ChangeKind};
 use crate::{
     ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
     RoundRef, RoundScan, UnreadableRound,
@@ -56,6 +57,8 @@ pub struct MemoryManagedInputStore {
 struct Inner {
     clock: Arc<dyn Clock>,
     rounds: Mutex<BTreeMap<Key, Slot>>,
+    /// Where each committed change is announced (shared with the execution store).
+    hub: ChangeHub,
 }
 
 impl Default for MemoryManagedInputStore {
@@ -72,10 +75,16 @@ impl MemoryManagedInputStore {
 
     /// An empty store on `clock` (any timezone-aware clock; times are kept in UTC).
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self::with_hub(clock, ChangeHub::new())
+    }
+
+    /// An empty store on `clock` announcing its changes on `hub`.
+    pub(crate) fn with_hub(clock: Arc<dyn Clock>, hub: ChangeHub) -> Self {
         Self {
             inner: Arc::new(Inner {
                 clock,
                 rounds: Mutex::new(BTreeMap::new()),
+                hub,
             }),
         }
     }
@@ -105,19 +114,52 @@ impl MemoryManagedInputStore {
         step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<Write>>,
     ) -> Result<ManagedInputRecord> {
         let now = self.now();
+        let record = {
+            let mut rounds = self.lock();
+            let slot = rounds
+                .get_mut(&key(round))
+                .ok_or_else(|| rules::missing_round(round))?;
+            let current = slot.record.clone().map_err(stored_invalid)?;
+            let Some(write) = step(&current, now)? else {
+                return Ok(current);
+            };
+            slot.record = Ok(write.record.clone());
+            if let Some(redacted) = write.redacted {
+                slot.redacted = Ok(Some(redacted));
+            }
+            write.record
+        };
+        self.announce_round(&round.execution_id);
+        Ok(record)
+    }
+
+    /// [`update`](Self::update) without announcing the change (lease renewals: nobody
+    /// waits for them).
+    fn update_quietly(
+        &self,
+        round: &RoundRef,
+        step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<Write>>,
+    ) -> Result<ManagedInputRecord> {
+        let now = self.now();
         let mut rounds = self.lock();
         let slot = rounds
             .get_mut(&key(round))
             .ok_or_else(|| rules::missing_round(round))?;
         let current = slot.record.clone().map_err(stored_invalid)?;
-        let Some(write) = step(&current, now)? else {
-            return Ok(current);
-        };
-        slot.record = Ok(write.record.clone());
-        if let Some(redacted) = write.redacted {
-            slot.redacted = Ok(Some(redacted));
+        match step(&current, now)? {
+            Some(write) => {
+                slot.record = Ok(write.record.clone());
+                Ok(write.record)
+            }
+            None => Ok(current),
         }
-        Ok(write.record)
+    }
+
+    /// Tells waiters that a round of `execution_id` changed.
+    pub(crate) fn announce_round(&self, execution_id: &str) {
+        self.inner
+            .hub
+            .publish(&Change::new(execution_id, ChangeKind::Round));
     }
 
     /// Fails every unresolved round of `execution_id` with `recovery_unavailable` and
@@ -174,32 +216,10 @@ fn decide(decision: Decision, next: impl FnOnce() -> ManagedInputRecord) -> Opti
 #[async_trait]
 impl ManagedInputStore for MemoryManagedInputStore {
     async fn create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
-        let new = prepare_create(request)?;
-        let round = new.round();
-        let now = self.now();
-        let mut rounds = self.lock();
-        if let Some(slot) = rounds.get(&key(&round)) {
-            return replay_create(slot.record.clone().map_err(stored_invalid)?, &new);
-        }
-        let index_taken = rounds.iter().any(|((execution, _), slot)| {
-            *execution == round.execution_id
-                && slot
-                    .record
-                    .as_ref()
-                    .is_ok_and(|r| r.round_index == new.request.round_index)
-        });
-        if index_taken {
-            return Err(round_index_taken(&new));
-        }
-        let record = new.record_at(now)?;
-        rounds.insert(
-            key(&round),
-            Slot {
-                record: Ok(record.clone()),
-                redacted: Ok(None),
-            },
-        );
-        Ok(record)
+        let execution_id = request.pending.execution_id.clone();
+        self.insert_round(request).announce(&self.inner.hub, |_| {
+            Change::new(execution_id, ChangeKind::Round)
+        })
     }
 
     async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>> {
@@ -253,7 +273,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
     ) -> Result<ManagedInputRecord> {
         check_lease_args(round, lease)?;
         rules::require_lease_duration(lease_duration)?;
-        self.update(round, |current, now| {
+        self.update_quietly(round, |current, now| {
             check_renew(current, lease, now)?;
             let expires = lease_expiry(now, lease_duration)?;
             Ok(write(apply_renew(current, expires, now)))
@@ -337,7 +357,9 @@ impl ManagedInputStore for MemoryManagedInputStore {
     async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {
         require_text(execution_id, "execution_id")?;
         require_text(message, "message")?;
-        Ok(self.fail_unresolved(execution_id, message, self.now()))
+        let failed = self.fail_unresolved(execution_id, message, self.now());
+        self.announce_round(execution_id);
+        Ok(failed)
     }
 
     async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>> {
@@ -356,6 +378,36 @@ impl ManagedInputStore for MemoryManagedInputStore {
 }
 
 impl MemoryManagedInputStore {
+    /// Stores a new round (or answers a replay), under the lock.
+    fn insert_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
+        let new = prepare_create(request)?;
+        let round = new.round();
+        let now = self.now();
+        let mut rounds = self.lock();
+        if let Some(slot) = rounds.get(&key(&round)) {
+            return replay_create(slot.record.clone().map_err(stored_invalid)?, &new);
+        }
+        let index_taken = rounds.iter().any(|((execution, _), slot)| {
+            *execution == round.execution_id
+                && slot
+                    .record
+                    .as_ref()
+                    .is_ok_and(|r| r.round_index == new.request.round_index)
+        });
+        if index_taken {
+            return Err(round_index_taken(&new));
+        }
+        let record = new.record_at(now)?;
+        rounds.insert(
+            key(&round),
+            Slot {
+                record: Ok(record.clone()),
+                redacted: Ok(None),
+            },
+        );
+        Ok(record)
+    }
+
     fn transition(
         &self,
         round: &RoundRef,

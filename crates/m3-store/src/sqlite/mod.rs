@@ -34,6 +34,7 @@ pub use options::{
 pub use store::SqliteManagedInputStore;
 
 use crate::managed_input::rules::Transition;
+use crate::signal::{Announce, Change, ChangeKind};
 use crate::{
     ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
     RoundRef, RoundScan,
@@ -42,7 +43,12 @@ use crate::{
 #[async_trait]
 impl ManagedInputStore for SqliteManagedInputStore {
     async fn create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
-        self.create_round_impl(request).await
+        let execution_id = request.pending.execution_id.clone();
+        self.create_round_impl(request)
+            .await
+            .announce(self.signal(), |_| {
+                Change::new(execution_id, ChangeKind::Round)
+            })
     }
 
     async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>> {
@@ -54,7 +60,9 @@ impl ManagedInputStore for SqliteManagedInputStore {
     }
 
     async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
-        self.claim_round_impl(round, claim).await
+        self.claim_round_impl(round, claim)
+            .await
+            .announce(self.signal(), |_| round_change(round))
     }
 
     async fn renew(
@@ -72,7 +80,9 @@ impl ManagedInputStore for SqliteManagedInputStore {
         lease: &LeaseRef,
         submission: ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
-        self.submit_responses_impl(round, lease, submission).await
+        self.submit_responses_impl(round, lease, submission)
+            .await
+            .announce(self.signal(), |_| round_change(round))
     }
 
     async fn start_delivery(
@@ -82,6 +92,7 @@ impl ManagedInputStore for SqliteManagedInputStore {
     ) -> Result<ManagedInputRecord> {
         self.transition_impl(round, lease, Transition::StartDelivery)
             .await
+            .announce(self.signal(), |_| round_change(round))
     }
 
     async fn mark_delivered(
@@ -91,11 +102,13 @@ impl ManagedInputStore for SqliteManagedInputStore {
     ) -> Result<ManagedInputRecord> {
         self.transition_impl(round, lease, Transition::MarkDelivered)
             .await
+            .announce(self.signal(), |_| round_change(round))
     }
 
     async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
         self.transition_impl(round, lease, Transition::Resolve)
             .await
+            .announce(self.signal(), |_| round_change(round))
     }
 
     async fn fail(
@@ -104,7 +117,9 @@ impl ManagedInputStore for SqliteManagedInputStore {
         lease: &LeaseRef,
         failure: RoundFailure,
     ) -> Result<ManagedInputRecord> {
-        self.fail_impl(round, lease, &failure).await
+        self.fail_impl(round, lease, &failure)
+            .await
+            .announce(self.signal(), |_| round_change(round))
     }
 
     async fn fail_recovery(
@@ -115,14 +130,29 @@ impl ManagedInputStore for SqliteManagedInputStore {
     ) -> Result<ManagedInputRecord> {
         self.fail_recovery_impl(round, expected_lease_token, message)
             .await
+            .announce(self.signal(), |_| round_change(round))
     }
 
     async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {
         self.fail_unresolved_rounds_impl(execution_id, message)
             .await
+            .announce(self.signal(), |_| {
+                Change::new(execution_id, ChangeKind::Round)
+            })
     }
 
     async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>> {
         self.redacted_responses_impl(round).await
+    }
+}
+
+/// The change a committed write of `round` announces.
+fn round_change(round: &RoundRef) -> Change {
+    Change::new(round.execution_id.clone(), ChangeKind::Round)
+}
+
+impl SqliteManagedInputStore {
+    fn signal(&self) -> &dyn crate::signal::ChangeSignal {
+        self.inner().signal.as_ref()
     }
 }

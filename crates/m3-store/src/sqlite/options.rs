@@ -31,17 +31,20 @@ pub struct SqliteStoreOptions {
     clock: Arc<dyn Clock>,
     synchronous: SqliteSynchronous,
     max_connections: u32,
+    change_signal: bool,
 }
 
 impl SqliteStoreOptions {
     /// The defaults: busy timeout 5 s, the system UTC clock, `synchronous = FULL`, at most 4
-    /// pooled connections.
+    /// pooled connections, the cross-process change signal on (unless
+    /// [`M3_CHANGE_SIGNAL=off`](crate::signal::SIGNAL_ENV)).
     pub fn new() -> Self {
         Self {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             clock: Arc::new(SystemClock),
             synchronous: SqliteSynchronous::Full,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            change_signal: crate::signal::signal_enabled_by_env(),
         }
     }
 
@@ -79,6 +82,22 @@ impl SqliteStoreOptions {
     pub fn max_connections(mut self, max_connections: u32) -> Self {
         self.max_connections = max_connections.max(1);
         self
+    }
+
+    /// Whether waiting processes are woken by a Unix datagram after each commit of another
+    /// process (default on; the environment variable
+    /// [`M3_CHANGE_SIGNAL`](crate::signal::SIGNAL_ENV)`=off` turns the default off). Off, a
+    /// waiter in another process notices a change at its next fallback poll (about a second):
+    /// slower, equally correct. Waiters in the committing process are woken at once either
+    /// way. Turn it off on file systems without Unix sockets.
+    pub fn change_signal(mut self, enabled: bool) -> Self {
+        self.change_signal = enabled;
+        self
+    }
+
+    /// Whether the cross-process change signal is on.
+    pub fn get_change_signal(&self) -> bool {
+        self.change_signal
     }
 
     /// The configured busy timeout.

@@ -17,6 +17,7 @@ use super::image::ImageCache;
 use super::options::SqliteStoreOptions;
 use super::schema;
 use crate::RoundRef;
+use crate::signal::datagram::DatagramSignal;
 
 /// The SQLite [`ManagedInputStore`](crate::ManagedInputStore), on-disk compatible with the
 /// Python original (sf-m3 0.3.1).
@@ -61,6 +62,8 @@ pub(crate) struct Inner {
     pub(crate) images: ImageCache,
     /// The store object's own connection for hot writes and idle-time reads.
     primary: Primary,
+    /// Where committed changes are announced (shared by every store on the file).
+    pub(crate) signal: Arc<DatagramSignal>,
 }
 
 impl SqliteManagedInputStore {
@@ -86,7 +89,8 @@ impl SqliteManagedInputStore {
     ///   created (SQLite's extended result code in the details).
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteStoreOptions) -> Result<Self> {
         let (pool, path) = open_pool(path.as_ref(), &options).await?;
-        let store = Self::from_parts(pool, Arc::clone(options.get_clock()), path.clone());
+        let signal = DatagramSignal::for_database(&path, options.get_change_signal());
+        let store = Self::from_parts(pool, Arc::clone(options.get_clock()), path.clone(), signal);
         store.ensure_schema().await?;
         restrict_permissions(&path)?;
         tracing::debug!(path = %path.display(), "opened managed-input store");
@@ -100,15 +104,34 @@ impl SqliteManagedInputStore {
     /// Any timezone-aware clock is accepted; its time is normalized to UTC
     /// ([`crate::store_now`]).
     ///
+    /// Its changes are announced on the file's change signal (cross-process unless
+    /// [`M3_CHANGE_SIGNAL=off`](crate::signal::SIGNAL_ENV)).
+    ///
     /// # Errors
     /// None today (the `Result` is kept for callers).
     pub fn from_pool(pool: SqlitePool, clock: Arc<dyn Clock>) -> Result<Self> {
-        let configured = pool.connect_options().get_filename().to_path_buf();
-        let path = std::fs::canonicalize(&configured).unwrap_or(configured);
-        Ok(Self::from_parts(pool, clock, path))
+        let path = pool_path(&pool);
+        let signal = DatagramSignal::for_database(&path, crate::signal::signal_enabled_by_env());
+        Ok(Self::from_parts(pool, clock, path, signal))
     }
 
-    fn from_parts(pool: SqlitePool, clock: Arc<dyn Clock>, path: PathBuf) -> Self {
+    /// A store on an existing pool announcing its changes on `signal` (the execution
+    /// store's).
+    pub(crate) fn from_pool_with_signal(
+        pool: SqlitePool,
+        clock: Arc<dyn Clock>,
+        signal: Arc<DatagramSignal>,
+    ) -> Self {
+        let path = pool_path(&pool);
+        Self::from_parts(pool, clock, path, signal)
+    }
+
+    fn from_parts(
+        pool: SqlitePool,
+        clock: Arc<dyn Clock>,
+        path: PathBuf,
+        signal: Arc<DatagramSignal>,
+    ) -> Self {
         let gate = write_gate(&path);
         Self {
             inner: Arc::new(Inner {
@@ -119,6 +142,7 @@ impl SqliteManagedInputStore {
                 path,
                 images: ImageCache::default(),
                 primary: Primary::default(),
+                signal,
             }),
         }
     }
@@ -145,6 +169,12 @@ impl SqliteManagedInputStore {
             .await
             .map(|_| ())
     }
+}
+
+/// The canonical path of the file a pool opens.
+fn pool_path(pool: &SqlitePool) -> PathBuf {
+    let configured = pool.connect_options().get_filename().to_path_buf();
+    std::fs::canonicalize(&configured).unwrap_or(configured)
 }
 
 impl Inner {

@@ -27,6 +27,7 @@ pub mod leases;
 pub mod lifecycle;
 pub mod queue;
 pub mod recovery;
+pub mod signals;
 mod support;
 
 use std::any::Any;
@@ -163,6 +164,7 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     queue::claim_validates_its_arguments,
     queue::claimed_executions_are_recovered_never_claimed_again,
     queue::racing_claimers_never_share_an_execution,
+    signals::a_committed_change_is_observable_through_the_signal_or_its_poll,
 ];
 
 /// Runs every case against fresh backends from `factory`.

@@ -20,8 +20,11 @@ pub(super) async fn resolve(inner: &Inner) -> Result<Arc<dyn ManagedInputStore>>
     let store = inner
         .managed
         .get_or_try_init(|| async {
-            let store =
-                SqliteManagedInputStore::from_pool(inner.pool.clone(), Arc::clone(&inner.clock))?;
+            let store = SqliteManagedInputStore::from_pool_with_signal(
+                inner.pool.clone(),
+                Arc::clone(&inner.clock),
+                Arc::clone(&inner.signal),
+            );
             tracing::debug!(path = %inner.path.display(), "resolved the managed-input store");
             Ok::<_, m3_types::Error>(Arc::new(store) as Arc<dyn ManagedInputStore>)
         })

@@ -26,6 +26,8 @@ use crate::execution::rules::errors as error;
 use crate::execution::rules::{
     Acquire, acquire_token, check_acquire, check_lease_write, diagnose, lease_expiry,
 };
+use crate::signal::datagram::DatagramSignal;
+use crate::signal::{Announce, Change, ChangeKind, ChangeSignal};
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
 use crate::sqlite::error::storage;
@@ -63,6 +65,8 @@ pub(super) struct Inner {
     gate: Arc<WriteGate>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) managed: OnceCell<Arc<dyn ManagedInputStore>>,
+    /// Where committed changes are announced (shared by every store on the file).
+    pub(super) signal: Arc<DatagramSignal>,
 }
 
 impl SqliteExecutionStore {
@@ -98,6 +102,7 @@ impl SqliteExecutionStore {
                 gate: write_gate(&canonical),
                 clock: Arc::clone(options.get_clock()),
                 managed: OnceCell::new(),
+                signal: DatagramSignal::for_database(&canonical, options.get_change_signal()),
             }),
         };
         let mut reader = store
@@ -150,7 +155,9 @@ impl ExecutionStore for SqliteExecutionStore {
     async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
         let execution_id = new.execution_id.clone().unwrap_or_else(new_id);
         tracing::Span::current().record("execution.id", execution_id.as_str());
-        self.create(execution_id, new).await
+        self.create(execution_id, new)
+            .await
+            .announce(self.signal(), change_of)
     }
 
     #[instrument(skip(self), err)]
@@ -215,7 +222,9 @@ impl ExecutionStore for SqliteExecutionStore {
             })
         }
         .await;
-        tx.finish(result).await
+        tx.finish(result).await.announce(self.signal(), |lease| {
+            Change::new(lease.execution_id.clone(), ChangeKind::Execution)
+        })
     }
 
     #[instrument(skip_all, fields(owner.id = %request.owner_id), err)]
@@ -292,7 +301,9 @@ impl ExecutionStore for SqliteExecutionStore {
             }
         }
         .await;
-        tx.finish(result).await
+        tx.finish(result)
+            .await
+            .announce(self.signal(), |()| Change::new(id, ChangeKind::Execution))
     }
 
     #[instrument(skip(self, lease), err)]
@@ -302,12 +313,16 @@ impl ExecutionStore for SqliteExecutionStore {
         to: ExecutionStatus,
         lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionRecord> {
-        self.do_transition(execution_id, to, lease).await
+        self.do_transition(execution_id, to, lease)
+            .await
+            .announce(self.signal(), change_of)
     }
 
     #[instrument(skip_all, fields(execution.id = %request.execution_id), err)]
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
-        self.do_finish(request).await
+        self.do_finish(request)
+            .await
+            .announce(self.signal(), change_of)
     }
 
     #[instrument(skip(self), err)]
@@ -316,7 +331,9 @@ impl ExecutionStore for SqliteExecutionStore {
         execution_id: &str,
         reason: Option<&str>,
     ) -> Result<ExecutionRecord> {
-        self.do_request_cancel(execution_id, reason).await
+        self.do_request_cancel(execution_id, reason)
+            .await
+            .announce(self.signal(), change_of)
     }
 
     #[instrument(skip(self), err)]
@@ -382,7 +399,17 @@ impl ExecutionStore for SqliteExecutionStore {
 
     #[instrument(skip_all, fields(execution.id = %request.lease.execution_id), err)]
     async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized> {
-        self.do_terminalize_expired(request).await
+        self.do_terminalize_expired(request)
+            .await
+            .announce(self.signal(), |done| {
+                if done.rounds_failed > 0 {
+                    self.inner.signal.notify(&Change::new(
+                        done.record.execution_id.clone(),
+                        ChangeKind::Round,
+                    ));
+                }
+                change_of(&done.record)
+            })
     }
 
     #[instrument(skip(self), err)]
@@ -393,6 +420,20 @@ impl ExecutionStore for SqliteExecutionStore {
     fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.inner.clock)
     }
+
+    /// The file's signal: a Unix datagram to each waiting process after each commit
+    /// (in-process only when [`SqliteStoreOptions::change_signal`] is off).
+    fn change_signal(&self) -> Arc<dyn ChangeSignal> {
+        Arc::clone(&self.inner.signal) as Arc<dyn ChangeSignal>
+    }
+}
+
+/// The change to announce after a commit that left an execution as `record`.
+fn change_of(record: &ExecutionRecord) -> Change {
+    Change::new(
+        record.execution_id.clone(),
+        ChangeKind::of_lifecycle(record.lifecycle),
+    )
 }
 
 /// The rows that decode; each one that does not is reported (a warning naming it) and
@@ -410,6 +451,10 @@ fn readable_executions(rows: &[sqlx::sqlite::SqliteRow]) -> Vec<ExecutionRecord>
 }
 
 impl SqliteExecutionStore {
+    fn signal(&self) -> &dyn ChangeSignal {
+        self.inner.signal.as_ref()
+    }
+
     async fn acquire(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Sqlite>> {
         self.inner
             .pool

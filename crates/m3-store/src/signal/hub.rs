@@ -1,0 +1,301 @@
+//! [`ChangeHub`]: the in-process fan-out of changes to subscriptions, and
+//! [`ChangeSubscription`], what a waiter awaits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::{Change, ChangeKind, ChangeSignal, DEFAULT_FALLBACK_POLL, Topic, Wake};
+
+/// The in-process fan-out of announced changes to the matching subscriptions.
+///
+/// Cheap to clone (clones share the subscriptions). Publishing costs one map lookup for the
+/// execution's own subscriptions plus one check per broad subscription ([`Topic::Rounds`],
+/// [`Topic::Queue`], [`Topic::All`]), so thousands of waiting executions cost nothing while
+/// nothing changes. As a [`ChangeSignal`] it is the signal of a single-process backend (the
+/// memory backend's); a multi-process backend keeps one and calls
+/// [`publish`](Self::publish) for every change it hears of from other processes.
+///
+/// ```
+/// # async fn demo() {
+/// use m3_store::signal::{Change, ChangeHub, ChangeKind, ChangeSignal, Topic, Wake};
+///
+/// let hub = ChangeHub::new();
+/// let mut waiting = hub.subscribe(Topic::Execution("e1".into()));
+/// hub.publish(&Change::new("e1", ChangeKind::Round));
+/// assert_eq!(waiting.changed().await, Wake::Signalled);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ChangeHub {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    fallback: Duration,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next_id: u64,
+    /// Subscriptions to [`Topic::Execution`], by execution id.
+    by_execution: HashMap<String, HashMap<u64, Arc<Notify>>>,
+    /// Every other subscription, with its topic.
+    broad: HashMap<u64, (Topic, Arc<Notify>)>,
+}
+
+impl Default for ChangeHub {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ChangeHub {
+    /// A hub whose subscriptions fall back to a poll every [`DEFAULT_FALLBACK_POLL`].
+    pub fn new() -> Self {
+        Self::with_fallback(DEFAULT_FALLBACK_POLL)
+    }
+
+    /// A hub whose subscriptions wake on their own every `fallback` (at least 1 ms).
+    pub fn with_fallback(fallback: Duration) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                fallback: fallback.max(Duration::from_millis(1)),
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// The fallback interval of this hub's subscriptions.
+    pub fn fallback(&self) -> Duration {
+        self.shared.fallback
+    }
+
+    /// Wakes every subscription whose topic matches `change` (all of them for
+    /// [`ChangeKind::Any`]). A subscription that is not waiting keeps the wake-up for its
+    /// next [`changed`](ChangeSubscription::changed).
+    pub fn publish(&self, change: &Change) {
+        let state = self.shared.lock();
+        if change.kind == ChangeKind::Any {
+            state
+                .by_execution
+                .values()
+                .flat_map(HashMap::values)
+                .for_each(|n| n.notify_one());
+            state.broad.values().for_each(|(_, n)| n.notify_one());
+            return;
+        }
+        if let Some(subscribers) = state.by_execution.get(&change.execution_id) {
+            subscribers.values().for_each(|n| n.notify_one());
+        }
+        for (topic, notify) in state.broad.values() {
+            if topic.matches(change) {
+                notify.notify_one();
+            }
+        }
+    }
+
+    /// How many subscriptions are open.
+    pub fn subscriptions(&self) -> usize {
+        let state = self.shared.lock();
+        state.broad.len() + state.by_execution.values().map(HashMap::len).sum::<usize>()
+    }
+
+    fn register(&self, topic: Topic) -> ChangeSubscription {
+        let notify = Arc::new(Notify::new());
+        let mut state = self.shared.lock();
+        let id = state.next_id;
+        state.next_id += 1;
+        let key = match topic {
+            Topic::Execution(execution_id) => {
+                state
+                    .by_execution
+                    .entry(execution_id.clone())
+                    .or_default()
+                    .insert(id, Arc::clone(&notify));
+                Some(execution_id)
+            }
+            topic => {
+                state.broad.insert(id, (topic, Arc::clone(&notify)));
+                None
+            }
+        };
+        ChangeSubscription {
+            fallback: self.shared.fallback,
+            wake: Some(notify),
+            registration: Some(Registration {
+                hub: Arc::downgrade(&self.shared),
+                id,
+                execution_id: key,
+            }),
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl ChangeSignal for ChangeHub {
+    fn subscribe(&self, topic: Topic) -> ChangeSubscription {
+        self.register(topic)
+    }
+
+    fn notify(&self, change: &Change) {
+        self.publish(change);
+    }
+
+    fn mechanism(&self) -> &'static str {
+        "in-process"
+    }
+}
+
+/// Where a subscription is registered, to unregister it on drop.
+#[derive(Debug)]
+struct Registration {
+    hub: Weak<Shared>,
+    id: u64,
+    execution_id: Option<String>,
+}
+
+/// One waiter's subscription, from [`ChangeSignal::subscribe`]. Unsubscribes when dropped.
+///
+/// The waiter's loop: subscribe, then repeatedly read the state it waits on and, while it is
+/// not there yet, await [`changed`](Self::changed). A wake-up announced while the waiter was
+/// reading is kept, so nothing committed after `subscribe` returned is missed.
+#[derive(Debug)]
+pub struct ChangeSubscription {
+    fallback: Duration,
+    wake: Option<Arc<Notify>>,
+    registration: Option<Registration>,
+}
+
+impl ChangeSubscription {
+    /// A subscription that only polls: [`changed`](Self::changed) returns [`Wake::Poll`]
+    /// every `every` (at least 1 ms). What [`PollingSignal`](super::PollingSignal) hands out,
+    /// and what a backend returns when its signal cannot work (no Unix sockets here, say).
+    pub fn polling(every: Duration) -> Self {
+        Self {
+            fallback: every.max(Duration::from_millis(1)),
+            wake: None,
+            registration: None,
+        }
+    }
+
+    /// A subscription woken through `notify` (at most `fallback` apart), for a backend with
+    /// its own fan-out instead of a [`ChangeHub`]: calling `notify.notify_one()` wakes it.
+    pub fn from_notify(notify: Arc<Notify>, fallback: Duration) -> Self {
+        Self {
+            fallback: fallback.max(Duration::from_millis(1)),
+            wake: Some(notify),
+            registration: None,
+        }
+    }
+
+    /// Whether a signal can wake this subscription before its fallback interval.
+    pub fn is_signalled(&self) -> bool {
+        self.wake.is_some()
+    }
+
+    /// The longest this subscription sleeps without a wake-up.
+    pub fn fallback(&self) -> Duration {
+        self.fallback
+    }
+
+    /// Completes when a matching change was announced since the last call
+    /// ([`Wake::Signalled`]) or after the fallback interval ([`Wake::Poll`]); then re-read.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropped while waiting, a wake-up it received is kept for the next call.
+    pub async fn changed(&mut self) -> Wake {
+        let sleep = tokio::time::sleep(self.fallback);
+        match &self.wake {
+            Some(notify) => tokio::select! {
+                () = notify.notified() => Wake::Signalled,
+                () = sleep => Wake::Poll,
+            },
+            None => {
+                sleep.await;
+                Wake::Poll
+            }
+        }
+    }
+}
+
+impl Drop for ChangeSubscription {
+    fn drop(&mut self) {
+        let Some(registration) = self.registration.take() else {
+            return;
+        };
+        let Some(hub) = registration.hub.upgrade() else {
+            return;
+        };
+        let mut state = hub.lock();
+        match registration.execution_id {
+            Some(execution_id) => {
+                if let Some(subscribers) = state.by_execution.get_mut(&execution_id) {
+                    subscribers.remove(&registration.id);
+                    if subscribers.is_empty() {
+                        state.by_execution.remove(&execution_id);
+                    }
+                }
+            }
+            None => {
+                state.broad.remove(&registration.id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHORT: Duration = Duration::from_millis(20);
+
+    #[tokio::test]
+    async fn a_publish_wakes_only_matching_subscriptions() {
+        let hub = ChangeHub::with_fallback(SHORT);
+        let mut mine = hub.subscribe(Topic::Execution("a".into()));
+        let mut other = hub.subscribe(Topic::Execution("b".into()));
+        let mut queue = hub.subscribe(Topic::Queue);
+        hub.publish(&Change::new("a", ChangeKind::Round));
+        assert_eq!(mine.changed().await, Wake::Signalled);
+        assert_eq!(other.changed().await, Wake::Poll);
+        assert_eq!(queue.changed().await, Wake::Poll);
+        hub.publish(&Change::new("c", ChangeKind::Queued));
+        assert_eq!(queue.changed().await, Wake::Signalled);
+        hub.publish(&Change::any());
+        assert_eq!(other.changed().await, Wake::Signalled);
+    }
+
+    #[tokio::test]
+    async fn a_wake_up_before_the_wait_is_kept_and_drop_unsubscribes() {
+        let hub = ChangeHub::with_fallback(SHORT);
+        let mut sub = hub.subscribe(Topic::All);
+        let twin = hub.subscribe(Topic::Execution("a".into()));
+        assert_eq!(hub.subscriptions(), 2);
+        hub.publish(&Change::new("a", ChangeKind::Execution));
+        // Announced before the wait: kept, once.
+        assert_eq!(sub.changed().await, Wake::Signalled);
+        assert_eq!(sub.changed().await, Wake::Poll);
+        drop(twin);
+        drop(sub);
+        assert_eq!(hub.subscriptions(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_polling_subscription_wakes_on_its_own() {
+        let mut sub = ChangeSubscription::polling(SHORT);
+        assert!(!sub.is_signalled());
+        assert_eq!(sub.fallback(), SHORT);
+        assert_eq!(sub.changed().await, Wake::Poll);
+    }
+}
