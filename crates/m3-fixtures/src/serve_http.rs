@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     error::FixtureError,
     options::ShippingOptions,
-    serve::{EraService, SERVER_NAMES},
+    serve::SERVER_NAMES,
     shipping::{ShippingHandler, Wire},
 };
 
@@ -114,7 +114,7 @@ pub async fn serve_shipping_http(
         address.ip().to_string(),
     ];
     let service = StreamableHttpService::new(
-        move || Ok(EraService::new(handler.clone())),
+        move || Ok(handler.clone()),
         Arc::new(LocalSessionManager::default()),
         config,
     );

@@ -13,10 +13,11 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestMethod, CallToolRequestParams, CallToolResponse, CallToolResult,
-        ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, InputResponses,
-        ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt,
-        ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-        Resource, ResourceContents, ServerCapabilities, ServerConfig,
+        ContentBlock, DiscoverRequestMethod, DiscoverResult, GetPromptRequestParams,
+        GetPromptResponse, Implementation, InputResponses, ListPromptsResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+        ResourceContents, ServerCapabilities, ServerConfig,
     },
     service::RequestContext,
 };
@@ -27,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     error::FixtureError,
     flow::{Answer, Outcome, RetryInput, Round, RoundAnswers, Step, answer, drive},
-    options::{Fault, GARBAGE_LINE, OVERSIZED_TEXT_BYTES, ShippingOptions},
+    options::{Era, Fault, GARBAGE_LINE, OVERSIZED_TEXT_BYTES, ShippingOptions},
     scripts::{
         address_round, book_gift_shipment, book_shipment, book_verified_shipment, booked,
         confirmation_params, quote_json, quote_price, shipping_label, tools, weight,
@@ -239,6 +240,20 @@ impl ServerHandler for ShippingHandler {
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         self.inner.options.era.supported_versions()
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        if self.inner.options.era == Era::Legacy {
+            // A server of the handshake era does not know server/discover.
+            return Err(ErrorData::method_not_found::<DiscoverRequestMethod>());
+        }
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
     }
 
     async fn list_tools(

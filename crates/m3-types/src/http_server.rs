@@ -279,7 +279,8 @@ impl HttpServer {
                     self.name
                 )));
             }
-            substitute(value, &|_| Some(String::new())).map_err(|e| self.header_error(name, e))?;
+            substitute(value, &|_| Some("set".to_owned()))
+                .map_err(|e| self.header_error(name, e))?;
         }
         if let Some(address) = literal_address(&url) {
             self.check_address(host_text(&url), address)?;

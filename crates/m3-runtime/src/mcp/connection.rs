@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use m3_types::{Error, HttpServer, Result, ServerBinding, StdioServer};
 use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, RunningService};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, RunningService,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::{Semaphore, watch};
@@ -172,7 +174,7 @@ impl McpConnection {
         match options.era {
             Some(era) => Self::connect_once(server, &options, Lifecycle::Fixed(era)).await,
             None => match Self::connect_once(server, &options, Lifecycle::Auto).await {
-                Err(error) if error.is_timeout() => {
+                Err(error) if falls_back(&error) => {
                     tracing::info!(server = %server.name, "server/discover probe timed out; falling back to initialize");
                     Self::connect_once(server, &options, Lifecycle::Fixed(ProtocolEra::Legacy))
                         .await
@@ -251,7 +253,7 @@ impl McpConnection {
         match options.era {
             Some(era) => attempt(Lifecycle::Fixed(era)).await,
             None => match attempt(Lifecycle::Auto).await {
-                Err(error) if error.is_timeout() => {
+                Err(error) if falls_back(&error) => {
                     tracing::info!(server = %server.name, "server/discover probe timed out; falling back to initialize");
                     attempt(Lifecycle::Fixed(ProtocolEra::Legacy)).await
                 }
@@ -518,8 +520,25 @@ fn lifecycle_mode(
     }
 }
 
+/// Detail marking a `server/discover` refusal that lists only legacy versions.
+const LEGACY_ONLY: &str = "offers_only_legacy_versions";
+
+/// Whether the server refused `server/discover` (-32022) listing only versions of
+/// the handshake era: then `initialize` is the mutual choice.
+fn offers_only_legacy(error: &ClientInitializeError) -> bool {
+    matches!(error, ClientInitializeError::NoCompatibleProtocolVersion { server_supported, .. }
+        if !server_supported.is_empty()
+            && server_supported.iter().all(|v| *v < ProtocolVersion::V_2026_07_28))
+}
+
+/// Whether an `Auto` connection attempt should be repeated with `initialize`: the
+/// probe timed out, or the server named only legacy versions.
+fn falls_back(error: &Error) -> bool {
+    error.is_timeout() || error.details().get(LEGACY_ONLY) == Some(&serde_json::Value::Bool(true))
+}
+
 /// Runs the handshake within `timeout`, ending early on a connection fault.
-async fn handshake<F, E>(
+async fn handshake<F>(
     serving: F,
     timeout: Duration,
     server: &str,
@@ -527,13 +546,20 @@ async fn handshake<F, E>(
 ) -> Result<RunningService<RoleClient, M3ClientHandler>>
 where
     F: std::future::Future<
-            Output = std::result::Result<RunningService<RoleClient, M3ClientHandler>, E>,
+            Output = std::result::Result<
+                RunningService<RoleClient, M3ClientHandler>,
+                ClientInitializeError,
+            >,
         >,
-    E: std::fmt::Display,
 {
     tokio::select! {
         served = tokio::time::timeout(timeout, serving) => match served {
             Ok(Ok(service)) => Ok(service),
+            Ok(Err(error)) if offers_only_legacy(&error) => Err(Error::protocol(format!(
+                "MCP server '{server}' answered server/discover with legacy versions only: {error}"
+            ))
+            .with_detail("server", server.to_owned())
+            .with_detail(LEGACY_ONLY, true)),
             Ok(Err(error)) => {
                 // Prefer the reader's diagnosis (exit status, bad line) when it has one.
                 let fault = tokio::time::timeout(Duration::from_millis(500), wait_for_fault(&mut faults)).await;
