@@ -155,6 +155,8 @@ pub(crate) enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// Check the set-up and say what to fix (exit 0 when `m3 demo` will work).
+    Doctor,
 }
 
 /// The commands that never open a store: `--db` is hidden from their help.

@@ -128,6 +128,7 @@ pub fn main() -> ExitCode {
             Command::Recover => commands::inspect::recover(out, &db).await,
             Command::Rounds { execution } => commands::inspect::rounds(out, &db, &execution).await,
             Command::Serve { bind, token } => commands::serve::run(out, &db, bind, token).await,
+            Command::Doctor => commands::doctor::run(out, &db).await,
             Command::ExampleServer { .. }
             | Command::ExampleProvider { .. }
             | Command::McpRelay { .. }

@@ -72,6 +72,13 @@ pub use m3_runtime::{
 };
 pub use m3_store::signal::{ChangeSubscription, Topic, Wake};
 pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions, StoreUrl};
+/// The m3-types values a kit program names (servers, policies, requests, responses, states,
+/// errors), re-exported so one `use m3_kit::...` line suffices.
+pub use m3_types::{
+    ElicitationAction, ElicitationRequest, ElicitationResponse, Error, ExecutionOutcome,
+    ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, PendingElicitationRound,
+    ResponseMap, Result, StdioServer,
+};
 pub use options::{HumanInputValue, SubmitOptions};
 
 /// The repository's README and guides, compiled and run as doctests (`cargo test --doc`), so

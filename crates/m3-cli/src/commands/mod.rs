@@ -1,6 +1,7 @@
 //! One module per `m3` command (or group of small commands).
 
 pub(crate) mod demo;
+pub(crate) mod doctor;
 pub(crate) mod example_provider;
 pub(crate) mod example_server;
 pub(crate) mod inspect;

@@ -139,6 +139,15 @@ impl WireTracker {
         }
     }
 
+    /// Whether an operation request Codex sent (tool call, prompt, resource read) has not yet
+    /// been seen answered. Once Codex ends its turn every such request was answered, since
+    /// Codex saw the answers through the relays; a report still missing is in transit.
+    pub(super) fn awaits_answers(&self) -> bool {
+        self.connections
+            .values()
+            .any(|connection| !connection.in_flight.is_empty())
+    }
+
     fn connection(&mut self, server: &str) -> &mut Connection {
         self.connections
             .entry(server.to_owned())
@@ -490,4 +499,43 @@ fn rpc_error(server: &str, error: Value) -> Error {
     ))
     .with_detail("server", server)
     .with_detail("rpc_error", error)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn frame(direction: Direction, sequence: u64, payload: Value) -> Observation {
+        Observation {
+            connection_id: "shipping".to_owned(),
+            sequence,
+            direction,
+            payload,
+        }
+    }
+
+    #[test]
+    fn a_tool_call_awaits_its_answer_until_the_relay_reports_it() {
+        let mut tracker = WireTracker::default();
+        let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "book_shipment", "arguments": {"weight_kg": 2}}});
+        tracker.observe(&frame(Direction::ClientToServer, 1, call));
+        assert!(tracker.awaits_answers());
+        let result = json!({"jsonrpc": "2.0", "id": 3,
+            "result": {"content": [{"type": "text", "text": "Shipment booked."}]}});
+        tracker.observe(&frame(Direction::ServerToClient, 2, result));
+        assert!(!tracker.awaits_answers());
+        let attempt = tracker.operations[0].last_attempt().unwrap();
+        assert!(matches!(
+            attempt.outcome,
+            AttemptOutcome::Complete {
+                is_error: false,
+                ..
+            }
+        ));
+    }
 }

@@ -39,7 +39,8 @@ use approvals::ToolItem;
 const MATCH_WAIT: Duration = Duration::from_secs(10);
 /// How long to wait for `turn/completed` after `turn/interrupt`.
 const INTERRUPT_WAIT: Duration = Duration::from_secs(5);
-/// After `turn/completed`, how long to wait for the wire to confirm a delivered round.
+/// After `turn/completed`, how long at most to wait for the relays' reports still in transit
+/// (a delivered round's confirmation, the answers to operation requests).
 const DRAIN_WAIT: Duration = Duration::from_secs(3);
 
 /// What the turn needs to know about the execution.
@@ -244,11 +245,16 @@ impl<'a> Turn<'a> {
         }
     }
 
-    /// After `turn/completed`, gives the relays a moment to confirm a delivered
-    /// round; a round still unconfirmed then fails.
+    /// After `turn/completed`, reads the relays' reports still in transit: the relays report
+    /// over their own sockets, so Codex may end its turn before the worker has seen the
+    /// frames Codex already got (a legacy round is confirmed by Codex's answer to
+    /// `elicitation/create`, before the tool result, so waiting for the confirmation alone
+    /// lost the result). It waits while a delivered round is unconfirmed or an operation
+    /// request has no answer yet, at most [`DRAIN_WAIT`]; a round still unconfirmed then
+    /// fails.
     async fn drain(&mut self) {
         let until = tokio::time::Instant::now() + DRAIN_WAIT;
-        while self.observer_open && self.pending_delivery() {
+        while self.observer_open && (self.pending_delivery() || self.tracker.awaits_answers()) {
             match tokio::time::timeout_at(until, self.observer.next()).await {
                 Ok(Some(event)) => {
                     if let Err(error) = self.on_relay(event).await {

@@ -1,0 +1,245 @@
+//! `m3 doctor`: checks the set-up and says what to fix. Exit 0 when everything `m3 demo`
+//! needs works (the store, the bundled example server); the optional peers (Codex, Python,
+//! Node) are reported with how to get them, and never fail the check.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::commands::inspect::open_kit;
+use crate::failure::Failure;
+use crate::output::Output;
+
+/// How long one probe (a process answering) may take.
+const PROBE: Duration = Duration::from_secs(15);
+
+/// One check's outcome.
+#[derive(Debug, Serialize)]
+struct Check {
+    name: &'static str,
+    /// `ok`, `warn` (optional, not needed by `m3 demo`) or `fail`.
+    status: &'static str,
+    detail: String,
+    /// How to fix it (absent when ok).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<String>,
+}
+
+impl Check {
+    fn ok(name: &'static str, detail: String) -> Self {
+        Self {
+            name,
+            status: "ok",
+            detail,
+            fix: None,
+        }
+    }
+
+    fn not_ok(name: &'static str, status: &'static str, detail: String, fix: &str) -> Self {
+        Self {
+            name,
+            status,
+            detail,
+            fix: Some(fix.to_owned()),
+        }
+    }
+}
+
+pub(crate) async fn run(out: Output, db: &Path) -> Result<(), Failure> {
+    let checks = vec![
+        store(db).await,
+        example_server().await,
+        peer(
+            "codex",
+            "codex",
+            "install Codex (npm install -g @openai/codex) to run --agent '{\"harness\": \"codex\", ...}'; m3 demo does not need it",
+        )
+        .await,
+        peer(
+            "python",
+            "python3",
+            "install Python 3 to run the Python examples and peers; m3 demo does not need it",
+        )
+        .await,
+        peer(
+            "node",
+            "node",
+            "install Node.js to run the npm MCP servers of the examples; m3 demo does not need it",
+        )
+        .await,
+    ];
+    let demo_ready = checks.iter().all(|check| check.status != "fail");
+    if out.is_json() {
+        out.document(&serde_json::json!({"checks": checks, "demo_ready": demo_ready}))?;
+    } else {
+        for check in &checks {
+            out.say(format!(
+                "{:<5} {:<15} {}",
+                check.status, check.name, check.detail
+            ));
+            if let Some(fix) = &check.fix {
+                out.say(format!("      {:<15} fix: {fix}", ""));
+            }
+        }
+        out.say(if demo_ready {
+            "m3 demo will work"
+        } else {
+            "m3 demo will not work until the failed checks are fixed"
+        });
+    }
+    if demo_ready {
+        Ok(())
+    } else {
+        Err(Failure::other(
+            "doctor_failed",
+            "some checks failed (see the fixes above)",
+        ))
+    }
+}
+
+/// The store opens (without running recovery), or, absent, can be created where `--db` says.
+async fn store(db: &Path) -> Check {
+    let name = "store";
+    let url = db.to_string_lossy().contains("://");
+    if !url && !db.exists() {
+        let parent = match db.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let writable = std::fs::metadata(&parent)
+            .map(|meta| meta.is_dir() && !meta.permissions().readonly())
+            .unwrap_or(false);
+        return if writable {
+            Check::ok(
+                name,
+                format!(
+                    "no store at {} yet: m3 run and m3 demo create it",
+                    db.display()
+                ),
+            )
+        } else {
+            Check::not_ok(
+                name,
+                "fail",
+                format!(
+                    "no store at {} and {} is not a writable directory",
+                    db.display(),
+                    parent.display()
+                ),
+                "give a writable place with --db PATH or M3_DB",
+            )
+        };
+    }
+    match probe_store(db).await {
+        Ok(count) => Check::ok(name, format!("{} opens ({count} executions)", db.display())),
+        Err(failure) => Check::not_ok(
+            name,
+            "fail",
+            format!("{} does not open: {}", db.display(), failure.message),
+            "check the path and its permissions, or give another store with --db PATH or M3_DB",
+        ),
+    }
+}
+
+async fn probe_store(db: &Path) -> Result<usize, Failure> {
+    let kit = open_kit(db, false).await?;
+    let count = kit.executions().await?.len();
+    kit.close().await?;
+    Ok(count)
+}
+
+/// The bundled shipping server (what `m3 demo` starts) answers an `initialize`.
+async fn example_server() -> Check {
+    let name = "example server";
+    let fix = "reinstall m3 (cargo install --path crates/m3-cli): the demo starts this binary as `m3 example-server shipping`";
+    match tokio::time::timeout(PROBE, initialize_example_server()).await {
+        Ok(Ok(version)) => Check::ok(
+            name,
+            format!("m3 example-server shipping answers (protocol {version})"),
+        ),
+        Ok(Err(reason)) => Check::not_ok(name, "fail", reason, fix),
+        Err(_) => Check::not_ok(
+            name,
+            "fail",
+            format!("no answer within {} s", PROBE.as_secs()),
+            fix,
+        ),
+    }
+}
+
+async fn initialize_example_server() -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let mut child = tokio::process::Command::new(exe)
+        .args(["example-server", "shipping"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start it: {e}"))?;
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "m3-doctor", "version": env!("CARGO_PKG_VERSION")}}});
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    stdin
+        .write_all(format!("{initialize}\n").as_bytes())
+        .await
+        .map_err(|e| format!("cannot write to it: {e}"))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .await
+        .map_err(|e| format!("cannot read its answer: {e}"))?;
+    drop(stdin);
+    let _ = child.kill().await;
+    let answer: serde_json::Value =
+        serde_json::from_str(&line).map_err(|e| format!("answered no JSON-RPC ({e})"))?;
+    answer["result"]["protocolVersion"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("answered without a result: {line}"))
+}
+
+/// An optional program on `PATH`: its `--version`, or a warning with how to get it.
+async fn peer(name: &'static str, program: &str, fix: &str) -> Check {
+    let Some(path) = on_path(program) else {
+        return Check::not_ok(name, "warn", format!("{program} not found on PATH"), fix);
+    };
+    let version = tokio::time::timeout(
+        PROBE,
+        tokio::process::Command::new(&path)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await;
+    match version {
+        Ok(Ok(output)) if output.status.success() => {
+            let text = String::from_utf8_lossy(&output.stdout);
+            let text = if text.trim().is_empty() {
+                String::from_utf8_lossy(&output.stderr).into_owned()
+            } else {
+                text.into_owned()
+            };
+            Check::ok(name, format!("{} ({})", text.trim(), path.display()))
+        }
+        _ => Check::not_ok(
+            name,
+            "warn",
+            format!("{} does not answer --version", path.display()),
+            fix,
+        ),
+    }
+}
+
+fn on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}

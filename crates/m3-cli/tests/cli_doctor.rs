@@ -1,0 +1,75 @@
+//! `m3 doctor`: exit 0 when `m3 demo` will work, each check with how to fix it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::Store;
+
+#[test]
+fn doctor_passes_on_a_fresh_directory_and_on_an_existing_store() {
+    let store = Store::new();
+    let report = store.m3(&["--json", "doctor"]).expect_code(0).json();
+    assert_eq!(report["demo_ready"], true);
+    let checks = report["checks"].as_array().unwrap();
+    let status = |name: &str| {
+        checks
+            .iter()
+            .find(|check| check["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} check: {report}"))
+    };
+    assert_eq!(status("store")["status"], "ok", "{report}");
+    assert!(status("store")["detail"].as_str().unwrap().contains("yet"));
+    assert_eq!(status("example server")["status"], "ok", "{report}");
+    for optional in ["codex", "python", "node"] {
+        let check = status(optional);
+        assert_ne!(check["status"], "fail", "{report}");
+        if check["status"] == "warn" {
+            assert!(
+                check["fix"].as_str().unwrap().contains("install"),
+                "{report}"
+            );
+        }
+    }
+    // Doctor creates nothing; after a demo it opens the store.
+    assert!(!store.db().exists());
+    store.m3(&["demo"]).expect_code(0);
+    let human = store.m3(&["doctor"]).expect_code(0);
+    assert!(human.stdout.contains("(1 executions)"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("m3 demo will work"),
+        "{}",
+        human.stdout
+    );
+}
+
+#[test]
+fn doctor_fails_with_a_fix_when_the_store_cannot_be_created() {
+    let store = Store::new();
+    let file = store.dir.path().join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let db = file.join("m3.sqlite");
+    let output = std::process::Command::new(common::m3_bin())
+        .arg("--db")
+        .arg(&db)
+        .arg("doctor")
+        .env_remove("M3_DB")
+        .output()
+        .unwrap();
+    let done = common::Done::from(output).expect_code(1);
+    assert!(done.stdout.contains("fail  store"), "{}", done.stdout);
+    assert!(
+        done.stdout.contains("fix: give a writable place"),
+        "{}",
+        done.stdout
+    );
+    assert!(
+        done.stdout.contains("m3 demo will not work"),
+        "{}",
+        done.stdout
+    );
+    assert!(
+        done.stderr.contains("error[doctor_failed]"),
+        "{}",
+        done.stderr
+    );
+}
