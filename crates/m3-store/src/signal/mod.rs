@@ -107,8 +107,10 @@ impl ChangeKind {
     }
 }
 
-/// One committed change: which execution, and what about it.
+/// One committed change: which execution, and what about it (built with
+/// [`Change::new`]; a change may come to carry more).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Change {
     /// The execution the change belongs to (empty for [`ChangeKind::Any`] of no execution).
     pub execution_id: String,
