@@ -520,7 +520,7 @@ mod tests {
 
     #[test]
     fn a_tool_call_awaits_its_answer_until_the_relay_reports_it() {
-        let mut tracker = WireTracker::default();
+        let mut tracker = WireTracker::new(Arc::new(m3_types::SystemClock));
         let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
             "params": {"name": "book_shipment", "arguments": {"weight_kg": 2}}});
         tracker.observe(&frame(Direction::ClientToServer, 1, call));
