@@ -183,4 +183,8 @@ def spawn_grandchild() -> str:
 
 if __name__ == "__main__":
     print("dual-era peer starting", file=sys.stderr, flush=True)
-    mcp.run()
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        # Streamable HTTP on 127.0.0.1:PORT/mcp, both eras (2026-07-28 stateless, legacy sessions).
+        mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        mcp.run()

@@ -6,6 +6,9 @@ Rust side also opens. Every command prints one JSON document on stdout.
 usage:
   m3_store_peer.py write DB        create rounds in every status (Python writes, Rust reads and answers)
   m3_store_peer.py read DB EXEC..  list rounds of the executions with strict model validation
+  m3_store_peer.py cli-write DB    rounds for the `m3` CLI tests: py-ex-1/py-round-1 pending (an address
+                                   form with a secret-named field and a URL request), py-ex-failed/
+                                   py-round-1 failed recovery_unavailable
   m3_store_peer.py answer DB EXEC ROUND OWNER TOKEN KEY
                                    submit the standard address response to a round Rust created,
                                    then replay it (must return the same record)
@@ -111,6 +114,44 @@ def write(db):
     print(json.dumps(out))
 
 
+SECRET_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "street": {"type": "string"},
+        "city": {"type": "string"},
+        "password": {"type": "string"},
+    },
+    "required": ["street", "city"],
+}
+
+
+def cli_write(db):
+    store = SQLiteManagedInputStore(db)
+    pending = pending_round("py-ex-1", "py-round-1", with_url=True)
+    address = pending.requests["shipping_address"].model_copy(
+        update={"requested_schema": SECRET_SCHEMA}
+    )
+    pending = pending.model_copy(
+        update={"requests": {**pending.requests, "shipping_address": address}, "deadline": None}
+    )
+    out = {}
+    out["pending"] = dump(store.create_round(
+        pending, round_index=0, round_limit=10, owner_id=OWNER, lease_seconds=3600,
+        lease_token=TOKEN,
+    ))
+    failed = pending_round("py-ex-failed", "py-round-1").model_copy(update={"deadline": None})
+    store.create_round(
+        failed, round_index=0, round_limit=10, owner_id=OWNER, lease_seconds=3600,
+        lease_token=TOKEN,
+    )
+    out["failed"] = dump(store.fail(
+        "py-ex-failed", "py-round-1", owner_id=OWNER, lease_token=TOKEN,
+        code="recovery_unavailable",
+        message="managed interaction cannot be resumed safely after worker loss",
+    ))
+    print(json.dumps(out))
+
+
 def read(db, executions):
     store = SQLiteManagedInputStore(db)
     out = {}
@@ -143,6 +184,8 @@ def main():
     command, db = sys.argv[1], sys.argv[2]
     if command == "write":
         write(db)
+    elif command == "cli-write":
+        cli_write(db)
     elif command == "read":
         read(db, sys.argv[3:])
     elif command == "answer":

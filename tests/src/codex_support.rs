@@ -1,13 +1,19 @@
 //! Helpers for the end-to-end tests of the `codex` harness: real Codex CLIs
 //! installed by `scripts/test.sh`, the deterministic local model provider, and
 //! the relay binary.
-#![expect(clippy::panic, reason = "test support: a missing peer fails the test")]
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use m3_fixtures::provider::{ExampleProvider, ProviderScript};
-use m3_kit::{AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection};
+use m3_kit::{
+    AgentSelection, AsyncExecutionHandle, CodexMcpProtocol, CodexProvider, CodexSelection,
+    SubmitOptions,
+};
+use m3_types::HumanInput;
 use serde_json::json;
+
+use crate::runtime_support::{TempKit, TestResult, shipping};
 
 /// The Codex version every test runs unless it names another.
 pub const CODEX: &str = "0.169.0";
@@ -34,7 +40,7 @@ pub fn codex(version: &str) -> PathBuf {
 
 /// A provider that calls `target` (`"server:tool"`) with `{"weight_kg": 2}`,
 /// then says `text`.
-pub async fn provider(target: &str, text: &str) -> ExampleProvider {
+pub async fn provider(target: &str, text: &str) -> TestResult<ExampleProvider> {
     provider_with(target, json!({"weight_kg": 2}), text).await
 }
 
@@ -43,7 +49,7 @@ pub async fn provider_with(
     target: &str,
     arguments: serde_json::Value,
     text: &str,
-) -> ExampleProvider {
+) -> TestResult<ExampleProvider> {
     let script = json!({
         "model": "m3-example-model",
         "steps": [
@@ -51,10 +57,13 @@ pub async fn provider_with(
             {"text": text}
         ]
     });
-    let script = ProviderScript::from_json(&script.to_string()).unwrap_or_else(|e| panic!("{e}"));
-    ExampleProvider::start(script)
-        .await
-        .unwrap_or_else(|e| panic!("provider did not start: {e}"))
+    scripted_provider(&script).await
+}
+
+/// A provider playing `script` (the `m3 example-provider` script format).
+pub async fn scripted_provider(script: &serde_json::Value) -> TestResult<ExampleProvider> {
+    let script = ProviderScript::from_json(&script.to_string())?;
+    Ok(ExampleProvider::start(script).await?)
 }
 
 /// `{"harness": "codex", ...}` with the local provider, the given executable, era and relay.
@@ -75,7 +84,7 @@ pub fn selection(
 
 /// A wrapper script around `codex` that writes its own pid to `pid_file`
 /// before `exec`ing Codex, so a test can kill exactly its app-server.
-pub fn pid_recording_codex(codex: &Path, dir: &Path, pid_file: &Path) -> PathBuf {
+pub fn pid_recording_codex(codex: &Path, dir: &Path, pid_file: &Path) -> TestResult<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let script = dir.join("codex-with-pid");
     std::fs::write(
@@ -85,9 +94,92 @@ pub fn pid_recording_codex(codex: &Path, dir: &Path, pid_file: &Path) -> PathBuf
             pid_file.display(),
             codex.display()
         ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
-        .unwrap_or_else(|e| panic!("{e}"));
-    script
+    )?;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    Ok(script)
+}
+
+/// Codex needs a moment longer than the scripted agent (app-server start-up).
+pub const CODEX_WAIT: Duration = Duration::from_secs(90);
+
+/// The test binaries a Codex test runs, from its `env!("CARGO_BIN_EXE_...")`.
+#[derive(Debug, Clone, Copy)]
+pub struct Peers {
+    /// `m3-test-shipping-server`.
+    pub server: &'static str,
+    /// `m3-test-relay`.
+    pub relay: &'static str,
+}
+
+/// A kit on a fresh SQLite file and a local provider calling one tool.
+#[derive(Debug)]
+pub struct CodexSetup {
+    /// The kit and its database.
+    pub temp: TempKit,
+    /// The provider Codex asks.
+    pub provider: ExampleProvider,
+    peers: Peers,
+}
+
+impl CodexSetup {
+    /// A provider that calls `target` (`"shipping:<tool>"`), then says "Shipment booked.".
+    pub async fn new(peers: Peers, target: &str) -> TestResult<Self> {
+        Ok(Self {
+            temp: TempKit::new().await?,
+            provider: provider(target, "Shipment booked.").await?,
+            peers,
+        })
+    }
+
+    /// The installed Codex `version` on this provider, speaking `protocol`.
+    pub fn agent(&self, version: &str, protocol: CodexMcpProtocol) -> AgentSelection {
+        self.agent_at(&codex(version), protocol)
+    }
+
+    /// The Codex `executable` on this provider, speaking `protocol`.
+    pub fn agent_at(&self, executable: &Path, protocol: CodexMcpProtocol) -> AgentSelection {
+        selection(executable, &self.provider, protocol, self.peers.relay)
+    }
+
+    /// Submits the booking prompt to `agent` with the shipping server (era
+    /// `auto`) and `tools` selected.
+    pub async fn submit(
+        &self,
+        agent: AgentSelection,
+        tools: &[&str],
+        human_input: HumanInput,
+    ) -> TestResult<AsyncExecutionHandle> {
+        let options = SubmitOptions::new()
+            .server(shipping(self.peers.server, "auto"))
+            .tools(tools.iter().copied())
+            .human_input(human_input)
+            .timeout(Duration::from_secs(120));
+        let prompt = "Ask for the delivery address, then book the shipment.";
+        Ok(self.temp.agent(agent)?.submit(prompt, options).await?)
+    }
+}
+
+/// Codex 0.169.0 in the 2026-07-28 era calling `shipping:<tool>`, the only selected tool.
+pub async fn booking(
+    peers: Peers,
+    tool: &str,
+    human_input: HumanInput,
+) -> TestResult<(CodexSetup, AsyncExecutionHandle)> {
+    let target = format!("shipping:{tool}");
+    let setup = CodexSetup::new(peers, &target).await?;
+    let agent = setup.agent(CODEX, CodexMcpProtocol::V2026_07_28);
+    let handle = setup.submit(agent, &[target.as_str()], human_input).await?;
+    Ok((setup, handle))
+}
+
+/// Asserts Codex asked `provider` and never sent it an `authorization` header.
+pub fn assert_no_authorization_sent(provider: &ExampleProvider) {
+    let requests = provider.requests();
+    assert!(!requests.is_empty(), "codex never asked the provider");
+    for request in &requests {
+        assert!(
+            !request.headers.contains_key("authorization"),
+            "codex sent an authorization header"
+        );
+    }
 }

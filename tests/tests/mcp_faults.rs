@@ -50,7 +50,7 @@ async fn expect_fault(
     code: &str,
 ) {
     let connection = connect_fast(&server, era).await;
-    let pid = connection.pid();
+    let pid = connection.pid().unwrap();
     let started = Instant::now();
     let outcome = tokio::time::timeout(BOUND, drive(&connection, request, accept)).await;
     let elapsed = started.elapsed();
@@ -97,7 +97,7 @@ async fn crash_mid_call_is_a_transport_error() {
     for era in [ProtocolEra::Modern, ProtocolEra::Legacy] {
         let server = shipping(era_flag(era), Some("crash-mid-call"));
         let connection = connect_fast(&server, era).await;
-        let pid = connection.pid();
+        let pid = connection.pid().unwrap();
         let error = tokio::time::timeout(BOUND, connection.start(book()))
             .await
             .expect("bounded")
@@ -257,7 +257,7 @@ async fn the_fixture_works_when_it_behaves() {
         assert_eq!(rounds.len(), 1, "{era}");
         assert!(!done.is_error(), "{era}: {:?}", done.result());
         assert_eq!(done.result()["structuredContent"]["city"], json!("Paris"));
-        let pid = connection.pid();
+        let pid = connection.pid().unwrap();
         connection.close().await.unwrap();
         assert!(!alive(pid));
     }
@@ -316,13 +316,7 @@ async fn a_silent_discover_probe_falls_back_to_a_fresh_initialize_process() {
         "fallback took {:?}",
         started.elapsed()
     );
-    let names: Vec<String> = connection
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let names: Vec<String> = tool_names(&connection).await;
     assert_eq!(names, vec!["ship".to_string()]);
     connection.close().await.unwrap();
 }

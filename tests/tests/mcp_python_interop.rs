@@ -402,13 +402,7 @@ async fn tool_selection_refuses_locally_and_filters_the_listing() {
         ConnectOptions::new().with_tool_selection(Some(selection)),
     )
     .await;
-    let tools: Vec<String> = connection
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let tools: Vec<String> = tool_names(&connection).await;
     assert_eq!(tools, vec!["echo".to_string()]);
     let error = connection
         .start(op(OperationKind::Tool, "name"))
@@ -450,13 +444,7 @@ async fn tool_selection_refuses_locally_and_filters_the_listing() {
     connection.close().await.unwrap();
 
     let all = connect(&python_peer(), ConnectOptions::new()).await;
-    let names: Vec<String> = all
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let names: Vec<String> = tool_names(&all).await;
     assert!(
         names.contains(&"ask".to_string()) && names.contains(&"echo".to_string()),
         "{names:?}"
@@ -507,7 +495,7 @@ async fn server_gets_exactly_the_configured_env_and_cwd_and_its_group_is_killed(
     .await
     .unwrap();
     let grandchild: u32 = done.text().trim().parse().unwrap();
-    let pid = connection.pid();
+    let pid = connection.pid().unwrap();
     assert!(alive(pid) && running(grandchild));
     connection.close().await.unwrap();
     assert!(
@@ -545,7 +533,7 @@ async fn inherited_path_is_opt_in() {
 #[tokio::test]
 async fn dropping_a_connection_kills_the_server() {
     let connection = connect(&python_peer(), ConnectOptions::new()).await;
-    let pid = connection.pid();
+    let pid = connection.pid().unwrap();
     drop(connection);
     assert!(
         gone_within(pid, Duration::from_secs(5)).await,

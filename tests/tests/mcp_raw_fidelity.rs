@@ -7,11 +7,9 @@
 // these lints inside test functions).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use m3_kit::{AgentSelection, AsyncExecutionHandle, ExecutionTrace, Script, SubmitOptions};
-use m3_tests::runtime_support::{WAIT, kit, pending, python};
-use m3_types::{
-    ElicitationRequest, ElicitationResponse, ExecutionOutcome, HumanInput, ResponseMap, StdioServer,
-};
+use m3_kit::{AgentSelection, AsyncExecutionHandle, Script, SubmitOptions};
+use m3_tests::runtime_support::{WAIT, completes, kit, pending, python};
+use m3_types::{ElicitationRequest, ElicitationResponse, HumanInput, ResponseMap, StdioServer};
 use serde_json::{Map, Value, json};
 
 fn raw_server(era: &str, params: &Value) -> StdioServer {
@@ -87,14 +85,7 @@ async fn start(era: &str, params: &Value) -> Started {
 
 /// The text the server returned: the JSON of the answer it received.
 async fn delivered(handle: &AsyncExecutionHandle) -> Value {
-    let result = handle.result(Some(WAIT)).await.unwrap();
-    assert_eq!(
-        result.outcome(),
-        Some(ExecutionOutcome::Completed),
-        "{:?}",
-        result.error
-    );
-    let trace = ExecutionTrace::of(&result).unwrap();
+    let trace = completes(handle, WAIT).await.unwrap();
     let call = trace.tool_calls().next().unwrap();
     let outcome = serde_json::to_value(&call.attempts.last().unwrap().outcome).unwrap();
     let text = outcome["result"]["content"][0]["text"].as_str().unwrap();

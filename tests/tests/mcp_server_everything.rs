@@ -34,13 +34,7 @@ async fn connect_everything() -> McpConnection {
     assert_eq!(connection.protocol_version(), "2025-11-25");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let names: Vec<String> = connection
-            .list_tools()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|t| t.name)
-            .collect();
+        let names: Vec<String> = tool_names(&connection).await;
         if names.iter().any(|n| n == "trigger-elicitation-request")
             && names.iter().any(|n| n == "trigger-url-elicitation")
         {
@@ -115,7 +109,7 @@ async fn form_elicitation_accept_decline_cancel() {
         assert_eq!(record.attempts[0].rounds.len(), 1);
         assert!(record.attempts[0].input_required);
     }
-    let pid = connection.pid();
+    let pid = connection.pid().unwrap();
     connection.close().await.unwrap();
     assert!(!alive(pid));
 }

@@ -10,8 +10,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use m3_kit::{ExecutionTrace, SubmitOptions};
-use m3_tests::runtime_support::{WAIT, address, call, kit, shipping};
+use m3_kit::SubmitOptions;
+use m3_tests::runtime_support::{WAIT, address, call, completes, kit, shipping};
 use m3_types::{ExecutionOutcome, HumanInput, ManagedInputStatus};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_m3-test-shipping-server");
@@ -45,14 +45,7 @@ async fn a_response_committed_by_another_process_wakes_the_worker() {
     );
     let round_id = String::from_utf8(output.stdout).unwrap().trim().to_owned();
 
-    let result = handle.result(Some(WAIT)).await.unwrap();
-    assert_eq!(
-        result.outcome(),
-        Some(ExecutionOutcome::Completed),
-        "{:?}",
-        result.error
-    );
-    let trace = ExecutionTrace::of(&result).unwrap();
+    let trace = completes(&handle, WAIT).await.unwrap();
     let call = trace.tool_calls().next().unwrap();
     let retry = call.attempts[1].input_responses.as_ref().unwrap();
     assert_eq!(

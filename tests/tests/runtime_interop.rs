@@ -8,11 +8,11 @@
 
 use std::path::PathBuf;
 
-use m3_kit::{AgentSelection, ExecutionTrace, Script, SubmitOptions};
-use m3_tests::runtime_support::{WAIT, kit, npm_dir, pending, python};
+use m3_kit::{AgentSelection, Script, SubmitOptions};
+use m3_tests::runtime_support::{WAIT, completes, kit, npm_dir, pending, python};
 use m3_types::{
-    ElicitationRequest, ElicitationResponse, ExecutionOutcome, HumanInput, ManagedInputStatus,
-    ResponseMap, StdioServer,
+    ElicitationRequest, ElicitationResponse, HumanInput, ManagedInputStatus, ResponseMap,
+    StdioServer,
 };
 use serde_json::{Map, json};
 
@@ -68,14 +68,7 @@ async fn managed_round_against_the_python_sdk_modern_era() {
         )
         .await
         .unwrap();
-    let result = handle.result(Some(WAIT)).await.unwrap();
-    assert_eq!(
-        result.outcome(),
-        Some(ExecutionOutcome::Completed),
-        "{:?}",
-        result.error
-    );
-    let trace = ExecutionTrace::of(&result).unwrap();
+    let trace = completes(&handle, WAIT).await.unwrap();
     let text = trace.final_text.unwrap();
     let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(answer["era"], json!("2026-07-28"));
@@ -129,14 +122,7 @@ async fn managed_round_against_server_everything_legacy_era() {
         .respond_elicitation(&round.round_id, responses, "name")
         .await
         .unwrap();
-    let result = handle.result(Some(WAIT)).await.unwrap();
-    assert_eq!(
-        result.outcome(),
-        Some(ExecutionOutcome::Completed),
-        "{:?}",
-        result.error
-    );
-    let text = ExecutionTrace::of(&result).unwrap().final_text.unwrap();
+    let text = completes(&handle, WAIT).await.unwrap().final_text.unwrap();
     assert!(text.contains("Ada"), "{text}");
     assert_eq!(
         handle.rounds().await.unwrap()[0].status,

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use m3_kit::{AsyncExecutionHandle, AsyncMcpTestKit, ExecutionTrace, SubmitOptions};
 use m3_store::{CreateRound, NewExecution};
 use m3_tests::browser_support::{Browser, screenshot_dir};
-use m3_tests::runtime_support::{WAIT, call, pending, shipping};
+use m3_tests::runtime_support::{WAIT, call, completes, pending, shipping};
 use m3_types::{
-    ElicitationRequest, ExecutionOutcome, FormElicitationRequest, HumanInput, ManagedInputStatus,
-    OperationKind, PendingElicitationRound, UrlElicitationRequest,
+    ElicitationRequest, FormElicitationRequest, HumanInput, ManagedInputStatus, OperationKind,
+    PendingElicitationRound, UrlElicitationRequest,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -167,14 +167,7 @@ async fn a_person_answers_rounds_in_the_browser() {
         .click(&format!("{form} button[type=submit]"))
         .await;
     page.wait_for_status(&round.round_id).await;
-    let result = handle.result(Some(WAIT)).await.unwrap();
-    assert_eq!(
-        result.outcome(),
-        Some(ExecutionOutcome::Completed),
-        "{:?}",
-        result.error
-    );
-    let trace = ExecutionTrace::of(&result).unwrap();
+    let trace = completes(&handle, WAIT).await.unwrap();
     assert!(
         trace
             .final_text
@@ -260,13 +253,7 @@ async fn url_consent(page: &Page) {
         .click(&format!("{form} button[type=submit]"))
         .await;
     page.wait_for_status(&second.round_id).await;
-    let result = handle.result(Some(WAIT)).await.unwrap();
-    assert_eq!(
-        result.outcome(),
-        Some(ExecutionOutcome::Completed),
-        "{:?}",
-        result.error
-    );
+    completes(&handle, WAIT).await.unwrap();
     let requested = page
         .browser
         .eval(&format!(

@@ -9,11 +9,18 @@ use m3_store::{
     CreateRound, ManagedInputStore, RoundRef, SqliteManagedInputStore, SqliteStoreOptions,
 };
 use m3_tests::store_support::{address_round, python};
-use m3_types::{Clock, ManualClock, SystemClock};
+use m3_types::{Clock, ManagedInputRecord, ManualClock, SystemClock};
 use sqlx::Row;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Stores round `r` of execution `e` with a 30-second lease.
+async fn create_a_round(store: &SqliteManagedInputStore) -> m3_types::Result<ManagedInputRecord> {
+    let round = address_round("e", "r", SystemClock.now());
+    let request = CreateRound::new(round, "w", Duration::from_secs(30));
+    store.create_round(request).await
+}
 
 fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path)
@@ -26,13 +33,7 @@ async fn database_and_wal_files_are_private_and_parents_are_created() -> TestRes
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("a/b/m3.sqlite");
     let store = SqliteManagedInputStore::open(&path).await?;
-    store
-        .create_round(CreateRound::new(
-            address_round("e", "r", SystemClock.now()),
-            "w",
-            Duration::from_secs(30),
-        ))
-        .await?;
+    create_a_round(&store).await?;
     assert_eq!(mode(&path), 0o600);
     let wal = dir.path().join("a/b/m3.sqlite-wal");
     assert!(wal.exists(), "the database runs in WAL mode");
@@ -45,13 +46,7 @@ async fn database_and_wal_files_are_private_and_parents_are_created() -> TestRes
     std::fs::write(&shared, b"")?;
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644))?;
     let store = SqliteManagedInputStore::open(&shared).await?;
-    store
-        .create_round(CreateRound::new(
-            address_round("e", "r", SystemClock.now()),
-            "w",
-            Duration::from_secs(30),
-        ))
-        .await?;
+    create_a_round(&store).await?;
     assert_eq!(mode(&shared), 0o644);
     assert_eq!(mode(&dir.path().join("shared.sqlite-wal")), 0o644);
     Ok(())
@@ -105,13 +100,7 @@ async fn a_reopened_store_reads_the_same_rounds() -> TestResult {
     let path = dir.path().join("m3.sqlite");
     let created = {
         let store = SqliteManagedInputStore::open(&path).await?;
-        store
-            .create_round(CreateRound::new(
-                address_round("e", "r", SystemClock.now()),
-                "w",
-                Duration::from_secs(30),
-            ))
-            .await?
+        create_a_round(&store).await?
     };
     let reopened = SqliteManagedInputStore::open(&path).await?;
     assert_eq!(
@@ -158,13 +147,7 @@ async fn a_store_on_a_shared_pool_creates_its_tables_on_first_use() -> TestResul
     assert_eq!(journal.to_lowercase(), "wal");
     let clock = ManualClock::new(SystemClock.now());
     let second = SqliteManagedInputStore::from_pool(pool, Arc::new(clock))?;
-    second
-        .create_round(CreateRound::new(
-            address_round("e", "r", SystemClock.now()),
-            "w",
-            Duration::from_secs(30),
-        ))
-        .await?;
+    create_a_round(&second).await?;
     assert_eq!(store.list_rounds("e").await?.len(), 1);
     Ok(())
 }
@@ -218,13 +201,7 @@ async fn a_partial_legacy_table_gains_its_missing_columns_under_concurrent_opene
         .await?;
     assert_eq!(note, "kept");
     // The migrated table works.
-    store
-        .create_round(CreateRound::new(
-            address_round("e", "r", SystemClock.now()),
-            "w",
-            Duration::from_secs(30),
-        ))
-        .await?;
+    create_a_round(&store).await?;
     assert_eq!(store.list_rounds("e").await?.len(), 1);
     Ok(())
 }

@@ -35,6 +35,13 @@ pub(crate) enum Command {
     /// Run one agent execution in the foreground (this process is its worker).
     #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
+    /// Queue one agent execution (the arguments of `run`, without --interactive) and print
+    /// its id; any `m3 worker` on the store runs it.
+    #[command(after_help = SUBMIT_EXAMPLES)]
+    Submit(RunArgs),
+    /// Run queued executions until SIGINT/SIGTERM, then drain and exit 0.
+    #[command(after_help = WORKER_EXAMPLES)]
+    Worker(WorkerArgs),
     /// List executions.
     Executions,
     /// Show the snapshot of one execution.
@@ -91,16 +98,29 @@ pub(crate) enum Command {
         )]
         token: Option<String>,
     },
-    /// Run a bundled example MCP server on stdin/stdout.
+    /// Run a bundled example MCP server on stdin/stdout, or over Streamable HTTP.
     ExampleServer {
         /// The server: `shipping`.
         name: String,
         /// The protocol era to serve: auto, 2026-07-28 or legacy.
         #[arg(long, default_value = "auto")]
         era: Era,
-        /// Misbehave on tools/call: crash-mid-call, garbage, oversized, endless-rounds, hang.
-        #[arg(long)]
+        /// Misbehave on tools/call: crash-mid-call, garbage, oversized, endless-rounds, hang
+        /// (stdio only).
+        #[arg(long, conflicts_with = "http")]
         fault: Option<Fault>,
+        /// Append one JSON line per tools/call to FILE (pid, parent pid, tool, whether it
+        /// carried an answer, the answered city): tests count deliveries with it.
+        #[arg(long, value_name = "FILE", conflicts_with = "http")]
+        call_log: Option<PathBuf>,
+        /// Never answer a tools/call that carries input responses (tests kill a worker
+        /// while the answer is in flight).
+        #[arg(long, conflicts_with = "http")]
+        hold_retry: bool,
+        /// Serve Streamable HTTP on this address (`127.0.0.1:0`: an ephemeral port) instead
+        /// of stdio; the endpoint URL is printed first, on its own line.
+        #[arg(long, value_name = "ADDRESS")]
+        http: Option<std::net::SocketAddr>,
     },
     /// Run the deterministic local model provider (an OpenAI Responses API) for Codex.
     ExampleProvider {
@@ -155,6 +175,41 @@ Examples:
   m3 run --server 'shipping=m3 example-server shipping' \\
       --call shipping:book_shipment --arguments '{\"weight_kg\": 2}' --human-input managed --interactive";
 
+const SUBMIT_EXAMPLES: &str = "\
+Examples:
+  # Queue a managed execution; a worker in another terminal runs it:
+  m3 submit --server 'shipping=m3 example-server shipping' \\
+      --call shipping:book_shipment --arguments '{\"weight_kg\": 2}' --human-input managed
+  m3 worker --concurrency 4";
+
+const WORKER_EXAMPLES: &str = "\
+Examples:
+  m3 worker                              # 16 at once, 30 s drain on SIGINT/SIGTERM
+  m3 --json worker --concurrency 64 --drain-timeout 10";
+
+/// `m3 worker`'s options.
+#[derive(Debug, Args)]
+pub(crate) struct WorkerArgs {
+    /// At most N executions at once (an execution waiting for input counts).
+    #[arg(long, value_name = "N", default_value_t = m3_kit::DEFAULT_CONCURRENCY,
+        value_parser = parse_concurrency)]
+    pub(crate) concurrency: usize,
+    /// On SIGINT/SIGTERM, let running executions finish this long, then fail the rest
+    /// closed as recovery would.
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_seconds)]
+    pub(crate) drain_timeout: f64,
+    /// Sweep recovery this often (default: half the default lease, 15 s).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub(crate) sweep_every: Option<f64>,
+    /// Fail executions that waited in the queue longer than this (default: off).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub(crate) max_queue_age: Option<f64>,
+    /// The lease a claim takes until the execution's own lease (`--lease` of `m3 submit`)
+    /// applies, a moment later.
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_seconds)]
+    pub(crate) claim_lease: f64,
+}
+
 const PENDING_EXAMPLES: &str = "\
 Examples:
   m3 pending                  # every pending round, with a ready-to-edit `m3 respond` line
@@ -180,8 +235,9 @@ pub(crate) enum HumanInputArg {
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("agent_source").required(true).args(["call", "script", "agent"])))]
 pub(crate) struct RunArgs {
-    /// A stdio MCP server: NAME=COMMAND (COMMAND split like a shell splits words). Repeatable.
-    #[arg(long = "server", value_name = "NAME=COMMAND")]
+    /// An MCP server: NAME=COMMAND (a stdio server; COMMAND split like a shell splits words)
+    /// or NAME=http://HOST:PORT/PATH (a Streamable HTTP endpoint; also https://). Repeatable.
+    #[arg(long = "server", value_name = "NAME=COMMAND|URL")]
     pub(crate) servers: Vec<String>,
     /// An environment variable for a server: NAME:KEY=VALUE. Repeatable.
     #[arg(long = "server-env", value_name = "NAME:KEY=VALUE")]
@@ -189,6 +245,14 @@ pub(crate) struct RunArgs {
     /// The working directory of a server: NAME=DIR. Repeatable.
     #[arg(long = "server-cwd", value_name = "NAME=DIR")]
     pub(crate) server_cwd: Vec<String>,
+    /// A request header for an HTTP server: NAME:KEY=VALUE; VALUE may reference ${VAR}, read
+    /// from the environment when connecting. Repeatable.
+    #[arg(long = "server-header", value_name = "NAME:KEY=VALUE")]
+    pub(crate) server_header: Vec<String>,
+    /// Which addresses an HTTP server may reach: NAME=LEVEL, LEVEL one of untrusted (default;
+    /// public addresses only), public, trusted_private, loopback. Repeatable.
+    #[arg(long = "server-trust", value_name = "NAME=LEVEL")]
+    pub(crate) server_trust: Vec<String>,
     /// A one-step scripted agent calling SERVER:TOOL.
     #[arg(long, value_name = "SERVER:TOOL")]
     pub(crate) call: Option<String>,
@@ -254,6 +318,13 @@ pub(crate) struct RespondArgs {
     /// Cancel a request. Repeatable.
     #[arg(long, value_name = "KEY")]
     pub(crate) cancel: Vec<String>,
+}
+
+fn parse_concurrency(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("'{text}' is not a positive number of executions")),
+    }
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {

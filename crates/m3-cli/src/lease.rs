@@ -12,11 +12,17 @@ use time::OffsetDateTime;
 
 use crate::failure::Failure;
 
-/// The lease of an unfinished execution, read now (`None` once finished or before a claim).
+/// The lease of an unfinished execution, read now (`None` once finished or before a claim,
+/// and for rounds with no execution record, such as the Python implementation's: no m3
+/// worker holds those).
 pub(crate) async fn current(
     handle: &AsyncExecutionHandle,
 ) -> Result<Option<ExecutionLease>, Failure> {
-    Ok(handle.worker_lease().await?)
+    match handle.worker_lease().await {
+        Ok(lease) => Ok(lease),
+        Err(error) if error.is_not_found() => Ok(None),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// One line about `lease` at `now`: who holds it until when, or that it expired and what

@@ -59,8 +59,18 @@ pub fn main() -> ExitCode {
     );
     commands::init_logging(cli.verbose, if plumbing { "warn" } else { "off" });
     let command = match cli.command {
-        Command::ExampleServer { name, era, fault } => {
-            return commands::example_server::run(&name, era, fault);
+        Command::ExampleServer {
+            name,
+            era,
+            fault,
+            call_log,
+            hold_retry,
+            http,
+        } => {
+            return match http {
+                Some(address) => commands::example_server::run_http(out, &name, era, address),
+                None => commands::example_server::run(&name, era, fault, call_log, hold_retry),
+            };
         }
         Command::ExampleProvider {
             script,
@@ -100,6 +110,8 @@ pub fn main() -> ExitCode {
         match command {
             Command::Demo { interactive } => commands::demo::run(out, &db, interactive).await,
             Command::Run(args) => commands::run::run(out, &db, args).await,
+            Command::Submit(args) => commands::submit::run(out, &db, args).await,
+            Command::Worker(args) => commands::worker::run(out, &db, args).await,
             Command::Executions => commands::inspect::executions(out, &db).await,
             Command::Status { execution } => commands::inspect::status(out, &db, &execution).await,
             Command::Pending { execution, watch } if watch => {

@@ -1,26 +1,37 @@
-//! `m3 run`'s server flags: `--server NAME=COMMAND` (split like a shell splits words),
-//! `--server-env NAME:KEY=VALUE`, `--server-cwd NAME=DIR`.
+//! `m3 run`'s server flags: `--server NAME=COMMAND` (split like a shell splits words) or
+//! `--server NAME=http://HOST:PORT/PATH` (or `https://`), `--server-env NAME:KEY=VALUE`,
+//! `--server-cwd NAME=DIR` (stdio), `--server-header NAME:KEY=VALUE` and
+//! `--server-trust NAME=LEVEL` (HTTP).
 
 use std::path::PathBuf;
 
-use m3_types::StdioServer;
+use m3_types::{HttpServer, ServerBinding, ServerTrust, StdioServer};
 
 use crate::failure::Failure;
+
+/// The server flags of `m3 run`, as given.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServerFlags<'a> {
+    pub(crate) servers: &'a [String],
+    pub(crate) envs: &'a [String],
+    pub(crate) cwds: &'a [String],
+    pub(crate) headers: &'a [String],
+    pub(crate) trusts: &'a [String],
+}
 
 /// Builds the server bindings, in the order the `--server` flags were given.
 ///
 /// # Errors
 /// A usage failure (exit 2) for a malformed flag, a duplicate server name, an unbalanced quote,
-/// or an env/cwd flag naming a server that no `--server` defines.
-pub(crate) fn parse_servers(
-    servers: &[String],
-    envs: &[String],
-    cwds: &[String],
-) -> Result<Vec<StdioServer>, Failure> {
-    let mut bound: Vec<StdioServer> = Vec::new();
-    for item in servers {
+/// an unknown trust level, or an env/cwd/header/trust flag naming a server that no `--server`
+/// defines or that is of the other kind.
+pub(crate) fn parse_servers(flags: ServerFlags<'_>) -> Result<Vec<ServerBinding>, Failure> {
+    let mut bound: Vec<ServerBinding> = Vec::new();
+    for item in flags.servers {
         let (name, command) = item.split_once('=').ok_or_else(|| {
-            Failure::usage(format!("--server expects NAME=COMMAND, got '{item}'"))
+            Failure::usage(format!(
+                "--server expects NAME=COMMAND or NAME=URL, got '{item}'"
+            ))
         })?;
         let name = name.trim();
         if name.is_empty() {
@@ -28,10 +39,15 @@ pub(crate) fn parse_servers(
                 "--server '{item}': empty server name"
             )));
         }
-        if bound.iter().any(|server| server.name == name) {
+        if bound.iter().any(|server| server.name() == name) {
             return Err(Failure::usage(format!(
                 "--server '{name}' is given more than once"
             )));
+        }
+        let target = command.trim();
+        if target.starts_with("http://") || target.starts_with("https://") {
+            bound.push(HttpServer::new(name, target).into());
+            continue;
         }
         let words = shell_words::split(command).map_err(|error| {
             Failure::usage(format!(
@@ -41,40 +57,88 @@ pub(crate) fn parse_servers(
         let Some((program, args)) = words.split_first() else {
             return Err(Failure::usage(format!("--server {name}: empty command")));
         };
-        bound.push(StdioServer::new(name, program.clone()).with_args(args.iter().cloned()));
+        bound.push(
+            StdioServer::new(name, program.clone())
+                .with_args(args.iter().cloned())
+                .into(),
+        );
     }
-    for item in envs {
-        let (name, assignment) = item.split_once(':').ok_or_else(|| {
-            Failure::usage(format!("--server-env expects NAME:KEY=VALUE, got '{item}'"))
-        })?;
-        let (key, value) = assignment.split_once('=').ok_or_else(|| {
-            Failure::usage(format!("--server-env expects NAME:KEY=VALUE, got '{item}'"))
-        })?;
-        if key.is_empty() {
-            return Err(Failure::usage(format!("--server-env '{item}': empty KEY")));
-        }
-        let server = find(&mut bound, name, "--server-env")?;
-        server.env.insert(key.to_owned(), value.to_owned());
+    for item in flags.envs {
+        let (name, key, value) = assignment(item, "--server-env")?;
+        stdio(&mut bound, name, "--server-env")?
+            .env
+            .insert(key.to_owned(), value.to_owned());
     }
-    for item in cwds {
+    for item in flags.cwds {
         let (name, dir) = item.split_once('=').ok_or_else(|| {
             Failure::usage(format!("--server-cwd expects NAME=DIR, got '{item}'"))
         })?;
-        let server = find(&mut bound, name, "--server-cwd")?;
-        server.cwd = Some(PathBuf::from(dir));
+        stdio(&mut bound, name, "--server-cwd")?.cwd = Some(PathBuf::from(dir));
+    }
+    for item in flags.headers {
+        let (name, key, value) = assignment(item, "--server-header")?;
+        http(&mut bound, name, "--server-header")?
+            .headers
+            .insert(key.to_owned(), value.to_owned());
+    }
+    for item in flags.trusts {
+        let (name, level) = item.split_once('=').ok_or_else(|| {
+            Failure::usage(format!("--server-trust expects NAME=LEVEL, got '{item}'"))
+        })?;
+        let trust: ServerTrust = level.parse().map_err(|error: m3_types::Error| {
+            Failure::usage(format!("--server-trust {name}: {}", error.message()))
+        })?;
+        http(&mut bound, name, "--server-trust")?.trust = trust;
     }
     Ok(bound)
 }
 
+/// `NAME:KEY=VALUE`, with a non-empty KEY.
+fn assignment<'a>(item: &'a str, flag: &str) -> Result<(&'a str, &'a str, &'a str), Failure> {
+    let malformed = || Failure::usage(format!("{flag} expects NAME:KEY=VALUE, got '{item}'"));
+    let (name, rest) = item.split_once(':').ok_or_else(malformed)?;
+    let (key, value) = rest.split_once('=').ok_or_else(malformed)?;
+    if key.is_empty() {
+        return Err(Failure::usage(format!("{flag} '{item}': empty KEY")));
+    }
+    Ok((name, key, value))
+}
+
 fn find<'a>(
-    bound: &'a mut [StdioServer],
+    bound: &'a mut [ServerBinding],
+    name: &str,
+    flag: &str,
+) -> Result<&'a mut ServerBinding, Failure> {
+    bound
+        .iter_mut()
+        .find(|server| server.name() == name)
+        .ok_or_else(|| Failure::usage(format!("{flag}: no --server named '{name}'")))
+}
+
+fn stdio<'a>(
+    bound: &'a mut [ServerBinding],
     name: &str,
     flag: &str,
 ) -> Result<&'a mut StdioServer, Failure> {
-    bound
-        .iter_mut()
-        .find(|server| server.name == name)
-        .ok_or_else(|| Failure::usage(format!("{flag}: no --server named '{name}'")))
+    match find(bound, name, flag)? {
+        ServerBinding::Stdio(server) => Ok(server),
+        _ => Err(Failure::usage(format!(
+            "{flag}: server '{name}' is an HTTP endpoint; {flag} applies to command servers"
+        ))),
+    }
+}
+
+fn http<'a>(
+    bound: &'a mut [ServerBinding],
+    name: &str,
+    flag: &str,
+) -> Result<&'a mut HttpServer, Failure> {
+    match find(bound, name, flag)? {
+        ServerBinding::Http(server) => Ok(server),
+        _ => Err(Failure::usage(format!(
+            "{flag}: server '{name}' is a command; {flag} applies to http:// and https:// servers"
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -85,46 +149,110 @@ mod tests {
         items.iter().map(|s| (*s).to_owned()).collect()
     }
 
+    fn parse(
+        servers: &[&str],
+        envs: &[&str],
+        cwds: &[&str],
+        headers: &[&str],
+        trusts: &[&str],
+    ) -> Result<Vec<ServerBinding>, Failure> {
+        let (servers, envs, cwds, headers, trusts) = (
+            strings(servers),
+            strings(envs),
+            strings(cwds),
+            strings(headers),
+            strings(trusts),
+        );
+        parse_servers(ServerFlags {
+            servers: &servers,
+            envs: &envs,
+            cwds: &cwds,
+            headers: &headers,
+            trusts: &trusts,
+        })
+    }
+
     #[test]
     fn commands_are_split_like_a_shell() {
-        let servers = parse_servers(
-            &strings(&[
+        let servers = parse(
+            &[
                 r#"shipping=/usr/bin/m3 example-server shipping --era "2026-07-28""#,
                 "py=python3 -c 'print(1, 2)'",
-            ]),
-            &strings(&["shipping:TOKEN=a=b", "py:EMPTY="]),
-            &strings(&["py=/tmp/some dir"]),
+            ],
+            &["shipping:TOKEN=a=b", "py:EMPTY="],
+            &["py=/tmp/some dir"],
+            &[],
+            &[],
         )
         .unwrap();
         assert_eq!(servers.len(), 2);
-        assert_eq!(servers[0].name, "shipping");
-        assert_eq!(servers[0].command, "/usr/bin/m3");
+        let shipping = servers[0].as_stdio().unwrap();
+        assert_eq!(shipping.name, "shipping");
+        assert_eq!(shipping.command, "/usr/bin/m3");
         assert_eq!(
-            servers[0].args,
+            shipping.args,
             ["example-server", "shipping", "--era", "2026-07-28"]
         );
-        assert_eq!(servers[0].env["TOKEN"], "a=b");
-        assert_eq!(servers[1].args, ["-c", "print(1, 2)"]);
-        assert_eq!(servers[1].env["EMPTY"], "");
-        assert_eq!(servers[1].cwd, Some(PathBuf::from("/tmp/some dir")));
+        assert_eq!(shipping.env["TOKEN"], "a=b");
+        let py = servers[1].as_stdio().unwrap();
+        assert_eq!(py.args, ["-c", "print(1, 2)"]);
+        assert_eq!(py.env["EMPTY"], "");
+        assert_eq!(py.cwd, Some(PathBuf::from("/tmp/some dir")));
+    }
+
+    #[test]
+    fn urls_make_http_bindings_with_headers_and_trust() {
+        let servers = parse(
+            &[
+                "shipping=http://127.0.0.1:8080/mcp",
+                "remote=https://mcp.example.com/mcp",
+            ],
+            &[],
+            &[],
+            &["remote:Authorization=Bearer ${TOKEN}", "remote:X-A=b=c"],
+            &["shipping=loopback"],
+        )
+        .unwrap();
+        let shipping = servers[0].as_http().unwrap();
+        assert_eq!(shipping.url, "http://127.0.0.1:8080/mcp");
+        assert_eq!(shipping.trust, ServerTrust::Loopback);
+        let remote = servers[1].as_http().unwrap();
+        assert_eq!(remote.trust, ServerTrust::Untrusted);
+        assert_eq!(remote.headers["Authorization"], "Bearer ${TOKEN}");
+        assert_eq!(remote.headers["X-A"], "b=c");
     }
 
     #[test]
     fn malformed_flags_are_usage_errors() {
-        let cases: [(&[&str], &[&str], &[&str]); 8] = [
-            (&["shipping"], &[], &[]),
-            (&["=cmd"], &[], &[]),
-            (&["a="], &[], &[]),
-            (&["a='unbalanced"], &[], &[]),
-            (&["a=x", "a=y"], &[], &[]),
-            (&["a=x"], &["b:K=V"], &[]),
-            (&["a=x"], &["a:KV"], &[]),
-            (&["a=x"], &[], &["b=/tmp"]),
+        type Case<'a> = (
+            &'a [&'a str],
+            &'a [&'a str],
+            &'a [&'a str],
+            &'a [&'a str],
+            &'a [&'a str],
+        );
+        let cases: [Case<'_>; 14] = [
+            (&["shipping"], &[], &[], &[], &[]),
+            (&["=cmd"], &[], &[], &[], &[]),
+            (&["a="], &[], &[], &[], &[]),
+            (&["a='unbalanced"], &[], &[], &[], &[]),
+            (&["a=x", "a=y"], &[], &[], &[], &[]),
+            (&["a=x"], &["b:K=V"], &[], &[], &[]),
+            (&["a=x"], &["a:KV"], &[], &[], &[]),
+            (&["a=x"], &[], &["b=/tmp"], &[], &[]),
+            (&["a=x"], &[], &[], &["a:K=V"], &[]),
+            (&["a=x"], &[], &[], &[], &["a=loopback"]),
+            (&["h=http://127.0.0.1:1/"], &["h:K=V"], &[], &[], &[]),
+            (&["h=http://127.0.0.1:1/"], &[], &["h=/tmp"], &[], &[]),
+            (&["h=http://127.0.0.1:1/"], &[], &[], &[], &["h=everything"]),
+            (&["h=http://127.0.0.1:1/"], &[], &[], &["h:=V"], &[]),
         ];
-        for (servers, envs, cwds) in cases {
-            let failure =
-                parse_servers(&strings(servers), &strings(envs), &strings(cwds)).unwrap_err();
-            assert_eq!(failure.exit, 2, "{servers:?} {envs:?} {cwds:?}: {failure}");
+        for (servers, envs, cwds, headers, trusts) in cases {
+            let failure = parse(servers, envs, cwds, headers, trusts).unwrap_err();
+            assert_eq!(
+                failure.exit, 2,
+                "{servers:?} {envs:?} {cwds:?} {headers:?} {trusts:?}: {failure}"
+            );
         }
     }
 }

@@ -1,4 +1,5 @@
-//! `m3 demo` on a fresh store.
+//! `m3 demo` on a fresh store: a SQLite file given with `--db`, and a PostgreSQL schema
+//! given with `M3_DB=postgres://...`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -7,7 +8,16 @@ use common::Store;
 
 #[test]
 fn the_demo_books_the_shipment_and_tells_each_step() {
-    let store = Store::new();
+    demo_books_the_shipment(&Store::new());
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn the_demo_books_the_shipment_on_postgres() {
+    demo_books_the_shipment(&Store::postgres());
+}
+
+fn demo_books_the_shipment(store: &Store) {
     let done = store.m3(&["demo"]).expect_code(0);
     for step in [
         "1. submitted execution",

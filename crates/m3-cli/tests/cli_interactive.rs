@@ -49,13 +49,18 @@ fn a_person_fills_in_the_form_after_invalid_input() {
     p.send_line("maybe").unwrap();
     p.exp_string("'maybe': answer a, d or c").unwrap();
     p.send_line("a").unwrap();
-    p.exp_string("city (required, text): ").unwrap();
+    // The server's order: street, then city.
+    p.exp_string("street (required, text): ").unwrap();
     p.send_line("").unwrap();
-    p.exp_string("! city is required").unwrap();
-    p.exp_string("city (required, text): ").unwrap();
-    p.send_line("Pune").unwrap();
+    p.exp_string("! street is required").unwrap();
     p.exp_string("street (required, text): ").unwrap();
     p.send_line("1 Main Street").unwrap();
+    p.exp_string("city (required, text): ").unwrap();
+    p.send_line("Pune").unwrap();
+    p.exp_string("[shipping_address] accept: city = \"Pune\", street = \"1 Main Street\"")
+        .unwrap();
+    p.exp_string("Commit these responses? [y]es").unwrap();
+    p.send_line("y").unwrap();
     p.exp_string("responses committed").unwrap();
     // On a terminal the status word is coloured.
     p.exp_string("finished: \u{1b}[32mcompleted\u{1b}[0m")
@@ -94,6 +99,9 @@ fn a_person_declines_the_form() {
     let mut p = interactive_run(&store);
     p.exp_string("[d]ecline / [c]ancel [a]: ").unwrap();
     p.send_line("d").unwrap();
+    p.exp_string("[shipping_address] decline").unwrap();
+    p.exp_string("Commit these responses?").unwrap();
+    p.send_line("").unwrap();
     p.exp_string("responses committed").unwrap();
     let rest = p.exp_eof().unwrap();
     assert!(rest.contains("declined"), "{rest}");
@@ -118,13 +126,59 @@ fn the_demo_asks_the_person_when_interactive() {
     let mut p = spawn_command(command, Some(30_000)).unwrap();
     p.exp_string("[d]ecline / [c]ancel [a]: ").unwrap();
     p.send_line("").unwrap();
-    p.exp_string("city (required, text): ").unwrap();
-    p.send_line("Pune").unwrap();
     p.exp_string("street (required, text): ").unwrap();
     p.send_line("1 Main Street").unwrap();
+    p.exp_string("city (required, text): ").unwrap();
+    p.send_line("Pune").unwrap();
+    p.exp_string("Commit these responses?").unwrap();
+    p.send_line("").unwrap();
     p.exp_string("shipment booked.").unwrap();
     p.exp_eof().unwrap();
     assert_eq!(exit_code(&p), 0);
+}
+
+/// Ctrl-C (`control`: 'c') or Ctrl-D ('d') at a form prompt gives up the form: nothing is
+/// committed, the round stays pending, and another terminal answers it.
+fn giving_up_leaves_the_round_pending(control: char) {
+    let store = Store::new();
+    let mut p = interactive_run(&store);
+    p.exp_string("[d]ecline / [c]ancel [a]: ").unwrap();
+    p.send_line("a").unwrap();
+    p.exp_string("street (required, text): ").unwrap();
+    p.send_control(control).unwrap();
+    p.exp_string("left pending; answer from any terminal: m3 respond")
+        .unwrap();
+    let execution = execution_of(&store);
+    let rounds = store
+        .m3(&["--json", "rounds", &execution])
+        .expect_code(0)
+        .json();
+    assert_eq!(rounds[0]["status"], "pending");
+    let round_id = rounds[0]["round_id"].as_str().unwrap();
+    store
+        .m3(&[
+            "respond",
+            &execution,
+            round_id,
+            "--idempotency-key",
+            "from-elsewhere",
+            "--accept",
+            r#"shipping_address={"street": "1 Main Street", "city": "Pune"}"#,
+        ])
+        .expect_code(0);
+    p.exp_string("completed").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(exit_code(&p), 0);
+}
+
+#[test]
+fn ctrl_c_in_the_form_leaves_the_round_pending() {
+    giving_up_leaves_the_round_pending('c');
+}
+
+#[test]
+fn ctrl_d_in_the_form_leaves_the_round_pending() {
+    giving_up_leaves_the_round_pending('d');
 }
 
 fn execution_of(store: &Store) -> String {

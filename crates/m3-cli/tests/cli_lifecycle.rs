@@ -7,7 +7,16 @@ use common::{Store, managed_run, refs, shipping_server};
 
 #[test]
 fn a_killed_worker_is_recovered_and_a_late_response_exits_5() {
-    let store = Store::new();
+    killed_worker_recovered(&Store::new());
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_killed_worker_is_recovered_and_a_late_response_exits_5_on_postgres() {
+    killed_worker_recovered(&Store::postgres());
+}
+
+fn killed_worker_recovered(store: &Store) {
     let mut args = managed_run(&shipping_server(""), "book_shipment");
     args.extend(["--lease".to_owned(), "1".to_owned()]);
     let mut run = store.spawn(&refs(&args));

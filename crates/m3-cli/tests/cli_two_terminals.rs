@@ -1,5 +1,5 @@
 //! The two-terminal flow: `m3 run --human-input managed` in one process, `m3 pending` and
-//! `m3 respond` from others.
+//! `m3 respond` from others; on SQLite and on PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -9,7 +9,16 @@ use serde_json::json;
 
 #[test]
 fn a_round_is_answered_from_another_process_with_validation_and_idempotency() {
-    let store = Store::new();
+    answered_from_another_process(&Store::new());
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_round_is_answered_from_another_process_on_postgres() {
+    answered_from_another_process(&Store::postgres());
+}
+
+fn answered_from_another_process(store: &Store) {
     let mut run = store.spawn(&refs(&managed_run(&shipping_server(""), "book_shipment")));
     let first = run.next_json();
     let execution = first["execution_id"].as_str().unwrap().to_owned();

@@ -75,6 +75,7 @@ mod options;
 pub mod provider;
 mod scripts;
 mod serve;
+mod serve_http;
 mod shipping;
 mod state;
 
@@ -84,6 +85,7 @@ pub use options::{
 };
 pub use scripts::quote_price;
 pub use serve::{SERVER_NAMES, ServeOutcome, serve_named_stdio, serve_shipping, serve_stdio};
+pub use serve_http::{HTTP_PATH, HttpFixture, serve_named_http, serve_shipping_http};
 pub use shipping::{
     CONFIRMATION_KEY, GIFT_MESSAGE_KEY, LABEL_PROMPT, QUOTE_RESOURCE_URI, SHIPPING_ADDRESS_KEY,
     SHIPPING_ADDRESS_MESSAGE, SHIPPING_SERVER_NAME, VERIFICATION_KEY, VERIFICATION_URL_PREFIX,

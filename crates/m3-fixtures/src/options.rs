@@ -152,6 +152,13 @@ pub struct ShippingOptions {
     /// The key that seals `requestState` (at least 32 bytes). `None`: 32 random bytes per
     /// server, so a state from another server (process) is rejected.
     pub state_key: Option<Vec<u8>>,
+    /// Append one JSON line per `tools/call` to this file (tests count deliveries):
+    /// `{"pid", "ppid", "tool", "answered", "city"}`, `city` being the answered address's
+    /// city (tests put an identifier there).
+    pub call_log: Option<std::path::PathBuf>,
+    /// Never answer a `tools/call` that carries input responses (the retry): the call is
+    /// logged, then held until the client goes away (a worker killed mid-delivery).
+    pub hold_retry: bool,
 }
 
 impl fmt::Debug for ShippingOptions {
@@ -160,6 +167,8 @@ impl fmt::Debug for ShippingOptions {
             .field("era", &self.era)
             .field("fault", &self.fault)
             .field("state_key", &self.state_key.as_ref().map(|_| "<redacted>"))
+            .field("call_log", &self.call_log)
+            .field("hold_retry", &self.hold_retry)
             .finish()
     }
 }
@@ -176,6 +185,18 @@ impl ShippingOptions {
     /// The same options with `fault` injected.
     pub fn with_fault(mut self, fault: Fault) -> Self {
         self.fault = Some(fault);
+        self
+    }
+
+    /// The same options logging every `tools/call` to `path` (see [`Self::call_log`]).
+    pub fn with_call_log(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.call_log = Some(path.into());
+        self
+    }
+
+    /// The same options holding every retry that carries input responses.
+    pub fn with_hold_retry(mut self, hold: bool) -> Self {
+        self.hold_retry = hold;
         self
     }
 

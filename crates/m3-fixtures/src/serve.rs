@@ -39,8 +39,14 @@ pub enum ServeOutcome {
 
 /// The service rmcp runs: the handler plus the era rule for `server/discover`.
 #[derive(Debug, Clone)]
-struct EraService {
+pub(crate) struct EraService {
     handler: ShippingHandler,
+}
+
+impl EraService {
+    pub(crate) fn new(handler: ShippingHandler) -> Self {
+        Self { handler }
+    }
 }
 
 impl Service<RoleServer> for EraService {

@@ -13,10 +13,10 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestMethod, CallToolRequestParams, CallToolResponse, CallToolResult,
-        ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-        ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
-        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-        ResourceContents, ServerCapabilities, ServerConfig,
+        ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, InputResponses,
+        ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt,
+        ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+        Resource, ResourceContents, ServerCapabilities, ServerConfig,
     },
     service::RequestContext,
 };
@@ -189,6 +189,29 @@ impl ShippingHandler {
     }
 }
 
+/// Appends one line about a `tools/call` to the call log (best effort: a test fixture).
+fn log_call(path: &std::path::Path, tool: &str, responses: Option<&InputResponses>) {
+    use std::io::Write as _;
+    let city = responses
+        .and_then(|r| serde_json::to_value(r).ok())
+        .and_then(|v| v.pointer("/shipping_address/content/city").cloned());
+    let line = json!({
+        "pid": std::process::id(),
+        "ppid": std::os::unix::process::parent_id(),
+        "tool": tool,
+        "answered": responses.is_some(),
+        "city": city,
+    });
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut file| writeln!(file, "{line}"));
+    if let Err(error) = written {
+        tracing::warn!(%error, "cannot write the call log");
+    }
+}
+
 fn tool_response(outcome: Outcome<CallToolResult>) -> CallToolResponse {
     match outcome {
         Outcome::Done(result) => result.into(),
@@ -245,6 +268,14 @@ impl ServerHandler for ShippingHandler {
             ));
         }
         let weight_kg = weight(&arguments)?;
+        let answered = input.responses.is_some();
+        if let Some(path) = &self.inner.options.call_log {
+            log_call(path, &name, input.responses.as_ref());
+        }
+        if answered && self.inner.options.hold_retry {
+            self.stopped(&context).await;
+            return Err(ErrorData::internal_error("cancelled", None));
+        }
         if let Some(fault) = self.inner.options.fault {
             return self.faulty_call(fault, operation, input, context).await;
         }

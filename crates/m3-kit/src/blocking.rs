@@ -134,6 +134,27 @@ impl McpTestKitBuilder {
         }
     }
 
+    /// See [`AsyncMcpTestKitBuilder::embedded_worker`].
+    pub fn embedded_worker(self, yes: bool) -> Self {
+        Self {
+            inner: self.inner.embedded_worker(yes),
+        }
+    }
+
+    /// See [`AsyncMcpTestKitBuilder::worker_options`].
+    pub fn worker_options(self, options: m3_runtime::PoolOptions) -> Self {
+        Self {
+            inner: self.inner.worker_options(options),
+        }
+    }
+
+    /// See [`AsyncMcpTestKitBuilder::recovery_sweep`].
+    pub fn recovery_sweep(self, sweep: Option<m3_runtime::SweepOptions>) -> Self {
+        Self {
+            inner: self.inner.recovery_sweep(sweep),
+        }
+    }
+
     /// Starts the runtime, opens the store and runs recovery.
     ///
     /// # Errors

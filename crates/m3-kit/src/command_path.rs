@@ -9,7 +9,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use m3_types::{Error, Result, StdioServer};
+use m3_types::{Error, Result, ServerBinding, StdioServer};
 
 /// Resolves every server's command: a name without a path separator is searched in the
 /// binding's own `PATH` variable when it sets one, else in `caller_path` (the submitting
@@ -19,26 +19,32 @@ use m3_types::{Error, Result, StdioServer};
 /// `invalid_argument` naming the server, the command and the directories searched when a
 /// bare name is found in none of them.
 pub(crate) fn resolve_commands(
-    servers: Vec<StdioServer>,
+    servers: Vec<ServerBinding>,
     caller_path: Option<&OsStr>,
-) -> Result<Vec<StdioServer>> {
+) -> Result<Vec<ServerBinding>> {
     servers
         .into_iter()
-        .map(|mut server| {
-            if is_bare(&server.command) {
-                let search = server
-                    .env
-                    .get("PATH")
-                    .map(OsStr::new)
-                    .or(caller_path)
-                    .unwrap_or_default();
-                let found = find_program(&server.command, search)
-                    .ok_or_else(|| not_on_path(&server.name, &server.command, search))?;
-                server.command = found.display().to_string();
-            }
-            Ok(server)
+        .map(|binding| match binding {
+            ServerBinding::Stdio(server) => resolve_command(server, caller_path).map(Into::into),
+            other => Ok(other),
         })
         .collect()
+}
+
+/// [`resolve_commands`] for one stdio binding.
+fn resolve_command(mut server: StdioServer, caller_path: Option<&OsStr>) -> Result<StdioServer> {
+    if is_bare(&server.command) {
+        let search = server
+            .env
+            .get("PATH")
+            .map(OsStr::new)
+            .or(caller_path)
+            .unwrap_or_default();
+        let found = find_program(&server.command, search)
+            .ok_or_else(|| not_on_path(&server.name, &server.command, search))?;
+        server.command = found.display().to_string();
+    }
+    Ok(server)
 }
 
 /// A program name with no directory part.
@@ -89,6 +95,10 @@ mod tests {
 
     use super::*;
 
+    fn command(binding: &ServerBinding) -> &str {
+        &binding.as_stdio().unwrap().command
+    }
+
     fn program(dir: &Path, name: &str) -> PathBuf {
         let path = dir.join(name);
         std::fs::write(&path, "#!/bin/sh\n").unwrap();
@@ -110,14 +120,14 @@ mod tests {
         let search = std::env::join_paths([first.path(), second.path()]).unwrap();
         let resolved = resolve_commands(
             vec![
-                StdioServer::new("s", "my-server"),
-                StdioServer::new("t", "/bin/sh"),
+                StdioServer::new("s", "my-server").into(),
+                StdioServer::new("t", "/bin/sh").into(),
             ],
             Some(&search),
         )
         .unwrap();
-        assert_eq!(resolved[0].command, expected.display().to_string());
-        assert_eq!(resolved[1].command, "/bin/sh");
+        assert_eq!(command(&resolved[0]), expected.display().to_string());
+        assert_eq!(command(&resolved[1]), "/bin/sh");
     }
 
     #[test]
@@ -126,11 +136,14 @@ mod tests {
         let expected = program(dir.path(), "only-here");
         let server =
             StdioServer::new("s", "only-here").with_env("PATH", dir.path().display().to_string());
-        let resolved = resolve_commands(vec![server], Some(OsStr::new("/nowhere"))).unwrap();
-        assert_eq!(resolved[0].command, expected.display().to_string());
+        let resolved = resolve_commands(vec![server.into()], Some(OsStr::new("/nowhere"))).unwrap();
+        assert_eq!(command(&resolved[0]), expected.display().to_string());
 
-        let error =
-            resolve_commands(vec![StdioServer::new("shipping", "m3-missing")], None).unwrap_err();
+        let error = resolve_commands(
+            vec![StdioServer::new("shipping", "m3-missing").into()],
+            None,
+        )
+        .unwrap_err();
         assert_eq!(error.code(), "invalid_argument");
         assert!(
             error

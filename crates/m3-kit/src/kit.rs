@@ -1,16 +1,18 @@
 //! [`AsyncMcpTestKit`] and its builder.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use m3_runtime::{AgentSelection, RecoveryReport, ResponseNotifier, Worker};
+use m3_runtime::{
+    AgentSelection, PoolOptions, RecoveryReport, ResponseNotifier, SweepOptions, Worker,
+    WorkerPool, spawn_sweep,
+};
 use m3_store::{CombinedStore, ExecutionStore, ListExecutions, ManagedInputStore};
 use m3_types::{
     Error, ExecutionState, HumanInput, ManagedInputStatus, PendingElicitationRound, Result,
 };
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::agent::AsyncAgent;
 use crate::handle::AsyncExecutionHandle;
@@ -20,42 +22,25 @@ use crate::handle::AsyncExecutionHandle;
 pub(crate) struct KitInner {
     pub(crate) store: Arc<dyn ExecutionStore>,
     pub(crate) persistent: bool,
-    pub(crate) worker: Worker,
     pub(crate) notifier: Arc<ResponseNotifier>,
-    pub(crate) tasks: TaskTracker,
-    pub(crate) shutdown: CancellationToken,
-    pub(crate) local: Mutex<HashMap<String, CancellationToken>>,
+    /// The embedded worker (`None`: the kit only queues).
+    pool: Option<WorkerPool>,
+    /// Stops the recovery sweep of a kit without an embedded worker.
+    sweep_stop: CancellationToken,
 }
 
 impl KitInner {
     /// The local cancellation token of an execution this kit runs.
     pub(crate) fn local_token(&self, execution_id: &str) -> Option<CancellationToken> {
-        self.local
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(execution_id)
-            .cloned()
+        self.pool.as_ref()?.local_token(execution_id)
     }
 
-    /// Starts the worker for `execution_id` in the background.
-    pub(crate) fn spawn_worker(self: &Arc<Self>, execution_id: &str) {
-        let token = self.shutdown.child_token();
-        self.local
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(execution_id.to_owned(), token.clone());
-        let inner = Arc::clone(self);
-        let id = execution_id.to_owned();
-        self.tasks.spawn(async move {
-            if let Err(error) = inner.worker.run(&id, token).await {
-                tracing::warn!(execution.id = %id, %error, "execution worker ended with an error");
-            }
-            inner
-                .local
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
-        });
+    /// Hands a queued execution to the embedded worker, if the kit has one (otherwise it
+    /// waits for any `m3 worker` on the store).
+    pub(crate) fn spawn_worker(&self, execution_id: &str) {
+        if let Some(pool) = &self.pool {
+            pool.submit(execution_id);
+        }
     }
 }
 
@@ -138,28 +123,50 @@ impl AsyncMcpTestKit {
     /// A handle for an execution submitted by any process (to read its rounds,
     /// respond, wait or cancel).
     ///
+    /// An id with no execution record but with rounds in the managed-input store (rounds
+    /// another implementation of M3 wrote, such as the Python one, sf-m3, on a shared
+    /// database) gets a managed handle too: its rounds can be read and answered (through the
+    /// store, under the round's own lease, as the Python handle does), while the
+    /// execution-level calls (`snapshot`, `result`, `cancel`) say `not_found`.
+    ///
     /// # Errors
-    /// `not_found` for an unknown id;
+    /// `not_found` for an id with neither an execution record nor rounds;
     /// `storage_error`.
     ///
     /// # Cancel safety
     ///
     /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn attach(&self, execution_id: &str) -> Result<AsyncExecutionHandle> {
-        let record = self
-            .inner
-            .store
-            .get_execution(execution_id)
-            .await?
-            .ok_or_else(|| {
-                Error::not_found(format!("execution '{execution_id}' does not exist"))
-                    .with_detail("execution_id", execution_id)
-            })?;
+        let human_input = match self.inner.store.get_execution(execution_id).await? {
+            Some(record) => record.human_input,
+            None if self.has_rounds(execution_id).await? => HumanInput::Managed,
+            None => {
+                return Err(
+                    Error::not_found(format!("execution '{execution_id}' does not exist"))
+                        .with_detail("execution_id", execution_id),
+                );
+            }
+        };
         Ok(AsyncExecutionHandle::new(
             Arc::clone(&self.inner),
             execution_id.to_owned(),
-            record.human_input,
+            human_input,
         ))
+    }
+
+    /// Whether the managed-input store holds any round of `execution_id` (readable or not).
+    async fn has_rounds(&self, execution_id: &str) -> Result<bool> {
+        if execution_id.is_empty() {
+            return Ok(false);
+        }
+        let scan = self
+            .inner
+            .store
+            .managed_input_store()
+            .await?
+            .scan_rounds(execution_id)
+            .await?;
+        Ok(!(scan.rounds.is_empty() && scan.unreadable.is_empty()))
     }
 
     /// Every stored execution, oldest first.
@@ -266,10 +273,37 @@ impl AsyncMcpTestKit {
     /// Not meant for `select!`: dropped mid-way, background workers may still be stopping; the kit
     /// is consumed either way.
     pub async fn close(self) -> Result<()> {
-        self.inner.shutdown.cancel();
-        self.inner.tasks.close();
-        self.inner.tasks.wait().await;
+        if let Some(pool) = &self.inner.pool {
+            pool.close().await;
+        }
+        self.inner.sweep_stop.cancel();
         Ok(())
+    }
+
+    /// The embedded worker pool (`None` for a kit built with `embedded_worker(false)`).
+    pub fn worker_pool(&self) -> Option<&WorkerPool> {
+        self.inner.pool.as_ref()
+    }
+}
+
+/// Recovery at open is best-effort: a store that cannot take a write now (another process
+/// holds the write lock past the busy timeout) is opened anyway, so reading never fails
+/// because of it; the next open or an explicit [`AsyncMcpTestKit::recover`] catches up.
+async fn recover_best_effort(kit: &AsyncMcpTestKit) -> Result<()> {
+    match kit.recover().await {
+        Ok(report) if !report.executions.is_empty() => {
+            tracing::info!(
+                count = report.executions.len(),
+                "recovered executions on open"
+            );
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(error) if error.is_storage() => {
+            tracing::warn!(%error, "recovery on open skipped: the store cannot be written now");
+            Ok(())
+        }
+        Err(error) => Err(error),
     }
 }
 
@@ -282,6 +316,9 @@ pub struct AsyncMcpTestKitBuilder {
     rounds: Option<Arc<dyn ManagedInputStore>>,
     env: BTreeMap<String, String>,
     skip_recovery: bool,
+    no_embedded_worker: bool,
+    pool: Option<PoolOptions>,
+    sweep: Option<Option<SweepOptions>>,
 }
 
 impl AsyncMcpTestKitBuilder {
@@ -326,7 +363,32 @@ impl AsyncMcpTestKitBuilder {
         self
     }
 
-    /// Opens the store and runs recovery.
+    /// Whether the kit runs its own submissions in an embedded worker (default true). With
+    /// `false` the kit only queues: any `m3 worker` (or other kit's pool that claims the
+    /// queue) on the store runs them. Either way the kit sweeps recovery periodically.
+    pub fn embedded_worker(mut self, yes: bool) -> Self {
+        self.no_embedded_worker = !yes;
+        self
+    }
+
+    /// The embedded worker's settings (default [`PoolOptions::default`]: no concurrency
+    /// limit, only the kit's own submissions, the default recovery sweep). With
+    /// `claim_queue(true)` the kit also runs executions queued by other processes.
+    pub fn worker_options(mut self, options: PoolOptions) -> Self {
+        self.pool = Some(options);
+        self
+    }
+
+    /// The periodic recovery sweep (default: every 15 s, half the default lease; `None`: no
+    /// sweep, recovery runs only on open and through [`AsyncMcpTestKit::recover`]). Overrides
+    /// the sweep of [`worker_options`](Self::worker_options).
+    pub fn recovery_sweep(mut self, sweep: Option<SweepOptions>) -> Self {
+        self.sweep = Some(sweep);
+        self
+    }
+
+    /// Opens the store and runs recovery (best-effort: skipped when the store cannot be
+    /// written now, for example while another process holds its write lock).
     ///
     /// # Errors
     /// `storage_error` (and the store's open errors).
@@ -346,26 +408,31 @@ impl AsyncMcpTestKitBuilder {
         }
         let persistent = store.is_persistent();
         let notifier = ResponseNotifier::new();
-        let worker = Worker::new(Arc::clone(&store), Arc::clone(&notifier), self.env);
+        let mut options = self.pool.unwrap_or_default();
+        if let Some(sweep) = self.sweep {
+            options = options.sweep(sweep);
+        }
+        let sweep_stop = CancellationToken::new();
+        let pool = if self.no_embedded_worker {
+            if let Some(sweep) = options.sweep.clone() {
+                spawn_sweep(Arc::clone(&store), sweep, sweep_stop.clone());
+            }
+            None
+        } else {
+            let worker = Worker::new(Arc::clone(&store), Arc::clone(&notifier), self.env);
+            Some(WorkerPool::start(worker, options)?)
+        };
         let kit = AsyncMcpTestKit {
             inner: Arc::new(KitInner {
                 store,
                 persistent,
-                worker,
                 notifier,
-                tasks: TaskTracker::new(),
-                shutdown: CancellationToken::new(),
-                local: Mutex::new(HashMap::new()),
+                pool,
+                sweep_stop,
             }),
         };
         if !self.skip_recovery {
-            let report = kit.recover().await?;
-            if !report.executions.is_empty() {
-                tracing::info!(
-                    count = report.executions.len(),
-                    "recovered executions on open"
-                );
-            }
+            recover_best_effort(&kit).await?;
         }
         Ok(kit)
     }

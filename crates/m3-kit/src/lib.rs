@@ -66,11 +66,12 @@ pub use blocking::{Agent, ExecutionHandle, McpTestKit, McpTestKitBuilder};
 pub use handle::{AsyncExecutionHandle, RoundDetails, RoundDiagnostics};
 pub use kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
 pub use m3_runtime::{
-    AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, ElicitationPlan,
-    ExecutionTrace, PermissionPolicy, RecoveryReport, Script, ScriptStep,
+    AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, DEFAULT_CONCURRENCY,
+    DrainReport, ElicitationPlan, ExecutionTrace, PermissionPolicy, PoolEvent, PoolOptions,
+    RecoveryReport, Script, ScriptStep, SweepOptions, WorkerPool,
 };
 pub use m3_store::signal::{ChangeSubscription, Topic, Wake};
-pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions};
+pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions, StoreUrl};
 pub use options::{HumanInputValue, SubmitOptions};
 
 /// The repository's README and guides, compiled and run as doctests (`cargo test --doc`), so
@@ -98,6 +99,8 @@ mod documentation {
     struct Performance;
     #[doc = include_str!("../../../docs/decisions.md")]
     struct Decisions;
+    #[doc = include_str!("../../../docs/workers.md")]
+    struct Workers;
 }
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

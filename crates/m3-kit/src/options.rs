@@ -6,7 +6,7 @@ use m3_runtime::{
     DEFAULT_EXECUTION_TIMEOUT, DEFAULT_LEASE, DEFAULT_RENEW_EVERY, DEFAULT_ROUND_LIMIT,
     ElicitationPlan, PermissionPolicy,
 };
-use m3_types::{HumanInput, Result, StdioServer};
+use m3_types::{HumanInput, Result, ServerBinding};
 
 /// A value accepted by [`SubmitOptions::human_input`]: a [`HumanInput`] or its
 /// text (`"fail"`, `"managed"`); bad text is reported at submission as
@@ -54,7 +54,7 @@ impl HumanInputValue for String {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct SubmitOptions {
-    pub(crate) servers: Vec<StdioServer>,
+    pub(crate) servers: Vec<ServerBinding>,
     pub(crate) tools: Option<Vec<String>>,
     pub(crate) human_input: Result<HumanInput, String>,
     pub(crate) plan: Option<ElicitationPlan>,
@@ -98,15 +98,16 @@ impl SubmitOptions {
         self
     }
 
-    /// Adds one server binding.
-    pub fn server(mut self, server: StdioServer) -> Self {
-        self.servers.push(server);
+    /// Adds one server binding: a [`StdioServer`](m3_types::StdioServer) or an
+    /// [`HttpServer`](m3_types::HttpServer) (or a [`ServerBinding`]).
+    pub fn server(mut self, server: impl Into<ServerBinding>) -> Self {
+        self.servers.push(server.into());
         self
     }
 
     /// Adds server bindings.
-    pub fn servers(mut self, servers: impl IntoIterator<Item = StdioServer>) -> Self {
-        self.servers.extend(servers);
+    pub fn servers<S: Into<ServerBinding>>(mut self, servers: impl IntoIterator<Item = S>) -> Self {
+        self.servers.extend(servers.into_iter().map(Into::into));
         self
     }
 

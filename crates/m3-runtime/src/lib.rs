@@ -41,6 +41,7 @@
 
 mod coordinator;
 pub mod harness;
+mod lease_renewal;
 pub mod mcp;
 mod recovery;
 pub mod relay;
@@ -60,7 +61,11 @@ pub use spec::{
     ElicitationPlan, ExecutionSpec, PermissionPolicy,
 };
 pub use trace::ExecutionTrace;
-pub use worker::Worker;
+pub use worker::{
+    DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_POLL, DRAINED_REASON, DrainReport,
+    FILES_PER_EXECUTION, PoolEvent, PoolOptions, QUEUE_AGE_EXCEEDED, SweepOptions, Worker,
+    WorkerPool, raise_open_files_limit, spawn_sweep, sweep_once,
+};
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.
 #[cfg(doctest)]

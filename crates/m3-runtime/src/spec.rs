@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use m3_types::{Error, HumanInput, ResponseMap, Result, StdioServer, ToolSelection};
+use m3_types::{Error, HumanInput, ResponseMap, Result, ServerBinding, ToolSelection};
 use serde::{Deserialize, Serialize};
 
 use crate::selection::AgentSelection;
@@ -77,8 +77,8 @@ pub struct ExecutionSpec {
     pub prompt: String,
     /// The harness and its options.
     pub agent: AgentSelection,
-    /// The MCP server bindings, by name.
-    pub servers: Vec<StdioServer>,
+    /// The MCP server bindings, by name: stdio processes or Streamable HTTP endpoints.
+    pub servers: Vec<ServerBinding>,
     /// `"server:tool"` names the agent may call (`None`: every tool).
     pub tools: Option<Vec<String>>,
     /// `fail` (default) or `managed`.
@@ -130,10 +130,14 @@ impl ExecutionSpec {
         self
     }
 
-    /// Sets the server bindings.
+    /// Sets the server bindings (stdio or HTTP, anything `Into<ServerBinding>`).
     #[must_use]
-    pub fn with_servers(mut self, servers: Vec<StdioServer>) -> Self {
-        self.servers = servers;
+    pub fn with_servers<I, S>(mut self, servers: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<ServerBinding>,
+    {
+        self.servers = servers.into_iter().map(Into::into).collect();
         self
     }
 
@@ -217,7 +221,8 @@ impl ExecutionSpec {
     ///
     /// # Errors
     /// `invalid_argument` for: a harness that is not available, a malformed script,
-    /// duplicate or invalid server bindings, a tool selection naming an unbound
+    /// duplicate or invalid server bindings (an HTTP host its trust level refuses,
+    /// an HTTP binding for the codex harness), a tool selection naming an unbound
     /// server, `managed` with a predefined plan, a zero round limit, timeout or
     /// lease, or a renewal interval not shorter than the lease.
     pub fn validate(&self) -> Result<()> {
@@ -225,11 +230,18 @@ impl ExecutionSpec {
         let mut names = BTreeMap::new();
         for server in &self.servers {
             server.validate()?;
-            if names.insert(server.name.as_str(), ()).is_some() {
+            if names.insert(server.name(), ()).is_some() {
                 return Err(Error::model_validation(format!(
                     "server binding '{}' is given twice",
-                    server.name
+                    server.name()
                 )));
+            }
+            if let (ServerBinding::Http(http), AgentSelection::Codex(_)) = (server, &self.agent) {
+                return Err(Error::model_validation(format!(
+                    "MCP server '{}' is an HTTP binding; the codex harness binds stdio servers only (use the scripted harness, or a stdio binding)",
+                    http.name
+                ))
+                .with_detail("server", http.name.clone()));
             }
         }
         if let Some(selection) = self.tool_selection()? {

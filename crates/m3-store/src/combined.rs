@@ -8,9 +8,9 @@ use m3_types::{Clock, ExecutionStatus, Result};
 use serde_json::Value;
 
 use crate::{
-    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
-    ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore, NewExecution,
-    TerminalizeExpired, Terminalized,
+    AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore,
+    NewExecution, TerminalizeExpired, Terminalized,
 };
 
 /// An [`ExecutionStore`] whose executions live in `executions` and whose managed-input
@@ -55,6 +55,10 @@ impl ExecutionStore for CombinedStore {
 
     async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
         self.executions.acquire_lease(request).await
+    }
+
+    async fn claim_queued(&self, request: ClaimQueued) -> Result<Option<ClaimedExecution>> {
+        self.executions.claim_queued(request).await
     }
 
     async fn renew_lease(

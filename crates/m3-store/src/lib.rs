@@ -55,6 +55,7 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 #![deny(unused_must_use)]
 
 mod clock;
@@ -94,9 +95,10 @@ pub struct CustomBackendGuide;
 pub mod execution;
 
 pub use execution::{
-    AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore,
-    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
+    AcquireLease, ClaimQueued, ClaimedExecution, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
+    EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, NewExecution,
+    TerminalizeExpired, Terminalized,
 };
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

@@ -70,6 +70,23 @@ impl StoreUrl {
         Ok(Self::Sqlite(PathBuf::from(path)))
     }
 
+    /// The local file this store lives in, for the backends that keep one (so a caller can
+    /// tell "no store there yet" from "an empty store" without naming a backend); `None`
+    /// for server and in-memory stores.
+    ///
+    /// ```
+    /// use m3_store::StoreUrl;
+    /// assert!(StoreUrl::parse("runs/m3.sqlite")?.local_file().is_some());
+    /// assert!(StoreUrl::parse("postgres://db.example/m3")?.local_file().is_none());
+    /// # Ok::<(), m3_types::Error>(())
+    /// ```
+    pub fn local_file(&self) -> Option<&std::path::Path> {
+        match self {
+            Self::Sqlite(path) => Some(path),
+            Self::Memory | Self::Postgres(_) => None,
+        }
+    }
+
     /// Opens the store this URL names, on `clock`.
     ///
     /// # Errors

@@ -49,10 +49,10 @@ mod reworded {
     use m3_store::conformance::{Backend, run_all};
     use m3_store::memory::{MemoryExecutionStore, MemoryManagedInputStore};
     use m3_store::{
-        AcquireLease, ClaimRound, CreateRound, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
-        ExecutionRecord, ExecutionStore, FinishExecution, LeaseRef, ListExecutions,
-        ManagedInputStore, NewExecution, ResponseSubmission, RoundFailure, RoundRef, RoundScan,
-        TerminalizeExpired, Terminalized,
+        AcquireLease, ClaimQueued, ClaimRound, ClaimedExecution, CreateRound, ExecutionEvent,
+        ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
+        LeaseRef, ListExecutions, ManagedInputStore, NewExecution, ResponseSubmission,
+        RoundFailure, RoundRef, RoundScan, TerminalizeExpired, Terminalized,
     };
     use m3_types::{Clock, Error, ExecutionStatus, ManagedInputRecord, Result};
     use serde_json::{Map, Value};
@@ -161,6 +161,9 @@ mod reworded {
         }
         async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
             r(self.0.acquire_lease(request).await)
+        }
+        async fn claim_queued(&self, request: ClaimQueued) -> Result<Option<ClaimedExecution>> {
+            r(self.0.claim_queued(request).await)
         }
         async fn renew_lease(
             &self,

@@ -60,7 +60,9 @@
 //!   results and [`ErrorInfo`].
 //! - [`form`]: the fields of a requested schema ([`form::fields`]), classified by MCP's
 //!   restricted subset, for every form renderer.
-//! - [`server`]: [`StdioServer`] bindings and [`ToolSelection`] (`"server:tool"`).
+//! - [`server`]: [`StdioServer`] bindings and [`ToolSelection`] (`"server:tool"`);
+//!   [`http_server`]: [`HttpServer`] (Streamable HTTP) bindings, their [`ServerTrust`], and
+//!   [`ServerBinding`], either kind.
 //! - [`error`]: one [`Error`] enum with stable [`Error::code`] strings; [`messages`] holds the
 //!   reference's message texts so every crate and backend uses the same words.
 //! - [`canonical`], [`redact`](mod@redact), [`clock`], [`timestamp`]: canonical JSON for payload
@@ -88,6 +90,7 @@ pub mod elicitation;
 pub mod error;
 pub mod execution;
 pub mod form;
+pub mod http_server;
 pub mod messages;
 pub mod reason;
 pub mod record;
@@ -109,6 +112,7 @@ pub use execution::{
     ActivityHealth, ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
     HumanInput,
 };
+pub use http_server::{HttpServer, ResolvedHeaders, ServerBinding, ServerTrust};
 pub use reason::Reason;
 pub use record::{DeliveryState, ManagedInputLease, ManagedInputRecord, ManagedInputStatus};
 pub use redact::{REDACTED, redact, redact_echoes, redact_with, secret_values};

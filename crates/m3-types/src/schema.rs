@@ -5,8 +5,9 @@ use schemars::{JsonSchema, Schema};
 use crate::{
     DeliveryState, ElicitationAction, ElicitationRequest, ElicitationResponse, ErrorCode,
     ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
-    FormElicitationRequest, HumanInput, ManagedInputLease, ManagedInputRecord, ManagedInputStatus,
-    OperationKind, PendingElicitationRound, StdioServer, ToolSelection, UrlElicitationRequest,
+    FormElicitationRequest, HttpServer, HumanInput, ManagedInputLease, ManagedInputRecord,
+    ManagedInputStatus, OperationKind, PendingElicitationRound, ServerBinding, ServerTrust,
+    StdioServer, ToolSelection, UrlElicitationRequest,
 };
 
 fn entry<T: JsonSchema>(name: &'static str) -> (&'static str, Schema) {
@@ -77,12 +78,15 @@ pub fn value_schemas() -> Vec<(&'static str, Schema)> {
         entry::<ExecutionState>("ExecutionState"),
         entry::<ExecutionStatus>("ExecutionStatus"),
         entry::<FormElicitationRequest>("FormElicitationRequest"),
+        entry::<HttpServer>("HttpServer"),
         entry::<HumanInput>("HumanInput"),
         entry::<ManagedInputLease>("ManagedInputLease"),
         entry::<ManagedInputRecord>("ManagedInputRecord"),
         entry::<ManagedInputStatus>("ManagedInputStatus"),
         entry::<OperationKind>("OperationKind"),
         entry::<PendingElicitationRound>("PendingElicitationRound"),
+        entry::<ServerBinding>("ServerBinding"),
+        entry::<ServerTrust>("ServerTrust"),
         entry::<StdioServer>("StdioServer"),
         entry::<ToolSelection>("ToolSelection"),
         entry::<UrlElicitationRequest>("UrlElicitationRequest"),

@@ -583,7 +583,7 @@ fn servers_and_selections_have_json_shapes() {
 #[test]
 fn every_public_value_type_has_a_schema() {
     let schemas = m3_types::value_schemas();
-    assert_eq!(schemas.len(), 20);
+    assert_eq!(schemas.len(), 23);
     let names: Vec<&str> = schemas.iter().map(|(n, _)| *n).collect();
     let mut sorted = names.clone();
     sorted.sort_unstable();

@@ -99,6 +99,15 @@ pub async fn connect(server: &StdioServer, options: ConnectOptions) -> McpConnec
     .unwrap_or_else(|e| panic!("connect to {} failed: {e} {:?}", server.name, e.details()))
 }
 
+/// The names of the tools `connection` lists.
+pub async fn tool_names(connection: &McpConnection) -> Vec<String> {
+    let tools = connection
+        .list_tools()
+        .await
+        .unwrap_or_else(|e| panic!("tools/list failed: {e}"));
+    tools.into_iter().map(|t| t.name).collect()
+}
+
 /// The names of a form request's schema properties.
 pub fn properties(request: &ElicitationRequest) -> Vec<String> {
     match request {

@@ -56,7 +56,7 @@ async fn serve(script: &Path, port: u16, record: Option<PathBuf>) -> Result<(), 
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn stopped() -> Result<(), Failure> {
+pub(crate) async fn stopped() -> Result<(), Failure> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|error| {
         Failure::other("io_error", format!("cannot watch SIGTERM: {error}"))

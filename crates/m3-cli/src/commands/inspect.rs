@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use m3_kit::{AsyncMcpTestKit, Topic};
+use m3_kit::{AsyncMcpTestKit, StoreUrl, Topic};
 use m3_types::{ExecutionOutcome, PendingElicitationRound, timestamp};
 use serde_json::json;
 
@@ -37,10 +37,14 @@ pub(crate) async fn open_existing_kit(
     open_kit(db, recover).await
 }
 
-/// `not_found` (exit 8) naming the path when no SQLite store exists at `db`.
+/// `not_found` (exit 8) naming the path when `db` names a store kept in a local file and
+/// no such file exists. A server store (a `postgres://` URL) is there when its server is:
+/// opening it says so otherwise.
 fn require_store(db: &Path) -> Result<(), Failure> {
-    if db.is_file() {
-        return Ok(());
+    let url = StoreUrl::parse(&db.to_string_lossy())?;
+    match url.local_file() {
+        Some(file) if !file.is_file() => {}
+        _ => return Ok(()),
     }
     let mut failure = Failure::other(
         "not_found",

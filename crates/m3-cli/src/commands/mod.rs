@@ -9,6 +9,8 @@ pub(crate) mod respond;
 pub(crate) mod run;
 pub(crate) mod schema;
 pub(crate) mod serve;
+pub(crate) mod submit;
+pub(crate) mod worker;
 
 /// Logging to stderr: `RUST_LOG` when set, else `quiet` (the level without `-v`: `off` for
 /// the commands whose stderr carries the one error line or JSON object, `warn` for the

@@ -3,6 +3,7 @@
 //! `--interactive`), then the result.
 
 use std::collections::BTreeSet;
+use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,11 +18,11 @@ use crate::agent::{AgentSource, selection_json};
 use crate::cli::{HumanInputArg, RunArgs};
 use crate::commands::inspect::open_kit;
 use crate::failure::Failure;
-use crate::form::{Prompter, answer_round};
+use crate::form::{Prompter, TerminalInput, answer_round};
 use crate::output::Output;
 use crate::progress::Ticker;
 use crate::render;
-use crate::servers::parse_servers;
+use crate::servers::{ServerFlags, parse_servers};
 
 /// How often the foreground loop looks for a new round or the end of the execution.
 const POLL: Duration = Duration::from_millis(20);
@@ -29,16 +30,30 @@ const POLL: Duration = Duration::from_millis(20);
 /// The prompt given to a scripted agent when `--prompt` is omitted.
 const DEFAULT_PROMPT: &str = "Run the script.";
 
-pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Failure> {
-    let servers = parse_servers(&args.servers, &args.server_env, &args.server_cwd)?;
-    let source = if let Some(target) = args.call {
+/// What `m3 run` and `m3 submit` submit: the agent, its prompt and the options.
+pub(crate) struct Submission {
+    pub(crate) selection: AgentSelection,
+    pub(crate) prompt: String,
+    pub(crate) options: SubmitOptions,
+}
+
+/// Builds the submission `args` describe.
+pub(crate) fn submission(args: &RunArgs) -> Result<Submission, Failure> {
+    let servers = parse_servers(ServerFlags {
+        servers: &args.servers,
+        envs: &args.server_env,
+        cwds: &args.server_cwd,
+        headers: &args.server_header,
+        trusts: &args.server_trust,
+    })?;
+    let source = if let Some(target) = args.call.clone() {
         AgentSource::Call {
             target,
-            arguments: args.arguments,
+            arguments: args.arguments.clone(),
         }
-    } else if let Some(path) = args.script {
+    } else if let Some(path) = args.script.clone() {
         AgentSource::Script(path)
-    } else if let Some(agent) = args.agent {
+    } else if let Some(agent) = args.agent.clone() {
         AgentSource::Agent(agent)
     } else {
         return Err(Failure::usage(
@@ -72,8 +87,23 @@ pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Fai
     if let Some(tools) = tools {
         options = options.tools(tools);
     }
-    let prompt = args.prompt.unwrap_or_else(|| DEFAULT_PROMPT.to_owned());
+    let prompt = args
+        .prompt
+        .clone()
+        .unwrap_or_else(|| DEFAULT_PROMPT.to_owned());
+    Ok(Submission {
+        selection,
+        prompt,
+        options,
+    })
+}
 
+pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Failure> {
+    let Submission {
+        selection,
+        prompt,
+        options,
+    } = submission(&args)?;
     let kit = open_kit(db, true).await?;
     let outcome = async {
         let agent = kit
@@ -187,7 +217,17 @@ async fn answer_for(
 ) -> Result<Option<ResponseMap>, Failure> {
     Ok(match answer {
         Answer::AnyProcess => None,
-        Answer::Terminal => Some(ask_terminal(round).await?),
+        Answer::Terminal => {
+            let answered = ask_terminal(round).await?;
+            if answered.is_none() {
+                out.say(format!(
+                    "round {} left pending; {}",
+                    round.round_id,
+                    render::respond_hint(round)
+                ));
+            }
+            answered
+        }
         Answer::Fixed(build) => {
             let responses = build(round);
             if !out.is_json() {
@@ -246,13 +286,20 @@ fn show_round(
     Ok(())
 }
 
-/// Asks the person at this terminal (prompts on stderr, answers from stdin).
-async fn ask_terminal(round: &PendingElicitationRound) -> Result<ResponseMap, Failure> {
+/// Asks the person at this terminal: on a TTY with line editing and history (prompts on the
+/// terminal), otherwise plain lines (prompts on stderr, answers from stdin). `None` when the
+/// person quit or gave up (Ctrl-C, Ctrl-D): the round stays pending.
+async fn ask_terminal(round: &PendingElicitationRound) -> Result<Option<ResponseMap>, Failure> {
     let round = round.clone();
     tokio::task::spawn_blocking(move || {
         let stdin = std::io::stdin();
-        let mut prompter = Prompter::new(stdin.lock(), std::io::stderr());
-        answer_round(&mut prompter, &round)
+        if stdin.is_terminal() {
+            let mut prompter = Prompter::new(TerminalInput::open()?, std::io::stderr());
+            answer_round(&mut prompter, &round)
+        } else {
+            let mut prompter = Prompter::new(stdin.lock(), std::io::stderr());
+            answer_round(&mut prompter, &round)
+        }
     })
     .await
     .map_err(|error| Failure::other("internal", format!("the prompt failed: {error}")))?

@@ -56,7 +56,7 @@ fn query_escape(text: &str) -> String {
 }
 
 /// SIGINT or SIGTERM.
-async fn signal() {
+pub(crate) async fn signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

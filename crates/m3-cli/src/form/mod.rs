@@ -3,8 +3,8 @@
 //!
 //! The renderer works on any `BufRead` + `Write` pair, so it is driven the same way by a
 //! person at a terminal, a pseudo-terminal in tests, and plain byte buffers in unit tests.
-//! It uses plain line prompts (no cursor movement, no raw mode): one question per line, one
-//! answer per line.
+//! It uses line prompts: one question per line, one answer per line (on a terminal, edited
+//! with rustyline; anywhere else, read as plain lines).
 //!
 //! - [`fields`] classifies each property of a `requestedSchema` ([`Field`], [`FieldKind`]):
 //!   strings (with `format` hints and length bounds), numbers and integers (with bounds),
@@ -12,43 +12,101 @@
 //!   multi-select enums (`items.enum`, titled `items.anyOf`), and a JSON fallback.
 //! - [`Prompter`] asks one request at a time: decline and cancel are always offered, required
 //!   fields are enforced, defaults pre-fill, invalid input is explained and asked again.
-//! - [`answer_round`] asks every request of a pending round and checks each form against the
-//!   round's own validation before returning it.
+//! - [`answer_round`] asks every request of a pending round, checks each form against the
+//!   round's own validation, shows a summary and asks to commit it.
+//! - [`TerminalInput`] reads answers on a terminal with line editing and history (any
+//!   [`LineInput`] works: every `BufRead` is one).
 
 mod answer;
+mod input;
 mod prompt;
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 
-use m3_types::{ElicitationResponse, PendingElicitationRound, ResponseMap, validate_responses};
+use m3_types::{
+    ElicitationAction, ElicitationRequest, ElicitationResponse, PendingElicitationRound,
+    ResponseMap, redact, validate_responses,
+};
+use serde_json::Value;
 
+pub use input::{LineInput, TerminalInput};
 pub use m3_types::form::{Choice, Field, FieldKind, fields};
-pub use prompt::{CANCEL_WORD, DECLINE_WORD, Prompter};
+pub use prompt::{CANCEL_WORD, DECLINE_WORD, Prompter, ordered_fields};
 
-/// Asks every request of `round`, in request-key order, and returns the response map.
+/// Asks every request of `round`, in request-key order, shows a summary of the answers
+/// (secret-named fields redacted) and asks to commit them: `Some(responses)` once the person
+/// confirms, `None` when they quit or gave up (Ctrl-C, Ctrl-D) anywhere, which leaves the
+/// round pending. Editing asks every request again.
 ///
 /// Each accepted form is checked with [`validate_responses`] against that request before it
 /// is accepted; a refusal is shown and the form is asked again.
 ///
 /// # Errors
 /// Only I/O errors of the prompter.
-pub fn answer_round<R: BufRead, W: Write>(
+pub fn answer_round<R: LineInput, W: Write>(
     prompter: &mut Prompter<R, W>,
     round: &PendingElicitationRound,
-) -> io::Result<ResponseMap> {
+) -> io::Result<Option<ResponseMap>> {
+    loop {
+        let Some(responses) = ask_each(prompter, round)? else {
+            return Ok(None);
+        };
+        prompter.say("Summary:")?;
+        for (key, response) in &responses {
+            prompter.say(&format!(
+                "  {}",
+                summary_line(key, &round.requests[key], response)
+            ))?;
+        }
+        match prompter.confirm()? {
+            Some(true) => return Ok(Some(responses)),
+            Some(false) => {}
+            None => return Ok(None),
+        }
+    }
+}
+
+fn ask_each<R: LineInput, W: Write>(
+    prompter: &mut Prompter<R, W>,
+    round: &PendingElicitationRound,
+) -> io::Result<Option<ResponseMap>> {
     let mut responses = ResponseMap::new();
     for (key, request) in &round.requests {
-        let check = |content: &serde_json::Map<String, serde_json::Value>| {
+        let check = |content: &serde_json::Map<String, Value>| {
             let mut single = round.clone();
             single.requests.retain(|k, _| k == key);
             let mut map = ResponseMap::new();
             map.insert(key.clone(), ElicitationResponse::accept(content.clone()));
             validate_responses(&single, &map).map_err(|error| error.message().to_owned())
         };
-        let response = prompter.ask(request, check)?;
+        let Some(response) = prompter.ask(request, check)? else {
+            return Ok(None);
+        };
         responses.insert(key.clone(), response);
     }
-    Ok(responses)
+    Ok(Some(responses))
+}
+
+/// `[key] accept: street = "1 Main Street", password = "[REDACTED]"`.
+fn summary_line(key: &str, request: &ElicitationRequest, response: &ElicitationResponse) -> String {
+    match (response.action, &response.content, request) {
+        (ElicitationAction::Accept, Some(content), _) => {
+            let shown = redact(&Value::Object(content.clone()));
+            let fields: Vec<String> = shown
+                .as_object()
+                .map(|map| {
+                    map.iter()
+                        .map(|(name, value)| format!("{name} = {value}"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("[{key}] accept: {}", fields.join(", "))
+        }
+        (ElicitationAction::Accept, None, ElicitationRequest::Url(_)) => {
+            format!("[{key}] accept (consent to the URL)")
+        }
+        (action, _, _) => format!("[{key}] {action}"),
+    }
 }
 
 #[cfg(test)]

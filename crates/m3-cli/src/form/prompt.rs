@@ -1,6 +1,6 @@
 //! The line-based prompter: asks one request at a time on any `BufRead` + `Write` pair.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 
 use m3_types::{
     ElicitationAction, ElicitationRequest, ElicitationResponse, FormElicitationRequest,
@@ -9,6 +9,7 @@ use m3_types::{
 use serde_json::{Map, Value};
 
 use super::answer::{Parsed, format_hint, parse};
+use super::input::LineInput;
 use m3_types::form::{Field, FieldKind, fields};
 
 /// Typed at any field prompt: decline the request.
@@ -18,9 +19,11 @@ pub const CANCEL_WORD: &str = ":cancel";
 
 /// Asks a person for elicitation responses with plain line prompts.
 ///
-/// Every prompt is one line written to `output`; every answer is one line read from `input`.
-/// Decline and cancel are always offered. The end of input cancels the request (the person
-/// dismissed it). The prompter never opens or fetches a URL.
+/// Every prompt is one line written to `output`; every answer is one line read from `input`
+/// (any `BufRead`, or the terminal with line editing: [`TerminalInput`](super::TerminalInput)).
+/// Decline and cancel are always offered. The end of input (Ctrl-D) or Ctrl-C gives up:
+/// the call returns `None` and nothing is answered. The prompter never opens or fetches a
+/// URL.
 ///
 /// ```
 /// use m3_cli::form::Prompter;
@@ -33,7 +36,7 @@ pub const CANCEL_WORD: &str = ":cancel";
 ///     "address", "Where to?", schema.as_object().cloned().unwrap_or_default());
 /// let mut output = Vec::new();
 /// let mut prompter = Prompter::new("a\n\nPune\n".as_bytes(), &mut output);
-/// let response = prompter.ask_form(&request, |_| Ok(()))?;
+/// let response = prompter.ask_form(&request, |_| Ok(()))?.expect("answered");
 /// assert_eq!(response.action, ElicitationAction::Accept);
 /// assert_eq!(response.content.unwrap()["city"], "Pune");
 /// # Ok::<(), std::io::Error>(())
@@ -48,15 +51,17 @@ pub struct Prompter<R, W> {
 enum Step {
     Answer(Parsed),
     Action(ElicitationAction),
+    /// The person gave up (Ctrl-D, Ctrl-C).
+    GaveUp,
 }
 
-impl<R: BufRead, W: Write> Prompter<R, W> {
+impl<R: LineInput, W: Write> Prompter<R, W> {
     /// A prompter reading answers from `input` and writing prompts to `output`.
     pub fn new(input: R, output: W) -> Self {
         Self { input, output }
     }
 
-    /// Asks `request` (form or URL) and returns the person's response.
+    /// Asks `request` (form or URL) and returns the person's response (`None`: they gave up).
     ///
     /// `check` sees a complete form content before it is returned; an `Err(message)` is shown
     /// and the form is asked again (the CLI passes the round's own schema validation).
@@ -67,14 +72,15 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
         &mut self,
         request: &ElicitationRequest,
         check: impl FnMut(&Map<String, Value>) -> Result<(), String>,
-    ) -> io::Result<ElicitationResponse> {
+    ) -> io::Result<Option<ElicitationResponse>> {
         match request {
             ElicitationRequest::Form(form) => self.ask_form(form, check),
             ElicitationRequest::Url(url) => self.ask_url(url),
         }
     }
 
-    /// Asks a form request: first the action, then (on accept) each field.
+    /// Asks a form request: first the action, then (on accept) each field, in the order of
+    /// [`ordered_fields`] (`None`: the person gave up).
     ///
     /// # Errors
     /// Only I/O errors.
@@ -82,12 +88,13 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
         &mut self,
         request: &FormElicitationRequest,
         mut check: impl FnMut(&Map<String, Value>) -> Result<(), String>,
-    ) -> io::Result<ElicitationResponse> {
-        let fields = fields(&request.requested_schema);
+    ) -> io::Result<Option<ElicitationResponse>> {
+        let fields = ordered_fields(&request.requested_schema);
         writeln!(self.output, "[{}] {}", request.request_key, request.message)?;
         match self.choose_action("Answer this form?", "fill in the form")? {
-            ElicitationAction::Accept => {}
-            other => return Ok(response_for(other)),
+            Some(ElicitationAction::Accept) => {}
+            Some(other) => return Ok(Some(response_for(other))),
+            None => return Ok(None),
         }
         writeln!(
             self.output,
@@ -101,11 +108,12 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
                         content.insert(field.name.clone(), value);
                     }
                     Step::Answer(Parsed::Omit) => {}
-                    Step::Action(action) => return Ok(response_for(action)),
+                    Step::Action(action) => return Ok(Some(response_for(action))),
+                    Step::GaveUp => return Ok(None),
                 }
             }
             match check(&content) {
-                Ok(()) => return Ok(ElicitationResponse::accept(content)),
+                Ok(()) => return Ok(Some(ElicitationResponse::accept(content))),
                 Err(message) => {
                     writeln!(self.output, "  ! {message}")?;
                     writeln!(self.output, "  Please fill in the form again.")?;
@@ -114,11 +122,15 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
         }
     }
 
-    /// Asks a URL request: shows the full URL and asks for consent. Never opens the URL.
+    /// Asks a URL request: shows the full URL and asks for consent (`None`: the person gave
+    /// up). Never opens the URL.
     ///
     /// # Errors
     /// Only I/O errors.
-    pub fn ask_url(&mut self, request: &UrlElicitationRequest) -> io::Result<ElicitationResponse> {
+    pub fn ask_url(
+        &mut self,
+        request: &UrlElicitationRequest,
+    ) -> io::Result<Option<ElicitationResponse>> {
         writeln!(self.output, "[{}] {}", request.request_key, request.message)?;
         writeln!(self.output, "  URL: {}", request.url)?;
         writeln!(
@@ -126,23 +138,51 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
             "  m3 does not open this URL; open it yourself only if you trust it."
         )?;
         let action = self.choose_action("Consent to this URL?", "consent")?;
-        Ok(response_for(action))
+        Ok(action.map(response_for))
     }
 
-    fn choose_action(&mut self, question: &str, accept: &str) -> io::Result<ElicitationAction> {
+    /// Asks whether to commit the summarized answers: `Some(true)` yes, `Some(false)` fill
+    /// them in again, `None` leave the round pending (or the person gave up).
+    ///
+    /// # Errors
+    /// Only I/O errors.
+    pub fn confirm(&mut self) -> io::Result<Option<bool>> {
         loop {
-            write!(
-                self.output,
-                "{question} [a]ccept ({accept}) / [d]ecline / [c]ancel [a]: "
-            )?;
-            self.output.flush()?;
-            let Some(line) = self.read_line()? else {
-                return Ok(ElicitationAction::Cancel);
+            let prompt = "Commit these responses? [y]es / [e]dit (answer again) / [q]uit (leave the round pending) [y]: ";
+            let Some(line) = self.input.read_line(prompt, &mut self.output)? else {
+                return Ok(None);
             };
             match line.trim().to_ascii_lowercase().as_str() {
-                "" | "a" | "accept" => return Ok(ElicitationAction::Accept),
-                "d" | "decline" => return Ok(ElicitationAction::Decline),
-                "c" | "cancel" => return Ok(ElicitationAction::Cancel),
+                "" | "y" | "yes" => return Ok(Some(true)),
+                "e" | "edit" => return Ok(Some(false)),
+                "q" | "quit" => return Ok(None),
+                other => writeln!(self.output, "  ! '{other}': answer y, e or q")?,
+            }
+        }
+    }
+
+    /// Writes one line to the output (the summary before [`confirm`](Self::confirm)).
+    ///
+    /// # Errors
+    /// Only I/O errors.
+    pub fn say(&mut self, line: &str) -> io::Result<()> {
+        writeln!(self.output, "{line}")
+    }
+
+    fn choose_action(
+        &mut self,
+        question: &str,
+        accept: &str,
+    ) -> io::Result<Option<ElicitationAction>> {
+        loop {
+            let prompt = format!("{question} [a]ccept ({accept}) / [d]ecline / [c]ancel [a]: ");
+            let Some(line) = self.input.read_line(&prompt, &mut self.output)? else {
+                return Ok(None);
+            };
+            match line.trim().to_ascii_lowercase().as_str() {
+                "" | "a" | "accept" => return Ok(Some(ElicitationAction::Accept)),
+                "d" | "decline" => return Ok(Some(ElicitationAction::Decline)),
+                "c" | "cancel" => return Ok(Some(ElicitationAction::Cancel)),
                 other => writeln!(self.output, "  ! '{other}': answer a, d or c")?,
             }
         }
@@ -170,10 +210,8 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
         }
         let prompt = prompt_line(field);
         loop {
-            write!(self.output, "{prompt}")?;
-            self.output.flush()?;
-            let Some(line) = self.read_line()? else {
-                return Ok(Step::Action(ElicitationAction::Cancel));
+            let Some(line) = self.input.read_line(&prompt, &mut self.output)? else {
+                return Ok(Step::GaveUp);
             };
             match line.trim() {
                 DECLINE_WORD => return Ok(Step::Action(ElicitationAction::Decline)),
@@ -186,19 +224,26 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
             }
         }
     }
+}
 
-    /// One line without its line ending; `None` at the end of input.
-    fn read_line(&mut self) -> io::Result<Option<String>> {
-        let mut line = String::new();
-        if self.input.read_line(&mut line)? == 0 {
-            writeln!(self.output)?;
-            return Ok(None);
-        }
-        while line.ends_with(['\n', '\r']) {
-            line.pop();
-        }
-        Ok(Some(line))
-    }
+/// The fields of `schema` in the order the server gave them as far as it survives storage:
+/// rounds are stored as canonical JSON (sorted keys, byte-compatible with the Python
+/// implementation), which keeps arrays in order but not object keys. So the properties the
+/// server lists in `required` come first, in that order, then the others by name.
+pub fn ordered_fields(schema: &Map<String, Value>) -> Vec<Field> {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut fields = fields(schema);
+    fields.sort_by_key(|field| {
+        required
+            .iter()
+            .position(|name| *name == field.name)
+            .unwrap_or(usize::MAX)
+    });
+    fields
 }
 
 fn response_for(action: ElicitationAction) -> ElicitationResponse {

@@ -2,7 +2,7 @@
 
 use m3_types::{
     ElicitationAction, ElicitationRequest, FormElicitationRequest, OperationKind,
-    PendingElicitationRound, UrlElicitationRequest,
+    PendingElicitationRound, ResponseMap, UrlElicitationRequest,
 };
 use serde_json::{Value, json};
 
@@ -20,7 +20,7 @@ fn address() -> FormElicitationRequest {
     )
 }
 
-fn run(input: &str, request: &ElicitationRequest) -> (ElicitationResponse, String) {
+fn ask(input: &str, request: &ElicitationRequest) -> (Option<ElicitationResponse>, String) {
     let mut output = Vec::new();
     let response = Prompter::new(input.as_bytes(), &mut output)
         .ask(request, |_| Ok(()))
@@ -28,10 +28,15 @@ fn run(input: &str, request: &ElicitationRequest) -> (ElicitationResponse, Strin
     (response, String::from_utf8(output).unwrap())
 }
 
+fn run(input: &str, request: &ElicitationRequest) -> (ElicitationResponse, String) {
+    let (response, output) = ask(input, request);
+    (response.expect("answered"), output)
+}
+
 #[test]
 fn accept_fills_every_field() {
-    // Properties come in key order: city, then street.
-    let (response, output) = run("\nPune\n1 Main Street\n", &address().into());
+    // The server's `required` order comes first: street, then city.
+    let (response, output) = run("\n1 Main Street\nPune\n", &address().into());
     assert_eq!(response.action, ElicitationAction::Accept);
     assert_eq!(
         Value::Object(response.content.unwrap()),
@@ -40,13 +45,28 @@ fn accept_fills_every_field() {
     assert!(output.contains("[shipping_address] Enter the delivery address."));
     assert!(output.contains("[d]ecline / [c]ancel"), "{output}");
     assert!(output.contains("City (required, text): "), "{output}");
+    let street = output.find("Street (required").unwrap();
+    assert!(street < output.find("City (required").unwrap(), "{output}");
+}
+
+#[test]
+fn required_fields_come_first_in_their_order_then_the_others_by_name() {
+    let schema = json!({"type": "object", "required": ["zip", "city"], "properties": {
+        "note": {"type": "string"}, "city": {"type": "string"},
+        "apt": {"type": "string"}, "zip": {"type": "string"}
+    }});
+    let names: Vec<String> = ordered_fields(schema.as_object().unwrap())
+        .into_iter()
+        .map(|field| field.name)
+        .collect();
+    assert_eq!(names, ["zip", "city", "apt", "note"]);
 }
 
 #[test]
 fn required_fields_are_asked_again_until_given() {
-    let (response, output) = run("a\n\nPune\n1 Main Street\n", &address().into());
+    let (response, output) = run("a\n\n1 Main Street\nPune\n", &address().into());
     assert_eq!(response.content.unwrap()["city"], "Pune");
-    assert!(output.contains("! City is required"), "{output}");
+    assert!(output.contains("! Street is required"), "{output}");
 }
 
 #[test]
@@ -74,15 +94,9 @@ fn decline_and_cancel_are_always_offered() {
 }
 
 #[test]
-fn end_of_input_cancels() {
-    assert_eq!(
-        run("", &address().into()).0.action,
-        ElicitationAction::Cancel
-    );
-    assert_eq!(
-        run("a\nPune\n", &address().into()).0.action,
-        ElicitationAction::Cancel
-    );
+fn end_of_input_gives_up_without_an_answer() {
+    assert_eq!(ask("", &address().into()).0, None);
+    assert_eq!(ask("a\n1 Main Street\n", &address().into()).0, None);
 }
 
 #[test]
@@ -124,7 +138,7 @@ fn defaults_enums_and_bounds_are_offered_and_enforced() {
 fn a_refused_form_is_asked_again() {
     let mut output = Vec::new();
     let mut refusals = 1;
-    let response = Prompter::new("a\nPune\nx\nPune\n1 Main Street\n".as_bytes(), &mut output)
+    let response = Prompter::new("a\nx\nPune\n1 Main Street\nPune\n".as_bytes(), &mut output)
         .ask_form(&address(), |content| {
             if refusals > 0 {
                 refusals -= 1;
@@ -136,6 +150,7 @@ fn a_refused_form_is_asked_again() {
                 Ok(())
             }
         })
+        .unwrap()
         .unwrap();
     let output = String::from_utf8(output).unwrap();
     assert!(output.contains("! street 'x' is too short"), "{output}");
@@ -151,6 +166,7 @@ fn a_url_request_shows_the_url_and_asks_for_consent() {
     );
     let (response, output) = run("\n", &request.clone().into());
     assert_eq!(response, ElicitationResponse::accept_url());
+    assert_eq!(ask("", &request.clone().into()).0, None);
     assert!(output.contains("URL: https://verify.example/start?session=abc&step=2"));
     assert!(output.contains("does not open this URL"));
     assert_eq!(
@@ -159,16 +175,16 @@ fn a_url_request_shows_the_url_and_asks_for_consent() {
     );
 }
 
-#[test]
-fn a_round_is_answered_request_by_request_with_its_schema_checked() {
+fn contact_round() -> PendingElicitationRound {
     let schema = json!({"type": "object", "required": ["email"], "properties": {
-        "email": {"type": "string", "format": "email", "maxLength": 40}
+        "email": {"type": "string", "format": "email", "maxLength": 40},
+        "password": {"type": "string"}
     }});
     let contact =
         FormElicitationRequest::new("contact", "Contact?", schema.as_object().cloned().unwrap());
     let verify = UrlElicitationRequest::new("verify", "Verify.", "https://verify.example/x");
     let requests = PendingElicitationRound::request_map([contact.into(), verify.into()]).unwrap();
-    let round = PendingElicitationRound::new(
+    PendingElicitationRound::new(
         "round-1",
         "exec-1",
         "op-1",
@@ -178,17 +194,47 @@ fn a_round_is_answered_request_by_request_with_its_schema_checked() {
         requests,
         time::OffsetDateTime::now_utc(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+fn answer(input: &str) -> (Option<ResponseMap>, String) {
     let mut output = Vec::new();
-    let mut prompter = Prompter::new(
-        "a\nnot-an-email\nada@example.com\nc\n".as_bytes(),
-        &mut output,
-    );
-    let responses = answer_round(&mut prompter, &round).unwrap();
+    let mut prompter = Prompter::new(input.as_bytes(), &mut output);
+    let responses = answer_round(&mut prompter, &contact_round()).unwrap();
+    (responses, String::from_utf8(output).unwrap())
+}
+
+#[test]
+fn a_round_is_answered_request_by_request_with_its_schema_checked_and_confirmed() {
+    let (responses, output) = answer("a\nnot-an-email\nada@example.com\nhunter2\nc\n\n");
+    let responses = responses.expect("confirmed");
     assert_eq!(
         responses["contact"].content.as_ref().unwrap()["email"],
         "ada@example.com"
     );
     assert_eq!(responses["verify"], ElicitationResponse::cancel());
-    validate_responses(&round, &responses).unwrap();
+    validate_responses(&contact_round(), &responses).unwrap();
+    // The summary before the confirm step never shows a secret-named value.
+    assert!(
+        output
+            .contains("  [contact] accept: email = \"ada@example.com\", password = \"[REDACTED]\""),
+        "{output}"
+    );
+    assert!(output.contains("  [verify] cancel"), "{output}");
+    assert!(!output.contains("hunter2"), "{output}");
+    assert!(output.contains("Commit these responses? [y]es"), "{output}");
+}
+
+#[test]
+fn editing_asks_again_and_quitting_or_giving_up_leaves_the_round_unanswered() {
+    let (responses, _) = answer("a\nold@example.com\n\nd\ne\na\nnew@example.com\n\na\ny\n");
+    let responses = responses.expect("confirmed after editing");
+    assert_eq!(
+        responses["contact"].content.as_ref().unwrap()["email"],
+        "new@example.com"
+    );
+    assert_eq!(responses["verify"], ElicitationResponse::accept_url());
+    assert_eq!(answer("a\nada@example.com\n\nd\nq\n").0, None);
+    assert_eq!(answer("a\nada@example.com\n\nd\n").0, None);
+    assert_eq!(answer("a\nada@example.com\n").0, None);
 }

@@ -24,15 +24,30 @@ pub fn m3_bin() -> &'static str {
     env!("CARGO_BIN_EXE_m3")
 }
 
-/// A fresh store in its own temp dir.
+/// A fresh store for one test: a SQLite file in its own temp dir (given with `--db`), or a
+/// fresh schema on the test PostgreSQL server (given with `M3_DB`, as a user exports it).
 pub struct Store {
     pub dir: TempDir,
+    postgres: Option<String>,
 }
 
 impl Store {
+    /// A SQLite store at `<temp dir>/m3.sqlite`.
     pub fn new() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
+            postgres: None,
+        }
+    }
+
+    /// A store in its own schema on the server `M3_TEST_POSTGRES_URL` names (scripts/test.sh
+    /// starts one); without that variable the test fails, it is not skipped.
+    #[cfg(feature = "postgres")]
+    pub fn postgres() -> Self {
+        let url = m3_store::postgres::testing::isolated_url().unwrap_or_else(|e| panic!("{e}"));
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            postgres: Some(url),
         }
     }
 
@@ -40,14 +55,16 @@ impl Store {
         self.dir.path().join("m3.sqlite")
     }
 
-    /// `m3 --db <db> ARGS...` (M3_DB is removed from the environment).
+    /// `m3 ARGS...` on this store: `--db <file>` for SQLite, `M3_DB=<url>` for PostgreSQL
+    /// (any other M3_DB is removed from the environment).
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(m3_bin());
+        match &self.postgres {
+            Some(url) => command.env("M3_DB", url),
+            None => command.arg("--db").arg(self.db()).env_remove("M3_DB"),
+        };
         command
-            .arg("--db")
-            .arg(self.db())
             .args(args)
-            .env_remove("M3_DB")
             .current_dir(self.dir.path())
             .stdin(Stdio::null());
         command
@@ -135,6 +152,12 @@ impl Running {
     pub fn next_json(&mut self) -> Value {
         let line = self.next_line();
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// The next stdout line as JSON, if one arrives within `wait`.
+    pub fn try_next_json(&mut self, wait: Duration) -> Option<Value> {
+        let line = self.lines.recv_timeout(wait).ok()?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
     }
 
     pub fn next_line(&mut self) -> String {

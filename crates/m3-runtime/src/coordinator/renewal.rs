@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::RECOVERY_UNAVAILABLE;
+use crate::lease_renewal::{LeaseDeadline, renew_until_expiry};
 
 /// Where the renewal task leaves a recovery error for the waiter.
 #[derive(Debug, Default)]
@@ -36,7 +37,8 @@ impl RecoverySlot {
 }
 
 /// Spawns the renewal task: every `every`, `renew` the round lease for `lease`.
-/// A failure ends the round `failed/recovery_unavailable` and wakes the waiter.
+/// A transient failure is retried while the lease is live; a lost or expired lease ends the
+/// round `failed/recovery_unavailable` and wakes the waiter.
 pub(super) fn spawn(
     store: Arc<dyn ManagedInputStore>,
     round: RoundRef,
@@ -47,6 +49,7 @@ pub(super) fn spawn(
     stop: CancellationToken,
 ) {
     tokio::spawn(async move {
+        let mut deadline = LeaseDeadline::granted_now(lease);
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -54,7 +57,13 @@ pub(super) fn spawn(
                 () = stop.cancelled() => return,
                 _ = ticks.tick() => {}
             }
-            let message = match store.renew(&round, &lease_ref, lease).await {
+            let renewed = renew_until_expiry(&mut deadline, every, &stop, || {
+                store.renew(&round, &lease_ref, lease)
+            });
+            let Some(renewed) = renewed.await else {
+                return;
+            };
+            let message = match renewed {
                 Ok(record) if is_recovery_failed(record.status, record.failure_code.as_deref()) => {
                     "managed interaction cannot be resumed safely after worker loss"
                 }

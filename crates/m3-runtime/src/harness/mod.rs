@@ -1,5 +1,8 @@
 //! Harnesses: what turns a prompt into MCP operations.
 //!
+//! Plumbing for `m3-kit` and the `m3` binary, exempt from semver (see the crate's
+//! [stability note](crate#stability)): applications use `m3-kit`.
+//!
 //! A [`Harness`] drives an [`AgentSession`]; M3 is the MCP client and owns every
 //! retry and input round. [`ScriptedHarness`] is the built-in deterministic
 //! agent; [`CodexHarness`] drives the Codex CLI's app-server, which is then the

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use m3_types::{
-    Error, OperationKind, PendingElicitationRound, ResponseMap, Result, StdioServer, ToolSelection,
+    Error, OperationKind, PendingElicitationRound, ResponseMap, Result, ServerBinding,
+    ToolSelection,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -110,7 +111,7 @@ impl OperationLog {
 #[derive(Debug)]
 pub struct AgentSession {
     execution_id: String,
-    bindings: Vec<StdioServer>,
+    bindings: Vec<ServerBinding>,
     tools: Option<ToolSelection>,
     connections: BTreeMap<String, Arc<McpConnection>>,
     input: InputPolicy,
@@ -125,7 +126,7 @@ pub struct AgentSession {
 #[derive(Debug)]
 pub(crate) struct SessionSetup<'a> {
     pub(crate) execution_id: &'a str,
-    pub(crate) servers: &'a [StdioServer],
+    pub(crate) servers: &'a [ServerBinding],
     pub(crate) env: &'a BTreeMap<String, String>,
     pub(crate) tools: Option<ToolSelection>,
     pub(crate) input: InputPolicy,
@@ -140,20 +141,23 @@ pub(crate) struct SessionSetup<'a> {
 
 impl AgentSession {
     /// Builds the session; with `setup.connect`, connects to every server binding.
-    /// Each binding gets `env` added to its environment (its own keys win).
+    /// Each stdio binding gets `env` added to its environment (its own keys win).
     pub(crate) async fn connect(setup: SessionSetup<'_>) -> Result<Self> {
-        let bindings: Vec<StdioServer> = setup
+        let bindings: Vec<ServerBinding> = setup
             .servers
             .iter()
-            .map(|server| {
-                let mut binding = server.clone();
-                for (key, value) in setup.env {
-                    binding
-                        .env
-                        .entry(key.clone())
-                        .or_insert_with(|| value.clone());
+            .map(|server| match server {
+                ServerBinding::Stdio(stdio) => {
+                    let mut binding = stdio.clone();
+                    for (key, value) in setup.env {
+                        binding
+                            .env
+                            .entry(key.clone())
+                            .or_insert_with(|| value.clone());
+                    }
+                    ServerBinding::Stdio(binding)
                 }
-                binding
+                other => other.clone(),
             })
             .collect();
         let mut connections = BTreeMap::new();
@@ -162,8 +166,8 @@ impl AgentSession {
                 let options = ConnectOptions::new()
                     .with_tool_selection(setup.tools.clone())
                     .with_round_limit(setup.round_limit.saturating_add(1));
-                let connection = McpConnection::connect(binding, options).await?;
-                connections.insert(binding.name.clone(), Arc::new(connection));
+                let connection = McpConnection::connect_binding(binding, options).await?;
+                connections.insert(binding.name().to_owned(), Arc::new(connection));
             }
         }
         Ok(Self {
@@ -185,8 +189,8 @@ impl AgentSession {
         &self.execution_id
     }
 
-    /// The server bindings, each with the worker's environment added.
-    pub fn bindings(&self) -> &[StdioServer] {
+    /// The server bindings, each stdio one with the worker's environment added.
+    pub fn bindings(&self) -> &[ServerBinding] {
         &self.bindings
     }
 

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use m3_types::{Error, Result, StdioServer};
+use m3_types::{Error, HttpServer, Result, ServerBinding, StdioServer};
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, RunningService};
 use serde::{Deserialize, Serialize};
@@ -14,6 +14,7 @@ use super::driver;
 use super::fault::{ConnectionFault, FaultSender, wait_for_fault};
 use super::frames;
 use super::handler::{LegacyRouter, M3ClientHandler};
+use super::http;
 use super::operation::{OperationProgress, OperationRequest, ResumeRequest};
 use super::options::{ConnectOptions, ProtocolEra};
 use super::process::{self, ServerProcess, SpawnSettings};
@@ -57,7 +58,10 @@ pub(crate) struct Shared {
     pub(crate) peer: Peer<RoleClient>,
     pub(crate) faults: watch::Receiver<Option<ConnectionFault>>,
     pub(crate) fault_tx: FaultSender,
-    pub(crate) process: ServerProcess,
+    /// The server's process (`None` for an HTTP endpoint).
+    pub(crate) process: Option<ServerProcess>,
+    /// Resolved header values of an HTTP binding, to redact wherever they appear.
+    pub(crate) secrets: Vec<String>,
     pub(crate) router: Arc<LegacyRouter>,
     /// Raw `input_required` results and `elicitation/create` params, by id.
     pub(crate) raw: Arc<RawMessages>,
@@ -132,6 +136,17 @@ pub struct McpConnection {
     service: tokio::sync::Mutex<Option<RunningService<RoleClient, M3ClientHandler>>>,
 }
 
+/// What [`McpConnection::establish`] assembles a connection from.
+struct Parts {
+    server: String,
+    options: ConnectOptions,
+    faults: (FaultSender, watch::Receiver<Option<ConnectionFault>>),
+    raw: Arc<RawMessages>,
+    process: Option<ServerProcess>,
+    secrets: Vec<String>,
+}
+
+#[derive(Clone, Copy)]
 enum Lifecycle {
     Auto,
     Fixed(ProtocolEra),
@@ -187,21 +202,125 @@ impl McpConnection {
             process.exit_watch(),
             Arc::clone(&raw),
         );
+        let parts = Parts {
+            server: server.name.clone(),
+            options: options.clone(),
+            faults: (fault_tx, faults),
+            raw,
+            process: Some(process),
+            secrets: Vec::new(),
+        };
+        Self::establish((reader, pipes.stdin), parts, lifecycle).await
+    }
+
+    /// Connect to any binding: [`McpConnection::connect`] for a stdio server,
+    /// [`McpConnection::connect_http`] for an HTTP endpoint.
+    ///
+    /// # Errors
+    /// As those two.
+    pub async fn connect_binding(server: &ServerBinding, options: ConnectOptions) -> Result<Self> {
+        match server {
+            ServerBinding::Http(server) => Self::connect_http(server, options).await,
+            ServerBinding::Stdio(server) => Self::connect(server, options).await,
+            other => Err(Error::model_validation(format!(
+                "MCP server '{}': this kind of binding is not supported",
+                other.name()
+            ))),
+        }
+    }
+
+    /// Connect to a Streamable HTTP endpoint, negotiating the era as
+    /// [`McpConnection::connect`] does (`server/discover`, falling back to
+    /// `initialize`).
+    ///
+    /// The host is resolved first and every address is checked against the
+    /// binding's trust level; the connection then uses exactly those addresses.
+    /// `${NAME}` header values are read from our environment now. Redirects are
+    /// not followed, proxies are not used. Closing (or dropping) the
+    /// connection ends its `Mcp-Session-Id` session with a `DELETE`.
+    ///
+    /// # Errors
+    /// `invalid_argument` for a bad binding, an address the trust level refuses
+    /// (naming host and trust level) or an unset header variable;
+    /// `transport_error` (with `http_status` when the server answered one) when
+    /// the endpoint cannot be reached; `protocol_error` for a malformed answer;
+    /// `timeout` when the handshake does not finish within `connect_timeout`.
+    pub async fn connect_http(server: &HttpServer, options: ConnectOptions) -> Result<Self> {
+        let endpoint = http::resolve(server).await?;
+        let attempt = |lifecycle| Self::connect_http_once(server, &endpoint, &options, lifecycle);
+        match options.era {
+            Some(era) => attempt(Lifecycle::Fixed(era)).await,
+            None => match attempt(Lifecycle::Auto).await {
+                Err(error) if error.is_timeout() => {
+                    tracing::info!(server = %server.name, "server/discover probe timed out; falling back to initialize");
+                    attempt(Lifecycle::Fixed(ProtocolEra::Legacy)).await
+                }
+                other => other,
+            },
+        }
+    }
+
+    async fn connect_http_once(
+        server: &HttpServer,
+        endpoint: &http::Endpoint,
+        options: &ConnectOptions,
+        lifecycle: Lifecycle,
+    ) -> Result<Self> {
+        let (fault_tx, faults) = FaultSender::new();
+        let raw = Arc::new(RawMessages::default());
+        let transport = http::transport(
+            &server.name,
+            endpoint,
+            options,
+            Arc::clone(&raw),
+            fault_tx.clone(),
+        )?;
+        let parts = Parts {
+            server: server.name.clone(),
+            options: options.clone(),
+            faults: (fault_tx, faults),
+            raw,
+            process: None,
+            secrets: endpoint.secrets.clone(),
+        };
+        Self::establish(transport, parts, lifecycle).await
+    }
+
+    /// Run the handshake over `transport` and assemble the connection.
+    async fn establish<T, E, A>(transport: T, parts: Parts, lifecycle: Lifecycle) -> Result<Self>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let Parts {
+            server,
+            options,
+            faults: (fault_tx, faults),
+            raw,
+            process,
+            secrets,
+        } = parts;
         let router = Arc::new(LegacyRouter::default());
         let handler = M3ClientHandler::new(Arc::clone(&router), Arc::clone(&raw));
-        let (mode, timeout) = lifecycle_mode(lifecycle, options);
-        let serving = handler.serve_with_lifecycle((reader, pipes.stdin), mode);
-        let service = match handshake(serving, timeout, &server.name, faults.clone()).await {
+        let (mode, timeout) = lifecycle_mode(lifecycle, &options);
+        let serving = handler.serve_with_lifecycle(transport, mode);
+        let service = match handshake(serving, timeout, &server, faults.clone()).await {
             Ok(service) => service,
             Err(error) => {
-                process.shutdown(Duration::ZERO).await;
-                return Err(error.with_detail("stderr", process.stderr().text()));
+                fault_tx.raise(ConnectionFault::transport("connection closed"));
+                return Err(match process {
+                    Some(process) => {
+                        process.shutdown(Duration::ZERO).await;
+                        error.with_detail("stderr", process.stderr().text())
+                    }
+                    None => error,
+                });
             }
         };
         let (era, version, identity) = negotiated(&service);
-        tracing::info!(server = %server.name, %era, protocol_version = %version, pid = process.pid(), "MCP server connected");
+        tracing::info!(server = %server, %era, protocol_version = %version, pid = ?process.as_ref().map(ServerProcess::pid), "MCP server connected");
         let shared = Shared {
-            server: server.name.clone(),
+            server,
             era,
             protocol_version: version.to_string(),
             identity,
@@ -209,10 +328,11 @@ impl McpConnection {
             faults,
             fault_tx,
             process,
+            secrets,
             router,
             raw,
             legacy_slot: Arc::new(Semaphore::new(1)),
-            options: options.clone(),
+            options,
             log: Mutex::new(Vec::new()),
         };
         Ok(Self {
@@ -241,14 +361,26 @@ impl McpConnection {
         self.shared.identity.as_ref()
     }
 
-    /// The server's pid, which is also its process group id.
-    pub fn pid(&self) -> u32 {
-        self.shared.process.pid()
+    /// The server's pid, which is also its process group id (`None` for an
+    /// HTTP endpoint).
+    pub fn pid(&self) -> Option<u32> {
+        self.shared.process.as_ref().map(ServerProcess::pid)
     }
 
-    /// The retained tail of the server's stderr (lossy UTF-8).
+    /// The retained tail of the server's stderr (lossy UTF-8; empty for an HTTP
+    /// endpoint).
     pub fn stderr_tail(&self) -> String {
-        self.shared.process.stderr().text()
+        self.shared
+            .process
+            .as_ref()
+            .map(|process| process.stderr().text())
+            .unwrap_or_default()
+    }
+
+    /// Values to redact in anything derived from this connection: the resolved
+    /// `${NAME}` header values of an HTTP binding (none for stdio).
+    pub fn secret_values(&self) -> &[String] {
+        &self.shared.secrets
     }
 
     /// The connection's fault, if it has become unusable.
@@ -343,7 +475,9 @@ impl McpConnection {
         if let Some(mut service) = self.service.lock().await.take() {
             let _ = service.close_with_timeout(grace).await;
         }
-        self.shared.process.shutdown(grace).await;
+        if let Some(process) = &self.shared.process {
+            process.shutdown(grace).await;
+        }
         Ok(())
     }
 }
@@ -353,7 +487,9 @@ impl Drop for McpConnection {
         self.shared
             .fault_tx
             .raise(ConnectionFault::transport("connection closed"));
-        self.shared.process.kill_token().cancel();
+        if let Some(process) = &self.shared.process {
+            process.kill_token().cancel();
+        }
     }
 }
 

@@ -1,5 +1,8 @@
 //! The MCP client: stdio servers, both protocol eras, input rounds, traces.
 //!
+//! Plumbing for `m3-kit` and the `m3` binary, exempt from semver (see the crate's
+//! [stability note](crate#stability)): applications use `m3-kit`.
+//!
 //! # Quick start
 //!
 //! ```no_run
@@ -66,6 +69,7 @@ mod driver;
 mod fault;
 mod frames;
 mod handler;
+mod http;
 mod operation;
 mod options;
 pub(crate) mod process;

@@ -1,5 +1,8 @@
 //! The MCP relay: how M3 sees the MCP wire of a harness that is itself the MCP client.
 //!
+//! Plumbing for `m3-kit` and the `m3` binary, exempt from semver (see the crate's
+//! [stability note](crate#stability)): applications use `m3-kit`.
+//!
 //! A harness such as Codex launches its stdio MCP servers itself. To see (and police)
 //! that traffic, M3 rewrites the server command to
 //! `m3 mcp-relay --handoff FILE -- <server command> <args...>`. The relay

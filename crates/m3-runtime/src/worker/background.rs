@@ -8,6 +8,8 @@ use m3_store::{ExecutionLeaseRef, ExecutionStore};
 use m3_types::Error;
 use tokio_util::sync::CancellationToken;
 
+use crate::lease_renewal::{LeaseDeadline, renew_until_expiry};
+
 /// The error that ended the heartbeat, for the worker to report.
 #[derive(Debug, Default)]
 pub(super) struct LostError(Mutex<Option<Error>>);
@@ -18,8 +20,9 @@ impl LostError {
     }
 }
 
-/// Renews the execution lease every `every`; on failure records the error and
-/// cancels `lost`. Ends when `stop` is cancelled.
+/// Renews the execution lease every `every` (retrying a transient failure while the lease is
+/// live); when the lease is lost or expires, records the error and cancels `lost`. Ends when
+/// `stop` is cancelled.
 pub(super) fn spawn_heartbeat(
     executions: Arc<dyn ExecutionStore>,
     lease: ExecutionLeaseRef,
@@ -31,6 +34,7 @@ pub(super) fn spawn_heartbeat(
     let slot = Arc::new(LostError::default());
     let out = Arc::clone(&slot);
     tokio::spawn(async move {
+        let mut deadline = LeaseDeadline::granted_now(ttl);
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -38,7 +42,10 @@ pub(super) fn spawn_heartbeat(
                 () = stop.cancelled() => return,
                 _ = ticks.tick() => {}
             }
-            if let Err(error) = executions.renew_lease(&lease, ttl).await {
+            let renewed = renew_until_expiry(&mut deadline, every, &stop, || {
+                executions.renew_lease(&lease, ttl)
+            });
+            if let Some(Err(error)) = renewed.await {
                 if stop.is_cancelled() {
                     return;
                 }

@@ -3,12 +3,28 @@
 //! process, enforces the execution timeout and writes the terminal result.
 
 mod background;
+mod limits;
+mod pool;
+mod sweep;
+mod wait;
+
+pub use limits::{FILES_PER_EXECUTION, raise_open_files_limit};
+pub use pool::{
+    DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_POLL, DrainReport, PoolEvent,
+    PoolOptions, WorkerPool,
+};
+pub use sweep::{QUEUE_AGE_EXCEEDED, SweepOptions, spawn_sweep, sweep_once};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use m3_store::{AcquireLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution};
-use m3_types::{Error, ExecutionOutcome, ExecutionResult, ExecutionStatus, HumanInput, Result};
+use m3_store::{
+    AcquireLease, ClaimedExecution, ExecutionLeaseRef, ExecutionRecord, ExecutionStore,
+    FinishExecution,
+};
+use m3_types::{
+    Error, ExecutionOutcome, ExecutionResult, ExecutionStatus, HumanInput, Result, messages,
+};
 use tokio_util::sync::CancellationToken;
 use tracing::instrument;
 
@@ -34,6 +50,8 @@ enum Ending {
     Cancelled,
     TimedOut,
     LeaseLost(Error),
+    /// The worker stopped (drain timeout) before the execution ended.
+    Drained,
 }
 
 impl Ending {
@@ -42,6 +60,14 @@ impl Ending {
         match self {
             Self::Done(Ok(text)) => (Some(text), None),
             Self::Done(Err(error)) | Self::LeaseLost(error) => (None, Some(error)),
+            Self::Drained if spec.human_input == HumanInput::Managed => (
+                None,
+                Some(
+                    Error::managed_input_recovery(messages::RECOVERY_UNAVAILABLE)
+                        .with_detail("reason", DRAINED_REASON),
+                ),
+            ),
+            Self::Drained => (None, None),
             Self::Cancelled => (
                 None,
                 Some(Error::cancelled(
@@ -59,9 +85,26 @@ impl Ending {
     }
 }
 
+impl Ending {
+    /// The outcome when it is not the one the error implies: a drained execution that is
+    /// not managed ends `interrupted`, as recovery would end it.
+    fn outcome_override(&self, spec: &ExecutionSpec) -> Option<ExecutionOutcome> {
+        match self {
+            Self::Drained if spec.human_input != HumanInput::Managed => {
+                Some(ExecutionOutcome::Interrupted)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Why a worker that stopped failed the executions it still ran.
+pub const DRAINED_REASON: &str = "worker stopped after its drain timeout";
+
 /// What ends a running turn early.
 struct Watch<'a> {
     cancel: &'a CancellationToken,
+    drained: &'a CancellationToken,
     lost: &'a CancellationToken,
     lost_error: &'a background::LostError,
 }
@@ -79,6 +122,11 @@ impl Worker {
             notifier,
             env: Arc::new(env),
         }
+    }
+
+    /// The store this worker runs executions of.
+    pub fn store(&self) -> &Arc<dyn ExecutionStore> {
+        &self.executions
     }
 
     /// The notifier handles use after committing a response.
@@ -103,6 +151,54 @@ impl Worker {
     ) -> Result<ExecutionRecord> {
         let (record, spec) = self.load(execution_id).await?;
         let lease = self.claim(&record, &spec).await?;
+        self.drive(record, spec, lease, cancel, CancellationToken::new())
+            .await
+    }
+
+    /// Runs an execution this worker claimed from the queue
+    /// ([`ExecutionStore::claim_queued`]) to its end and returns the finished record.
+    ///
+    /// The lease is renewed at once to the execution's own lease duration. `cancel` is a
+    /// local cancellation; `drained` ends the execution closed, exactly as recovery would
+    /// (managed: `failed` with `managed_input_recovery_unavailable` and its unresolved
+    /// rounds `recovery_unavailable`; otherwise `interrupted`): a worker stopping after its
+    /// drain timeout.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    #[instrument(skip_all, fields(execution.id = %claimed.record.execution_id), err)]
+    pub async fn run_claimed(
+        &self,
+        claimed: ClaimedExecution,
+        cancel: CancellationToken,
+        drained: CancellationToken,
+    ) -> Result<ExecutionRecord> {
+        let lease = claimed.lease.to_ref();
+        let spec = match parse_spec(&claimed.record) {
+            Ok(spec) => spec,
+            Err(error) => {
+                // A spec this build cannot read fails the execution instead of leaving it.
+                let request = FinishExecution::new(&lease.execution_id, ExecutionOutcome::Failed)
+                    .with_error(error.to_error_info())
+                    .with_lease(lease.clone());
+                return self.executions.finish(request).await;
+            }
+        };
+        self.executions.renew_lease(&lease, spec.lease()).await?;
+        self.drive(claimed.record, spec, lease, cancel, drained)
+            .await
+    }
+
+    /// Runs a leased execution in lifecycle `starting` to its end.
+    async fn drive(
+        &self,
+        record: ExecutionRecord,
+        spec: ExecutionSpec,
+        lease: ExecutionLeaseRef,
+        cancel: CancellationToken,
+        drained: CancellationToken,
+    ) -> Result<ExecutionRecord> {
+        let execution_id = record.execution_id.as_str();
         let stop = CancellationToken::new();
         let _stop_guard = stop.clone().drop_guard();
         let lost = CancellationToken::new();
@@ -127,12 +223,14 @@ impl Worker {
         } else {
             let watch = Watch {
                 cancel: &cancel,
+                drained: &drained,
                 lost: &lost,
                 lost_error: &lost_error,
             };
             self.race(&spec, &lease, coordinator.clone(), Arc::clone(&log), watch)
                 .await
         };
+        let outcome = ending.outcome_override(&spec);
         let (final_text, error) = ending.into_outcome(&spec);
         if let Some(coordinator) = &coordinator {
             let closing = error
@@ -142,7 +240,7 @@ impl Worker {
             coordinator.close(&closing).await;
         }
         stop.cancel();
-        self.finish(&record, &spec, &lease, final_text, error, &log)
+        self.finish(&record, &spec, &lease, final_text, error, &log, outcome)
             .await
     }
 
@@ -156,9 +254,7 @@ impl Worker {
                 Error::managed_input_conflict("execution does not exist")
                     .with_detail("execution_id", execution_id)
             })?;
-        let spec: ExecutionSpec = serde_json::from_value(record.spec.clone()).map_err(|e| {
-            Error::model_validation("stored execution spec is invalid").with_source(e)
-        })?;
+        let spec = parse_spec(&record)?;
         Ok((record, spec))
     }
 
@@ -226,6 +322,7 @@ impl Worker {
         let ending = tokio::select! {
             done = &mut body => Ending::Done(done),
             () = watch.cancel.cancelled() => Ending::Cancelled,
+            () = watch.drained.cancelled() => Ending::Drained,
             () = tokio::time::sleep(spec.timeout()) => Ending::TimedOut,
             () = watch.lost.cancelled() => Ending::LeaseLost(watch.lost_error.take().unwrap_or_else(|| {
                 Error::managed_input_recovery("managed interaction cannot be resumed safely after worker loss")
@@ -291,8 +388,9 @@ impl Worker {
         final_text: Option<String>,
         error: Option<Error>,
         log: &OperationLog,
+        outcome: Option<ExecutionOutcome>,
     ) -> Result<ExecutionRecord> {
-        let outcome = ExecutionOutcome::for_error(error.as_ref());
+        let outcome = outcome.unwrap_or_else(|| ExecutionOutcome::for_error(error.as_ref()));
         let trace = ExecutionTrace {
             harness: spec.agent.harness_name().to_owned(),
             prompt: spec.prompt.clone(),
@@ -336,6 +434,12 @@ impl Worker {
 
 /// How long a harness that interrupts gracefully gets after cancel or timeout.
 const INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(8);
+
+/// The stored spec of `record`.
+fn parse_spec(record: &ExecutionRecord) -> Result<ExecutionSpec> {
+    serde_json::from_value(record.spec.clone())
+        .map_err(|e| Error::model_validation("stored execution spec is invalid").with_source(e))
+}
 
 /// Errors are not `Clone`: the coordinator gets a copy with the same code,
 /// message and details.

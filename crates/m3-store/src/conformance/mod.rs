@@ -207,8 +207,9 @@ pub type CaseResult = std::result::Result<(), CaseFailure>;
 
 type CaseFuture<'a> = Pin<Box<dyn Future<Output = CaseResult> + Send + 'a>>;
 
-/// How a case is run.
+/// How a case is run (a new kind of case may be added).
 #[derive(Clone, Copy)]
+#[non_exhaustive]
 pub enum Case {
     /// Runs against a fresh harness.
     Store(for<'a> fn(&'a Harness) -> CaseFuture<'a>),

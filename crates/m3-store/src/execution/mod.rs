@@ -37,9 +37,10 @@ use serde_json::Value;
 use crate::ManagedInputStore;
 
 pub use record::{
-    AcquireLease, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution,
-    ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
+    AcquireLease, ClaimQueued, ClaimedExecution, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
+    EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, FinishExecution, ListExecutions, NewExecution, TerminalizeExpired,
+    Terminalized,
 };
 
 /// Durable executions with worker leases, a cancel flag and an append-only,
@@ -90,6 +91,19 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// is live, or a lease expired (recovery required);
     /// `managed_input_state` if the execution is finished; `storage_error`.
     async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease>;
+
+    /// Claims a queued execution for a worker: the oldest (by creation time, then id)
+    /// execution in lifecycle `queued` with no lease (or only `request.execution_id`, if
+    /// given), hands `request.owner_id` a fresh lease of `request.ttl` and moves it to
+    /// `starting` (appending `execution.state_changed`), all in one atomic step. An
+    /// execution is claimed at most once, ever: concurrent claimers in any process never
+    /// get the same one, and a claimed execution that loses its worker is recovered, never
+    /// claimed again. A queued execution with a cancel request is claimed too (its worker
+    /// finishes it `cancelled`). `None` when nothing is claimable.
+    ///
+    /// # Errors
+    /// `invalid_argument` for an empty owner or a zero ttl; `storage_error`.
+    async fn claim_queued(&self, request: ClaimQueued) -> Result<Option<ClaimedExecution>>;
 
     /// Extends a live lease to `now + ttl` (heartbeat).
     ///

@@ -371,3 +371,45 @@ impl ListExecutions {
         self
     }
 }
+
+/// Request for [`claim_queued`](super::ExecutionStore::claim_queued): the worker that
+/// claims, how long its lease lasts, and optionally the one execution it wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+#[must_use]
+pub struct ClaimQueued {
+    /// Worker id the lease is handed to.
+    pub owner_id: String,
+    /// Lease duration from the store clock's `now`.
+    pub ttl: Duration,
+    /// Claim only this execution (a kit running its own submission); `None`: the oldest
+    /// queued execution of the store.
+    pub execution_id: Option<String>,
+}
+
+impl ClaimQueued {
+    /// Claims the oldest queued execution for `owner_id` with a lease of `ttl`.
+    pub fn new(owner_id: impl Into<String>, ttl: Duration) -> Self {
+        Self {
+            owner_id: owner_id.into(),
+            ttl,
+            execution_id: None,
+        }
+    }
+
+    /// Claims only `execution_id` (still only while it is queued and unleased).
+    pub fn only(mut self, execution_id: impl Into<String>) -> Self {
+        self.execution_id = Some(execution_id.into());
+        self
+    }
+}
+
+/// What [`claim_queued`](super::ExecutionStore::claim_queued) handed out.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ClaimedExecution {
+    /// The execution, now in lifecycle `starting` under `lease`.
+    pub record: ExecutionRecord,
+    /// The caller's fresh worker lease.
+    pub lease: ExecutionLease,
+}

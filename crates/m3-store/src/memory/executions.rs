@@ -24,9 +24,9 @@ use crate::execution::rules::{
 use crate::managed_input::rules::Decision;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
 use crate::{
-    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
-    ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore, NewExecution,
-    TerminalizeExpired, Terminalized,
+    AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore,
+    NewExecution, TerminalizeExpired, Terminalized,
 };
 
 /// One stored execution: the record, its canonical spec, its terminal data and its log.
@@ -255,6 +255,43 @@ impl ExecutionStore for MemoryExecutionStore {
             .hub
             .publish(&Change::new(id, ChangeKind::Execution));
         Ok(lease)
+    }
+
+    async fn claim_queued(&self, request: ClaimQueued) -> Result<Option<ClaimedExecution>> {
+        let now = self.now();
+        let (expires_at, token) = rules::check_claim_request(&request, now)?;
+        let only = request.execution_id.as_deref();
+        let mut executions = self.lock();
+        let oldest = executions
+            .values_mut()
+            .filter(|s| rules::is_claimable(&s.record, only))
+            .min_by(|a, b| {
+                (a.record.created_at, &a.record.execution_id)
+                    .cmp(&(b.record.created_at, &b.record.execution_id))
+            });
+        let Some(stored) = oldest else {
+            return Ok(None);
+        };
+        let lease = rules::apply_claim(
+            &mut stored.record,
+            &request.owner_id,
+            token,
+            expires_at,
+            now,
+        );
+        stored.append(
+            crate::EVENT_EXECUTION_STATE_CHANGED,
+            state_changed_payload(rules::CLAIMED_LIFECYCLE),
+            now,
+        );
+        self.inner.hub.publish(&Change::new(
+            stored.record.execution_id.clone(),
+            ChangeKind::Execution,
+        ));
+        Ok(Some(ClaimedExecution {
+            record: stored.record.clone(),
+            lease,
+        }))
     }
 
     async fn renew_lease(

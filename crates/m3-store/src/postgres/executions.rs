@@ -28,9 +28,9 @@ use crate::execution::rules::{
 };
 use crate::managed_input::rules::Decision;
 use crate::{
-    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
-    ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore, NewExecution,
-    TerminalizeExpired, Terminalized,
+    AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore,
+    NewExecution, TerminalizeExpired, Terminalized,
 };
 
 /// The PostgreSQL [`ExecutionStore`]; its
@@ -52,7 +52,7 @@ pub struct PgExecutionStore {
     shared: Arc<Shared>,
 }
 
-type Tx = Transaction<'static, Postgres>;
+pub(super) type Tx = Transaction<'static, Postgres>;
 
 impl PgExecutionStore {
     /// Opens (creating and migrating) the store `url` names (see [`PgStoreOptions`]).
@@ -74,12 +74,16 @@ impl PgExecutionStore {
         })
     }
 
+    pub(super) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
     /// This store's managed-input store.
     pub fn rounds(&self) -> PgManagedInputStore {
         PgManagedInputStore::from_shared(Arc::clone(&self.shared))
     }
 
-    async fn begin(&self) -> Result<Tx> {
+    pub(super) async fn begin(&self) -> Result<Tx> {
         self.shared
             .pool
             .begin()
@@ -114,14 +118,14 @@ impl PgExecutionStore {
 }
 
 /// A record being changed and the events to append with it.
-struct Pending {
+pub(super) struct Pending {
     record: ExecutionRecord,
     events: Vec<ExecutionEvent>,
     changed: bool,
 }
 
 impl Pending {
-    fn new(record: ExecutionRecord) -> Self {
+    pub(super) fn new(record: ExecutionRecord) -> Self {
         Self {
             record,
             events: Vec::new(),
@@ -129,14 +133,24 @@ impl Pending {
         }
     }
 
+    /// The changed record, once stored.
+    pub(super) fn into_record(self) -> ExecutionRecord {
+        self.record
+    }
+
     /// The record, to be stored.
-    fn change(&mut self) -> &mut ExecutionRecord {
+    pub(super) fn change(&mut self) -> &mut ExecutionRecord {
         self.changed = true;
         &mut self.record
     }
 
     /// Appends an event with the next sequence number.
-    fn append(&mut self, kind: &str, payload: Value, now: OffsetDateTime) -> ExecutionEvent {
+    pub(super) fn append(
+        &mut self,
+        kind: &str,
+        payload: Value,
+        now: OffsetDateTime,
+    ) -> ExecutionEvent {
         let event = ExecutionEvent {
             execution_id: self.record.execution_id.clone(),
             sequence: self.record.sequence + 1,
@@ -149,7 +163,7 @@ impl Pending {
         event
     }
 
-    async fn store(&self, conn: &mut PgConnection) -> Result<()> {
+    pub(super) async fn store(&self, conn: &mut PgConnection) -> Result<()> {
         save(conn, &self.record).await?;
         for event in &self.events {
             insert_event(conn, event).await?;
@@ -168,11 +182,11 @@ async fn locked_row(conn: &mut PgConnection, id: &str) -> Result<Option<(String,
     .map_err(db("cannot read the execution"))
 }
 
-async fn commit(tx: Tx) -> Result<()> {
+pub(super) async fn commit(tx: Tx) -> Result<()> {
     tx.commit().await.map_err(db("cannot commit the execution"))
 }
 
-fn decode(stored: &str) -> Result<ExecutionRecord> {
+pub(super) fn decode(stored: &str) -> Result<ExecutionRecord> {
     serde_json::from_str(stored)
         .map_err(|e| Error::storage(format!("stored execution record is invalid: {e}")))
 }
@@ -342,6 +356,10 @@ impl ExecutionStore for PgExecutionStore {
         pending.store(&mut tx).await?;
         commit(tx).await?;
         Ok(lease)
+    }
+
+    async fn claim_queued(&self, request: ClaimQueued) -> Result<Option<ClaimedExecution>> {
+        self.do_claim_queued(request).await
     }
 
     async fn renew_lease(

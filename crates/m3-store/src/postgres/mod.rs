@@ -13,6 +13,7 @@
 //! statement that locks the row), so workers with skewed clocks agree on lease expiry; an
 //! injected [`Clock`](m3_types::Clock) wins. See `docs/postgres.md`.
 
+mod claim;
 mod connect;
 mod error;
 mod executions;

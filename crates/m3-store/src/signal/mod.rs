@@ -109,6 +109,7 @@ impl ChangeKind {
 
 /// One committed change: which execution, and what about it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Change {
     /// The execution the change belongs to (empty for [`ChangeKind::Any`] of no execution).
     pub execution_id: String,

@@ -90,6 +90,54 @@ const CREATE_DIAGNOSTICS: &str = "CREATE TABLE IF NOT EXISTS m3_managed_input_di
 const CREATE_SCHEMA_VERSION: &str = "CREATE TABLE IF NOT EXISTS m3_managed_input_schema (version INTEGER PRIMARY KEY CHECK(version > 0))";
 const INSERT_SCHEMA_VERSION: &str = "INSERT INTO m3_managed_input_schema(version) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM m3_managed_input_schema)";
 
+/// The tables and the index [`initialize`] creates, by name.
+const OBJECTS: [&str; 4] = [
+    "m3_managed_input_rounds",
+    "m3_managed_input_pending",
+    "m3_managed_input_diagnostics",
+    "m3_managed_input_schema",
+];
+
+/// Whether everything [`initialize`] would create or add is already there (every table,
+/// every column, the index, the version row), read without taking the write lock: opening a
+/// current database then writes nothing, so it succeeds while another process holds the
+/// write lock.
+///
+/// # Errors
+/// `storage_error` if the catalog cannot be read.
+pub(crate) async fn is_current(conn: &mut SqliteConnection) -> Result<bool> {
+    let unreadable = |e| storage("cannot read the managed-input schema", e);
+    let found: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3, ?4)")
+            .bind(OBJECTS[0])
+            .bind(OBJECTS[1])
+            .bind(OBJECTS[2])
+            .bind(OBJECTS[3])
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(unreadable)?;
+    if found != 4 {
+        return Ok(false);
+    }
+    let columns: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM pragma_table_info('m3_managed_input_rounds')")
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(unreadable)?;
+    if !COLUMN_MIGRATIONS
+        .iter()
+        .all(|(name, _)| columns.iter().any(|column| column == name))
+    {
+        return Ok(false);
+    }
+    let versioned: Option<i64> =
+        sqlx::query_scalar("SELECT version FROM m3_managed_input_schema LIMIT 1")
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(unreadable)?;
+    Ok(versioned.is_some())
+}
+
 /// Creates the three managed-input tables and the pending index, and adds every column a
 /// pre-existing (partial) rounds table is missing. The caller owns the transaction
 /// (`BEGIN IMMEDIATE`); this function only issues statements on `conn`.

@@ -184,6 +184,15 @@ impl Inner {
             .execute(&self.pool)
             .await
             .map_err(|e| storage("cannot switch the database to WAL", e))?;
+        let mut reader = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| storage("cannot acquire a managed-input connection", e))?;
+        if schema::is_current(&mut reader).await? {
+            return Ok(());
+        }
+        drop(reader);
         let mut write = self.begin_write().await?;
         let result = schema::initialize(&mut write).await;
         write.finish(result).await

@@ -119,6 +119,12 @@ impl Harness for CodexHarness {
         let mut observer = RelayObserver::bind(&layout.relay).await?;
         let mut servers = Vec::new();
         for binding in session.bindings() {
+            let Some(binding) = binding.as_stdio() else {
+                return Err(Error::model_validation(format!(
+                    "MCP server '{}' is an HTTP binding; the codex harness binds stdio servers only",
+                    binding.name()
+                )));
+            };
             let allowed = session.tool_selection().map(|tools| {
                 tools
                     .iter()

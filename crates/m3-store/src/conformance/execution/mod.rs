@@ -25,6 +25,7 @@
 pub mod concurrency;
 pub mod leases;
 pub mod lifecycle;
+pub mod queue;
 pub mod recovery;
 pub mod signals;
 mod support;
@@ -158,6 +159,11 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     concurrency::concurrent_appenders_get_distinct_gap_free_sequences,
     concurrency::racing_workers_get_exactly_one_lease,
     concurrency::racing_transitions_apply_once,
+    queue::claim_takes_the_oldest_queued_execution_once,
+    queue::claim_of_one_execution_skips_the_others,
+    queue::claim_validates_its_arguments,
+    queue::claimed_executions_are_recovered_never_claimed_again,
+    queue::racing_claimers_never_share_an_execution,
     signals::a_committed_change_is_observable_through_the_signal_or_its_poll,
 ];
 

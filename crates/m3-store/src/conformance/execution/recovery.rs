@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use m3_types::{ExecutionOutcome, ExecutionStatus, ManagedInputStatus, Reason};
+use m3_types::{ExecutionOutcome, ExecutionStatus, ManagedInputRecord, ManagedInputStatus, Reason};
 
 use super::ExecutionHarness;
 use super::support::{
@@ -15,7 +15,7 @@ use crate::conformance::fixture::address_round;
 use crate::conformance::{CaseResult, start_time};
 use crate::{
     AcquireLease, CreateRound, EVENT_EXECUTION_FINISHED, ExecutionLeaseRef, FinishExecution,
-    LeaseRef, ManagedInputStoreExt, RoundRef, TerminalizeExpired,
+    LeaseRef, ManagedInputStore, ManagedInputStoreExt, RoundRef, TerminalizeExpired,
 };
 
 /// Only unfinished executions whose lease expired by the store clock are listed, oldest
@@ -150,21 +150,7 @@ pub async fn terminalize_fails_the_unresolved_rounds_of_the_same_backend(
     let rounds = h.store.managed_input_store().await?;
     // Round leases outlive the execution lease: recovery must not need them.
     let long = Duration::from_secs(600);
-    let done_round = rounds
-        .create_round(CreateRound::new(address_round(&id, "r0"), "worker-a", long))
-        .await?;
-    let done_ref = RoundRef::of(&done_round);
-    let done_lease = LeaseRef::of(&done_round.lease);
-    rounds
-        .submit_responses(
-            &done_ref,
-            &done_lease,
-            crate::conformance::fixture::submission("k0"),
-        )
-        .await?;
-    rounds.start_delivery(&done_ref, &done_lease).await?;
-    rounds.mark_delivered(&done_ref, &done_lease).await?;
-    rounds.resolve(&done_ref, &done_lease).await?;
+    let done_ref = resolved_round(rounds.as_ref(), &id, long).await?;
     let open = rounds
         .create_round(
             CreateRound::new(address_round(&id, "r1"), "worker-a", long).with_round_index(1),
@@ -194,21 +180,7 @@ pub async fn terminalize_fails_the_unresolved_rounds_of_the_same_backend(
         "rounds_failed {}",
         done.rounds_failed
     );
-    let peer_rounds = h.peer.managed_input_store().await?;
-    let failed = peer_rounds.require_round(&RoundRef::of(&open)).await?;
-    ensure!(
-        failed.status == ManagedInputStatus::Failed
-            && failed.failure_code.as_deref() == Some("recovery_unavailable")
-            && failed.failure_message.as_deref() == Some("worker lease expired"),
-        "the open round must fail recovery_unavailable: {failed:?}"
-    );
-    let resolved = peer_rounds.require_round(&done_ref).await?;
-    ensure!(
-        resolved.status == ManagedInputStatus::Resolved,
-        "resolved round changed"
-    );
-    let untouched = peer_rounds.require_round(&RoundRef::of(&bystander)).await?;
-    ensure!(untouched == bystander, "another execution's round changed");
+    ensure_only_the_open_round_failed(h, &open, &done_ref, &bystander).await?;
     expect_error(
         rounds
             .submit_responses(
@@ -220,5 +192,60 @@ pub async fn terminalize_fails_the_unresolved_rounds_of_the_same_backend(
         STATE,
         Some(Reason::RoundFailed),
     )?;
+    Ok(())
+}
+
+/// Creates round `r0` of execution `id` and walks it to `resolved` (answered,
+/// delivered); returns its reference.
+async fn resolved_round(
+    rounds: &dyn ManagedInputStore,
+    id: &str,
+    lease_ttl: Duration,
+) -> m3_types::Result<RoundRef> {
+    let round = rounds
+        .create_round(CreateRound::new(
+            address_round(id, "r0"),
+            "worker-a",
+            lease_ttl,
+        ))
+        .await?;
+    let round_ref = RoundRef::of(&round);
+    let lease = LeaseRef::of(&round.lease);
+    rounds
+        .submit_responses(
+            &round_ref,
+            &lease,
+            crate::conformance::fixture::submission("k0"),
+        )
+        .await?;
+    rounds.start_delivery(&round_ref, &lease).await?;
+    rounds.mark_delivered(&round_ref, &lease).await?;
+    rounds.resolve(&round_ref, &lease).await?;
+    Ok(round_ref)
+}
+
+/// Checks, through the peer store, that recovery failed the `open` round as
+/// `recovery_unavailable` and left the resolved round and the `bystander` alone.
+async fn ensure_only_the_open_round_failed(
+    h: &ExecutionHarness,
+    open: &ManagedInputRecord,
+    resolved: &RoundRef,
+    bystander: &ManagedInputRecord,
+) -> CaseResult {
+    let peer_rounds = h.peer.managed_input_store().await?;
+    let failed = peer_rounds.require_round(&RoundRef::of(open)).await?;
+    ensure!(
+        failed.status == ManagedInputStatus::Failed
+            && failed.failure_code.as_deref() == Some("recovery_unavailable")
+            && failed.failure_message.as_deref() == Some("worker lease expired"),
+        "the open round must fail recovery_unavailable: {failed:?}"
+    );
+    let resolved = peer_rounds.require_round(resolved).await?;
+    ensure!(
+        resolved.status == ManagedInputStatus::Resolved,
+        "resolved round changed"
+    );
+    let untouched = peer_rounds.require_round(&RoundRef::of(bystander)).await?;
+    ensure!(&untouched == bystander, "another execution's round changed");
     Ok(())
 }

@@ -73,6 +73,57 @@ pub fn acquire_token(request: &crate::AcquireLease) -> Result<String> {
     }
 }
 
+/// The lifecycle a claimed execution is in when the claim returns.
+pub const CLAIMED_LIFECYCLE: ExecutionStatus = ExecutionStatus::Starting;
+
+/// `claim_queued`'s argument checks: a non-empty owner and a usable ttl. Returns the
+/// lease's expiry and its fresh token.
+///
+/// # Errors
+/// `invalid_argument` ([`Reason::EmptyArgument`], [`Reason::InvalidLeaseDuration`]).
+pub fn check_claim_request(
+    request: &crate::ClaimQueued,
+    now: OffsetDateTime,
+) -> Result<(OffsetDateTime, String)> {
+    require_non_empty(&request.owner_id, "owner_id")?;
+    if let Some(id) = &request.execution_id {
+        require_non_empty(id, "execution_id")?;
+    }
+    Ok((lease_expiry(now, request.ttl)?, new_execution_lease_token()))
+}
+
+/// Whether `claim_queued` may hand out `record`: lifecycle `queued`, no lease (live or
+/// expired), not finished, and the requested id if one was given.
+pub fn is_claimable(record: &ExecutionRecord, only: Option<&str>) -> bool {
+    record.lifecycle == ExecutionStatus::Queued
+        && record.lease.is_none()
+        && !record.is_finished()
+        && only.is_none_or(|id| id == record.execution_id)
+}
+
+/// Applies a claim to `record` (which [`is_claimable`]): the new lease, lifecycle
+/// [`CLAIMED_LIFECYCLE`], `updated_at`. The caller appends
+/// `execution.state_changed` with [`state_changed_payload`]`(CLAIMED_LIFECYCLE)` in the
+/// same atomic step.
+pub fn apply_claim(
+    record: &mut ExecutionRecord,
+    owner_id: &str,
+    lease_token: String,
+    expires_at: OffsetDateTime,
+    now: OffsetDateTime,
+) -> ExecutionLease {
+    let lease = ExecutionLease {
+        execution_id: record.execution_id.clone(),
+        owner_id: owner_id.to_owned(),
+        lease_token,
+        expires_at,
+    };
+    record.lease = Some(lease.clone());
+    record.lifecycle = CLAIMED_LIFECYCLE;
+    record.updated_at = now;
+    lease
+}
+
 /// An event kind a caller may append: non-empty and not reserved.
 ///
 /// # Errors

@@ -5,6 +5,7 @@
 //! whose affected-row count is checked; each decision is a call of
 //! [`crate::execution::rules`].
 
+mod claim;
 mod lifecycle;
 mod managed;
 mod rows;

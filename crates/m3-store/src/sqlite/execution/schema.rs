@@ -61,6 +61,33 @@ const DDL: &[&str] = &[
         SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM m3rs_execution_schema)",
 ];
 
+/// Whether every table, index and trigger of [`DDL`] and the version row already exist, read
+/// without the write lock (so opening a current database writes nothing and works while
+/// another process holds the write lock).
+///
+/// # Errors
+/// `storage_error` if the catalog cannot be read.
+pub(crate) async fn is_current(conn: &mut SqliteConnection) -> Result<bool> {
+    let unreadable = |e| storage("could not read the execution schema", e);
+    let found: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM sqlite_master WHERE name IN ('m3rs_executions',
+            'm3rs_executions_created', 'm3rs_executions_lease_expiry', 'm3rs_execution_events',
+            'm3rs_execution_events_append_only', 'm3rs_execution_schema')",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(unreadable)?;
+    if found != 6 {
+        return Ok(false);
+    }
+    let versioned: Option<i64> =
+        sqlx::query_scalar("SELECT version FROM m3rs_execution_schema LIMIT 1")
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(unreadable)?;
+    Ok(versioned.is_some())
+}
+
 /// Creates the execution tables if absent, inside the caller's `BEGIN IMMEDIATE`
 /// transaction (safe for concurrent initializers in several processes).
 pub(crate) async fn initialize(conn: &mut SqliteConnection) -> Result<()> {

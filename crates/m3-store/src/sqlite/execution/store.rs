@@ -18,8 +18,9 @@ use super::{managed, schema};
 use crate::ExecutionStore;
 use crate::ManagedInputStore;
 use crate::execution::record::{
-    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
-    FinishExecution, ListExecutions, NewExecution, TerminalizeExpired, Terminalized,
+    AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, FinishExecution, ListExecutions, NewExecution, TerminalizeExpired,
+    Terminalized,
 };
 use crate::execution::rules::errors as error;
 use crate::execution::rules::{
@@ -104,9 +105,18 @@ impl SqliteExecutionStore {
                 signal: DatagramSignal::for_database(&canonical, options.get_change_signal()),
             }),
         };
-        let mut write = store.begin_write().await?;
-        let result = schema::initialize(&mut write).await;
-        write.finish(result).await?;
+        let mut reader = store
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| storage("cannot acquire an execution-store connection", e))?;
+        if !schema::is_current(&mut reader).await? {
+            drop(reader);
+            let mut write = store.begin_write().await?;
+            let result = schema::initialize(&mut write).await;
+            write.finish(result).await?;
+        }
         tracing::debug!(path = %store.inner.path.display(), "opened execution store");
         Ok(store)
     }
@@ -215,6 +225,18 @@ impl ExecutionStore for SqliteExecutionStore {
         tx.finish(result).await.announce(self.signal(), |lease| {
             Change::new(lease.execution_id.clone(), ChangeKind::Execution)
         })
+    }
+
+    #[instrument(skip_all, fields(owner.id = %request.owner_id), err)]
+    async fn claim_queued(&self, request: ClaimQueued) -> Result<Option<ClaimedExecution>> {
+        let claimed = self.do_claim_queued(request).await;
+        if let Ok(Some(claimed)) = &claimed {
+            self.signal().notify(&Change::new(
+                claimed.record.execution_id.clone(),
+                ChangeKind::Execution,
+            ));
+        }
+        claimed
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]

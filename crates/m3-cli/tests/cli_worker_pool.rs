@@ -1,0 +1,234 @@
+//! Three `m3 worker` processes share one store: 200 managed executions queued with
+//! `m3 submit`, answered by separate `m3 respond` processes, one worker SIGKILLed mid-run.
+//! Every execution ends terminal, each ran on exactly one worker, the killed worker's
+//! executions fail closed, the others complete, and no answer reaches a server twice.
+//! On SQLite and on PostgreSQL (`M3_TEST_POSTGRES_URL`, set by scripts/test.sh).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+#[path = "common/queue.rs"]
+mod queue;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Running, Store};
+use queue::{book, call_log, file, logged_server, sigkill, submit, wait_for_event, worker};
+use serde_json::Value;
+
+const EXECUTIONS: usize = 200;
+
+/// Claims and finishes seen on one worker's stream.
+#[derive(Debug, Default)]
+struct Seen {
+    claimed: BTreeSet<String>,
+    finished: BTreeSet<String>,
+}
+
+impl Seen {
+    fn take(&mut self, event: &Value) {
+        let id = event["execution_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        match event["type"].as_str() {
+            Some("claimed") => {
+                self.claimed.insert(id);
+            }
+            Some("finished") => {
+                self.finished.insert(id);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn submit_all(store: &Arc<Store>, server: &str) -> Vec<String> {
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let store = Arc::clone(store);
+            let server = server.to_owned();
+            std::thread::spawn(move || {
+                (0..EXECUTIONS / 4)
+                    .map(|_| submit(&store, &server, &book()))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect()
+}
+
+/// Answers every pending round (city = the execution id) until `stop`.
+fn responder(store: Arc<Store>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut answered = BTreeSet::new();
+        while !stop.load(Ordering::Relaxed) {
+            let pending = store.m3(&["--json", "pending"]);
+            let rounds = if pending.code == 0 {
+                pending.json()
+            } else {
+                Value::Null
+            };
+            for round in rounds.as_array().into_iter().flatten() {
+                let (execution, id) = (
+                    round["execution_id"].as_str().unwrap().to_owned(),
+                    round["round_id"].as_str().unwrap().to_owned(),
+                );
+                if !answered.insert(id.clone()) {
+                    continue;
+                }
+                let accept = format!(
+                    r#"shipping_address={{"street": "1 Main Street", "city": "{execution}"}}"#
+                );
+                let done = store.m3(&[
+                    "--json",
+                    "respond",
+                    &execution,
+                    &id,
+                    "--idempotency-key",
+                    "k",
+                    "--accept",
+                    &accept,
+                ]);
+                // 5: the round failed meanwhile (its worker was killed).
+                assert!(matches!(done.code, 0 | 5), "respond: {}", done.stderr);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        answered.len()
+    })
+}
+
+/// Reads the workers' streams, SIGKILLs worker 0 once it runs some executions and a
+/// quarter have finished; returns what each stream showed and when all were seen finished.
+fn watch(workers: &mut [Running], seen: &mut [Seen]) {
+    let mut killed = false;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        for (n, worker) in workers.iter_mut().enumerate() {
+            if killed && n == 0 {
+                continue;
+            }
+            while let Some(event) = worker.try_next_json(Duration::from_millis(5)) {
+                seen[n].take(&event);
+            }
+        }
+        let finished: usize = seen.iter().map(|s| s.finished.len()).sum();
+        let running_on_0 = seen[0].claimed.len() - seen[0].finished.len();
+        if !killed && finished >= EXECUTIONS / 4 && running_on_0 > 0 {
+            sigkill(&mut workers[0]);
+            killed = true;
+        }
+        let lost = if killed { running_on_0 } else { 0 };
+        if killed && finished + lost >= EXECUTIONS {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the run did not end: {seen:?}");
+    }
+}
+
+fn three_workers_share_the_queue(store: Store) {
+    let store = Arc::new(store);
+    let log = file(&store, "calls.jsonl");
+    let server = logged_server(&log, "");
+    let mut workers: Vec<Running> = (0..3)
+        .map(|_| worker(&store, &["--concurrency", "8"]))
+        .collect();
+    for w in &mut workers {
+        wait_for_event(w, "started", None);
+    }
+    let pids: Vec<u32> = workers.iter().map(|w| w.child.id()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let answering = responder(Arc::clone(&store), Arc::clone(&stop));
+    let ids = submit_all(&store, &server);
+    let mut seen: Vec<Seen> = (0..3).map(|_| Seen::default()).collect();
+    watch(&mut workers, &mut seen);
+    // Every execution terminal, read by another process (its opening may recover too).
+    let states = queue::wait_until(Duration::from_secs(60), "every execution finished", || {
+        let listed = store.m3(&["--json", "executions"]).expect_code(0).json();
+        let states: BTreeMap<String, Value> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["execution_id"].as_str().unwrap().to_owned(), s.clone()))
+            .collect();
+        (states.len() == EXECUTIONS && states.values().all(|s| s["lifecycle"] == "finished"))
+            .then_some(states)
+    });
+    stop.store(true, Ordering::Relaxed);
+    answering.join().unwrap();
+    assert_eq!(
+        ids.iter().cloned().collect::<BTreeSet<_>>().len(),
+        EXECUTIONS
+    );
+    // Each claimed by exactly one worker.
+    for (a, b) in [(0, 1), (0, 2), (1, 2)] {
+        let both: Vec<_> = seen[a].claimed.intersection(&seen[b].claimed).collect();
+        assert!(both.is_empty(), "claimed by two workers: {both:?}");
+    }
+    let lost: BTreeSet<&String> = seen[0].claimed.difference(&seen[0].finished).collect();
+    assert!(!lost.is_empty(), "the killed worker ran nothing");
+    let deliveries = call_log(&log);
+    let mut delivered: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in deliveries.iter().filter(|l| l["answered"] == true) {
+        let city = line["city"].as_str().unwrap().to_owned();
+        delivered
+            .entry(city)
+            .or_default()
+            .push(line["ppid"].as_u64().unwrap());
+    }
+    for (execution, parents) in &delivered {
+        assert_eq!(
+            parents.len(),
+            1,
+            "{execution} delivered {} times",
+            parents.len()
+        );
+    }
+    let first_calls = deliveries.iter().filter(|l| l["answered"] == false).count();
+    assert_eq!(
+        first_calls, EXECUTIONS,
+        "every execution started exactly once"
+    );
+    for id in &ids {
+        let state = &states[id];
+        if lost.contains(id) && state["outcome"] != "completed" {
+            assert_eq!(state["outcome"], "failed", "{id}: {state}");
+            let result = store.m3(&["--json", "result", id]).expect_code(9).json();
+            assert_eq!(
+                result["error"]["code"],
+                "managed_input_recovery_unavailable"
+            );
+            continue;
+        }
+        // (A lost one may have completed just before the kill, its event unread.)
+        assert_eq!(state["outcome"], "completed", "{id}: {state}");
+        let owner = (0..3).find(|n| seen[*n].claimed.contains(id)).unwrap();
+        assert_eq!(
+            delivered[id],
+            vec![u64::from(pids[owner])],
+            "{id} ran on one worker"
+        );
+    }
+    for w in workers.drain(1..) {
+        queue::signal(&w, nix::sys::signal::Signal::SIGTERM);
+        let done = w.finish();
+        assert_eq!(done.code, 0, "{}", done.stderr);
+    }
+}
+
+#[test]
+fn three_sqlite_workers_share_two_hundred_executions_and_survive_a_sigkill() {
+    three_workers_share_the_queue(Store::new());
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn three_postgres_workers_share_two_hundred_executions_and_survive_a_sigkill() {
+    three_workers_share_the_queue(Store::postgres());
+}

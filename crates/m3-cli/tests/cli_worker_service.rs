@@ -1,0 +1,162 @@
+//! `m3 submit` + `m3 worker`: a queued execution waits for any later worker, SIGTERM
+//! drains (finishing what ends within the drain timeout, failing the rest closed), and a
+//! long-lived kit sees a recovery made by a worker's sweep without reopening the store.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+#[path = "common/queue.rs"]
+mod queue;
+
+use std::time::Duration;
+
+use common::Store;
+use m3_kit::{AsyncMcpTestKit, SweepOptions};
+use nix::sys::signal::Signal;
+use queue::{
+    RECOVERY_BOUND, book, execution_row, file, logged_server, rounds, sigkill, signal, submit,
+    wait_for_event, wait_until, worker,
+};
+
+fn answer(store: &Store, execution: &str, round: &str) -> common::Done {
+    store.m3(&[
+        "--json",
+        "respond",
+        execution,
+        round,
+        "--idempotency-key",
+        "k",
+        "--accept",
+        r#"shipping_address={"street": "1 Main Street", "city": "Pune"}"#,
+    ])
+}
+
+fn pending_round(store: &Store, execution: &str) -> String {
+    wait_until(Duration::from_secs(30), "a pending round", || {
+        rounds(&store.db(), execution)
+            .into_iter()
+            .find(|r| r.status == "pending")
+            .map(|r| r.round_id)
+    })
+}
+
+#[test]
+fn an_execution_queued_by_a_process_that_is_gone_runs_on_a_later_worker() {
+    let store = Store::new();
+    let server = logged_server(&file(&store, "calls.jsonl"), "");
+    // `m3 submit` queues and exits: nobody runs the execution yet.
+    let execution = submit(&store, &server, &book());
+    std::thread::sleep(Duration::from_millis(300));
+    let row = execution_row(&store.db(), &execution).unwrap();
+    assert_eq!((row.lifecycle.as_str(), row.owner), ("queued", None));
+    let mut later = worker(&store, &[]);
+    let claimed = wait_for_event(&mut later, "claimed", Some(&execution));
+    let round = pending_round(&store, &execution);
+    answer(&store, &execution, &round).expect_code(0);
+    let finished = wait_for_event(&mut later, "finished", Some(&execution));
+    assert_eq!(finished["outcome"], "completed");
+    assert_eq!(
+        execution_row(&store.db(), &execution)
+            .unwrap()
+            .outcome
+            .as_deref(),
+        Some("completed")
+    );
+    signal(&later, Signal::SIGTERM);
+    let done = later.finish();
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(
+        claimed["worker_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("m3-worker:")
+    );
+}
+
+#[test]
+fn sigterm_drains_finishing_what_ends_in_time_and_failing_the_rest_closed() {
+    let store = Store::new();
+    let server = logged_server(&file(&store, "calls.jsonl"), "");
+    let mut pool = worker(&store, &["--drain-timeout", "3"]);
+    wait_for_event(&mut pool, "started", None);
+    let answered = submit(&store, &server, &book());
+    let abandoned = submit(&store, &server, &book());
+    let first = pending_round(&store, &answered);
+    let second = pending_round(&store, &abandoned);
+    signal(&pool, Signal::SIGTERM);
+    let draining = wait_for_event(&mut pool, "draining", None);
+    assert_eq!(draining["running"], 2);
+    // Answered during the drain: it completes.
+    answer(&store, &answered, &first).expect_code(0);
+    let finished = wait_for_event(&mut pool, "finished", Some(&answered));
+    assert_eq!(finished["outcome"], "completed");
+    // The other is failed closed at the drain timeout, exactly as recovery would.
+    let stopped = wait_for_event(&mut pool, "stopped", None);
+    assert_eq!(
+        stopped["failed_closed"],
+        serde_json::json!([abandoned.clone()])
+    );
+    let done = pool.finish();
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let row = execution_row(&store.db(), &abandoned).unwrap();
+    assert_eq!(row.outcome.as_deref(), Some("failed"));
+    assert_eq!(
+        row.error_code.as_deref(),
+        Some("managed_input_recovery_unavailable")
+    );
+    let round = &rounds(&store.db(), &abandoned)[0];
+    assert_eq!(round.round_id, second);
+    assert_eq!(
+        (round.status.as_str(), round.failure_code.as_deref()),
+        ("failed", Some("recovery_unavailable"))
+    );
+    let late = answer(&store, &abandoned, &second).expect_code(5);
+    assert_eq!(late.error_code(), "managed_input_state");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_lived_kit_sees_a_recovery_without_reopening_the_store() {
+    let store = Store::new();
+    let server = logged_server(&file(&store, "calls.jsonl"), "");
+    let kit = AsyncMcpTestKit::builder()
+        .database(store.db())
+        .embedded_worker(false)
+        .recovery_sweep(Some(
+            SweepOptions::default().every(Duration::from_millis(250)),
+        ))
+        .build()
+        .await
+        .unwrap();
+    // The other processes: `m3 submit` queues, `m3 worker` runs it and is then killed.
+    let execution = tokio::task::block_in_place(|| submit(&store, &server, &book()));
+    let mut runner = tokio::task::block_in_place(|| worker(&store, &[]));
+    tokio::task::block_in_place(|| wait_for_event(&mut runner, "claimed", Some(&execution)));
+    let handle = kit.attach(&execution).await.unwrap();
+    let pending = handle
+        .wait_for_pending(Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::task::block_in_place(|| sigkill(&mut runner));
+    let result = handle.result(Some(RECOVERY_BOUND)).await.unwrap();
+    assert_eq!(
+        result.error.as_ref().map(|e| e.code.as_str()),
+        Some("managed_input_recovery_unavailable")
+    );
+    assert!(handle.pending_elicitation().await.unwrap().is_none());
+    let late = handle
+        .respond_elicitation(
+            &pending.round_id,
+            m3_types::ResponseMap::from([(
+                "shipping_address".to_owned(),
+                m3_types::ElicitationResponse::accept(serde_json::Map::from_iter([
+                    ("street".to_owned(), "1 Main Street".into()),
+                    ("city".to_owned(), "Pune".into()),
+                ])),
+            )]),
+            "late",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(late.code(), "managed_input_state");
+    kit.close().await.unwrap();
+}

@@ -1,0 +1,369 @@
+//! The Streamable HTTP side of [`McpConnection`](super::McpConnection): trust
+//! checks on the resolved addresses, the reqwest client (rustls, pinned
+//! addresses, no redirects, no proxies), and [`ObservedClient`], the rmcp
+//! [`StreamableHttpClient`] that wraps rmcp's own reqwest implementation so
+//! that every failure becomes a typed connection fault and every SSE event is
+//! seen raw (for [`RawMessages`]) before rmcp decodes it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use m3_types::{Error, HttpServer, Result};
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
+use sse_stream::Sse;
+
+use super::fault::{ConnectionFault, FaultSender};
+use super::options::ConnectOptions;
+use super::raw::RawMessages;
+
+type HttpError = StreamableHttpError<reqwest::Error>;
+
+/// A checked endpoint: its URL, the addresses it resolved to (all allowed by
+/// the trust level), and the resolved header values to redact.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    pub(crate) url: url::Url,
+    addresses: Vec<SocketAddr>,
+    headers: Vec<(String, String)>,
+    pub(crate) secrets: Vec<String>,
+}
+
+/// Validate `server`, resolve its host and check every address against its
+/// trust level, and resolve its `${NAME}` headers from our environment.
+///
+/// # Errors
+/// `invalid_argument` for a bad binding, a refused address or an unset
+/// variable; `transport_error` when the host does not resolve.
+pub(crate) async fn resolve(server: &HttpServer) -> Result<Endpoint> {
+    server.validate()?;
+    let url = server.endpoint()?;
+    let host = url
+        .host_str()
+        .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_owned())
+        .unwrap_or_default();
+    let port = url.port_or_known_default().unwrap_or(80);
+    let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|error| {
+            Error::transport(format!(
+                "MCP server '{}': host '{host}' does not resolve: {error}",
+                server.name
+            ))
+            .with_detail("server", server.name.clone())
+            .with_detail("host", host.clone())
+        })?
+        .collect();
+    if addresses.is_empty() {
+        return Err(Error::transport(format!(
+            "MCP server '{}': host '{host}' resolved to no address",
+            server.name
+        ))
+        .with_detail("server", server.name.clone()));
+    }
+    for address in &addresses {
+        server.check_address(&host, address.ip())?;
+    }
+    let resolved = server.resolve_headers(&|name| std::env::var(name).ok())?;
+    Ok(Endpoint {
+        url,
+        addresses,
+        headers: resolved.headers,
+        secrets: resolved.secrets,
+    })
+}
+
+/// The rmcp transport for `endpoint`, reporting failures into `faults`.
+pub(crate) fn transport(
+    server: &str,
+    endpoint: &Endpoint,
+    options: &ConnectOptions,
+    raw: Arc<RawMessages>,
+    faults: FaultSender,
+) -> Result<StreamableHttpClientTransport<ObservedClient>> {
+    // reqwest is built without a bundled crypto provider (no aws-lc-rs); rustls
+    // then uses the process default, which we make ring (a no-op when set).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let host = endpoint.url.host_str().unwrap_or_default().to_owned();
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .connect_timeout(options.connect_timeout)
+        .resolve_to_addrs(
+            host.trim_start_matches('[').trim_end_matches(']'),
+            &endpoint.addresses,
+        )
+        .build()
+        .map_err(|error| {
+            Error::transport(format!(
+                "cannot build the HTTP client for '{server}': {error}"
+            ))
+        })?;
+    let mut custom_headers = HashMap::new();
+    for (name, value) in &endpoint.headers {
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            Error::model_validation(format!("MCP server '{server}': bad header name '{name}'"))
+        })?;
+        let mut value = HeaderValue::from_str(value).map_err(|_| {
+            Error::model_validation(format!(
+                "MCP server '{server}': header '{name}' has a value that is not valid in HTTP"
+            ))
+        })?;
+        value.set_sensitive(true);
+        custom_headers.insert(header, value);
+    }
+    let max = options.max_frame_bytes;
+    let config = StreamableHttpClientTransportConfig::with_uri(endpoint.url.as_str())
+        .custom_headers(custom_headers)
+        .max_sse_event_size(max)
+        .max_json_response_size(max)
+        .reinit_on_expired_session(false);
+    let client = ObservedClient {
+        inner: client,
+        server: Arc::from(server),
+        raw,
+        faults,
+        max_bytes: max,
+    };
+    Ok(StreamableHttpClientTransport::with_client(client, config))
+}
+
+/// rmcp's reqwest client, observed: see the module docs.
+#[derive(Debug, Clone)]
+pub(crate) struct ObservedClient {
+    inner: reqwest::Client,
+    server: Arc<str>,
+    raw: Arc<RawMessages>,
+    faults: FaultSender,
+    max_bytes: usize,
+}
+
+/// The HTTP status a failure names, if any (`HTTP 307 ...` texts included).
+fn status_of(error: &HttpError) -> Option<u16> {
+    match error {
+        StreamableHttpError::HttpStatus(status) => Some(status.status),
+        StreamableHttpError::Client(error) => error.status().map(|s| s.as_u16()),
+        StreamableHttpError::UnexpectedServerResponse(text) => text
+            .strip_prefix("HTTP ")
+            .and_then(|rest| rest.get(..3))
+            .and_then(|code| code.parse().ok()),
+        StreamableHttpError::SessionExpired => Some(404),
+        _ => None,
+    }
+}
+
+impl ObservedClient {
+    /// The connection fault for a failed POST.
+    fn fault_for(&self, error: &HttpError) -> ConnectionFault {
+        let server = &self.server;
+        let status = status_of(error);
+        let mut fault = match (error, status) {
+            (StreamableHttpError::ResponseBodyTooLarge { max_size }, _) => {
+                ConnectionFault::protocol(format!(
+                    "MCP server '{server}' answered with a body larger than {max_size} bytes"
+                ))
+                .with_detail("max_frame_bytes", self.max_bytes as u64)
+            }
+            (StreamableHttpError::Deserialize(e), _) => ConnectionFault::protocol(format!(
+                "MCP server '{server}' answered with a body that is not JSON-RPC ({e})"
+            )),
+            (StreamableHttpError::UnexpectedContentType(kind), _) => {
+                ConnectionFault::protocol(format!(
+                    "MCP server '{server}' answered with content type {kind:?}, neither JSON nor an event stream"
+                ))
+            }
+            (_, Some(code @ 300..=399)) => ConnectionFault::transport(format!(
+                "MCP server '{server}' answered HTTP {code} (a redirect); redirects are not followed"
+            )),
+            (_, Some(code)) => {
+                ConnectionFault::transport(format!("MCP server '{server}' answered HTTP {code}"))
+            }
+            (StreamableHttpError::UnexpectedServerResponse(text), None) => {
+                ConnectionFault::protocol(format!(
+                    "MCP server '{server}' answered with a malformed body: {text}"
+                ))
+            }
+            (other, None) => ConnectionFault::transport(format!(
+                "HTTP exchange with MCP server '{server}' failed: {}",
+                error_chain(other)
+            )),
+        };
+        if let Some(code) = status {
+            fault = fault.with_detail("http_status", code);
+        }
+        fault
+    }
+
+    /// Observe every event of `stream` raw; a broken stream is a transport fault.
+    fn observed(
+        &self,
+        stream: BoxStream<'static, std::result::Result<Sse, SseError>>,
+    ) -> BoxStream<'static, std::result::Result<Sse, SseError>> {
+        let raw = Arc::clone(&self.raw);
+        let faults = self.faults.clone();
+        let server = Arc::clone(&self.server);
+        stream
+            .inspect(move |event| match event {
+                Ok(event) => {
+                    if let Some(data) = &event.data
+                        && let Ok(message) = serde_json::from_str::<serde_json::Value>(data)
+                    {
+                        raw.observe(&message);
+                    }
+                }
+                Err(error) => faults.raise(ConnectionFault::transport(format!(
+                    "the event stream from MCP server '{server}' broke off: {}",
+                    error_chain(error)
+                ))),
+            })
+            .boxed()
+    }
+
+    fn observe_post(
+        &self,
+        message: &ClientJsonRpcMessage,
+        response: std::result::Result<StreamableHttpPostResponse, HttpError>,
+    ) -> std::result::Result<StreamableHttpPostResponse, HttpError> {
+        match response {
+            Ok(StreamableHttpPostResponse::Sse(stream, session)) => Ok(
+                StreamableHttpPostResponse::Sse(self.observed(stream), session),
+            ),
+            Ok(other) => Ok(other),
+            Err(error) => {
+                // A POST awaiting no answer (a notification) failing is not fatal.
+                if matches!(message, ClientJsonRpcMessage::Request(_)) {
+                    self.faults.raise(self.fault_for(&error));
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
+/// `error` and its sources, joined (reqwest's own text omits the cause).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+impl StreamableHttpClient for ObservedClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> std::result::Result<StreamableHttpPostResponse, HttpError> {
+        let limits = StreamableHttpResponseLimits::default();
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> std::result::Result<StreamableHttpPostResponse, HttpError> {
+        let response = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message.clone(),
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await;
+        self.observe_post(&message, response)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> std::result::Result<(), HttpError> {
+        let deleting = self
+            .inner
+            .delete_session(uri, session_id, auth_header, custom_headers);
+        match tokio::time::timeout(Duration::from_secs(5), deleting).await {
+            Ok(result) => result,
+            Err(_) => Err(StreamableHttpError::ControlRequestTimeout),
+        }
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> std::result::Result<BoxStream<'static, std::result::Result<Sse, SseError>>, HttpError>
+    {
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            self.max_bytes,
+        )
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> std::result::Result<BoxStream<'static, std::result::Result<Sse, SseError>>, HttpError>
+    {
+        let stream = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.observed(stream))
+    }
+}

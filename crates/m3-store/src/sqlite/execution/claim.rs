@@ -1,0 +1,91 @@
+//! [`ExecutionStore::claim_queued`](crate::ExecutionStore::claim_queued) on SQLite: a cheap
+//! read finds a candidate without the write lock (idle workers never queue on it), then one
+//! `BEGIN IMMEDIATE` transaction picks the oldest claimable row again, leases it with a
+//! guarded `UPDATE` and appends the state change.
+
+use m3_types::{Result, timestamp};
+use sqlx::SqliteConnection;
+use time::OffsetDateTime;
+
+use super::store::SqliteExecutionStore;
+use super::writes::{append, fetch_existing};
+use crate::execution::record::{ClaimQueued, ClaimedExecution, EVENT_EXECUTION_STATE_CHANGED};
+use crate::execution::rules::{self, CLAIMED_LIFECYCLE, state_changed_payload};
+use crate::sqlite::error::storage;
+
+/// The oldest claimable execution id (`?1`: only this id, or NULL for any).
+const OLDEST_QUEUED: &str = "SELECT id FROM m3rs_executions
+     WHERE lifecycle = 'queued' AND lease_token IS NULL AND finished_at IS NULL
+       AND (?1 IS NULL OR id = ?1)
+     ORDER BY created_at, id LIMIT 1";
+
+impl SqliteExecutionStore {
+    pub(super) async fn do_claim_queued(
+        &self,
+        request: ClaimQueued,
+    ) -> Result<Option<ClaimedExecution>> {
+        let now = self.now();
+        let (expires_at, token) = rules::check_claim_request(&request, now)?;
+        let only = request.execution_id.as_deref();
+        if self.oldest_queued(only).await?.is_none() {
+            return Ok(None);
+        }
+        let mut tx = self.begin_write().await?;
+        let result = claim_in_tx(&mut tx, &request, token, expires_at, now).await;
+        tx.finish(result).await
+    }
+
+    /// The read-only pre-check, outside any transaction.
+    async fn oldest_queued(&self, only: Option<&str>) -> Result<Option<String>> {
+        sqlx::query_scalar(OLDEST_QUEUED)
+            .bind(only)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(|e| storage("could not look for queued executions", e))
+    }
+}
+
+async fn claim_in_tx(
+    tx: &mut SqliteConnection,
+    request: &ClaimQueued,
+    token: String,
+    expires_at: OffsetDateTime,
+    now: OffsetDateTime,
+) -> Result<Option<ClaimedExecution>> {
+    let candidate: Option<String> = sqlx::query_scalar(OLDEST_QUEUED)
+        .bind(request.execution_id.as_deref())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| storage("could not look for queued executions", e))?;
+    let Some(id) = candidate else {
+        return Ok(None);
+    };
+    let mut record = fetch_existing(tx, &id).await?;
+    if !rules::is_claimable(&record, request.execution_id.as_deref()) {
+        return Ok(None);
+    }
+    let lease = rules::apply_claim(&mut record, &request.owner_id, token, expires_at, now);
+    let at = timestamp::format(now);
+    let done = sqlx::query(
+        "UPDATE m3rs_executions
+         SET lifecycle = ?, lease_owner_id = ?, lease_token = ?, lease_expires_at = ?, updated_at = ?
+         WHERE id = ? AND lifecycle = 'queued' AND lease_token IS NULL AND finished_at IS NULL",
+    )
+    .bind(CLAIMED_LIFECYCLE.as_str())
+    .bind(&lease.owner_id)
+    .bind(&lease.lease_token)
+    .bind(timestamp::format(expires_at))
+    .bind(&at)
+    .bind(&id)
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| storage("could not claim the execution", e))?;
+    if done.rows_affected() != 1 {
+        // Impossible under the write lock; never hand out a row we did not change.
+        return Ok(None);
+    }
+    let payload = state_changed_payload(CLAIMED_LIFECYCLE);
+    append(tx, &id, EVENT_EXECUTION_STATE_CHANGED, payload, now).await?;
+    let record = fetch_existing(tx, &id).await?;
+    Ok(Some(ClaimedExecution { record, lease }))
+}
