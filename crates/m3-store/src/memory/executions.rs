@@ -270,6 +270,10 @@ impl ExecutionStore for MemoryExecutionStore {
             state_changed_payload(rules::CLAIMED_LIFECYCLE),
             now,
         );
+        self.inner.hub.publish(&Change::new(
+            stored.record.execution_id.clone(),
+            ChangeKind::Execution,
+        ));
         Ok(Some(ClaimedExecution {
             record: stored.record.clone(),
             lease,

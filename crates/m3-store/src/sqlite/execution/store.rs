@@ -229,7 +229,14 @@ impl ExecutionStore for SqliteExecutionStore {
 
     #[instrument(skip_all, fields(owner.id = %request.owner_id), err)]
     async fn claim_queued(&self, request: ClaimQueued) -> Result<Option<ClaimedExecution>> {
-        self.do_claim_queued(request).await
+        let claimed = self.do_claim_queued(request).await;
+        if let Ok(Some(claimed)) = &claimed {
+            self.signal().notify(&Change::new(
+                claimed.record.execution_id.clone(),
+                ChangeKind::Execution,
+            ));
+        }
+        claimed
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
