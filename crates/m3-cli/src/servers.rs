@@ -29,7 +29,9 @@ pub(crate) fn parse_servers(flags: ServerFlags<'_>) -> Result<Vec<ServerBinding>
     let mut bound: Vec<ServerBinding> = Vec::new();
     for item in flags.servers {
         let (name, command) = item.split_once('=').ok_or_else(|| {
-            Failure::usage(format!("--server expects NAME=COMMAND or NAME=URL, got '{item}'"))
+            Failure::usage(format!(
+                "--server expects NAME=COMMAND or NAME=URL, got '{item}'"
+            ))
         })?;
         let name = name.trim();
         if name.is_empty() {
@@ -55,7 +57,11 @@ pub(crate) fn parse_servers(flags: ServerFlags<'_>) -> Result<Vec<ServerBinding>
         let Some((program, args)) = words.split_first() else {
             return Err(Failure::usage(format!("--server {name}: empty command")));
         };
-        bound.push(StdioServer::new(name, program.clone()).with_args(args.iter().cloned()).into());
+        bound.push(
+            StdioServer::new(name, program.clone())
+                .with_args(args.iter().cloned())
+                .into(),
+        );
     }
     for item in flags.envs {
         let (name, key, value) = assignment(item, "--server-env")?;
@@ -79,9 +85,9 @@ pub(crate) fn parse_servers(flags: ServerFlags<'_>) -> Result<Vec<ServerBinding>
         let (name, level) = item.split_once('=').ok_or_else(|| {
             Failure::usage(format!("--server-trust expects NAME=LEVEL, got '{item}'"))
         })?;
-        let trust: ServerTrust = level
-            .parse()
-            .map_err(|error: m3_types::Error| Failure::usage(format!("--server-trust {name}: {}", error.message())))?;
+        let trust: ServerTrust = level.parse().map_err(|error: m3_types::Error| {
+            Failure::usage(format!("--server-trust {name}: {}", error.message()))
+        })?;
         http(&mut bound, name, "--server-trust")?.trust = trust;
     }
     Ok(bound)
@@ -197,7 +203,10 @@ mod tests {
     #[test]
     fn urls_make_http_bindings_with_headers_and_trust() {
         let servers = parse(
-            &["shipping=http://127.0.0.1:8080/mcp", "remote=https://mcp.example.com/mcp"],
+            &[
+                "shipping=http://127.0.0.1:8080/mcp",
+                "remote=https://mcp.example.com/mcp",
+            ],
             &[],
             &[],
             &["remote:Authorization=Bearer ${TOKEN}", "remote:X-A=b=c"],
@@ -215,7 +224,13 @@ mod tests {
 
     #[test]
     fn malformed_flags_are_usage_errors() {
-        type Case<'a> = (&'a [&'a str], &'a [&'a str], &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+        type Case<'a> = (
+            &'a [&'a str],
+            &'a [&'a str],
+            &'a [&'a str],
+            &'a [&'a str],
+            &'a [&'a str],
+        );
         let cases: [Case<'_>; 14] = [
             (&["shipping"], &[], &[], &[], &[]),
             (&["=cmd"], &[], &[], &[], &[]),
@@ -234,7 +249,10 @@ mod tests {
         ];
         for (servers, envs, cwds, headers, trusts) in cases {
             let failure = parse(servers, envs, cwds, headers, trusts).unwrap_err();
-            assert_eq!(failure.exit, 2, "{servers:?} {envs:?} {cwds:?} {headers:?} {trusts:?}: {failure}");
+            assert_eq!(
+                failure.exit, 2,
+                "{servers:?} {envs:?} {cwds:?} {headers:?} {trusts:?}: {failure}"
+            );
         }
     }
 }

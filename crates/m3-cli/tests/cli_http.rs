@@ -19,7 +19,14 @@ struct HttpServer {
 impl HttpServer {
     fn start(era: &str) -> Self {
         let mut child = Command::new(m3_bin())
-            .args(["example-server", "shipping", "--http", "127.0.0.1:0", "--era", era])
+            .args([
+                "example-server",
+                "shipping",
+                "--http",
+                "127.0.0.1:0",
+                "--era",
+                era,
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -30,7 +37,10 @@ impl HttpServer {
             .read_line(&mut url)
             .unwrap();
         let url = url.trim().to_owned();
-        assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
+        assert!(
+            url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+            "{url}"
+        );
         Self { child, url }
     }
 }
@@ -90,7 +100,11 @@ fn managed_round_over_http(era: &str) {
         .json();
     assert_eq!(ok["committed"], true);
     let done = run.finish();
-    assert_eq!(done.code, 0, "stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert_eq!(
+        done.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout, done.stderr
+    );
     let result: serde_json::Value =
         serde_json::from_str(done.stdout.lines().last().unwrap()).unwrap();
     assert_eq!(result["snapshot"]["outcome"], "completed", "{result}");
@@ -114,7 +128,12 @@ fn an_untrusted_loopback_binding_is_refused_at_submission() {
     let refused = store
         .m3(&refs(&managed_http_run(&server.url, None)))
         .expect_code(3);
-    assert_eq!(refused.error_code(), "invalid_argument", "{}", refused.stderr);
+    assert_eq!(
+        refused.error_code(),
+        "invalid_argument",
+        "{}",
+        refused.stderr
+    );
     assert!(refused.stderr.contains("127.0.0.1"), "{}", refused.stderr);
     assert!(refused.stderr.contains("untrusted"), "{}", refused.stderr);
     let unknown = store

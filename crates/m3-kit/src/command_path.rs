@@ -139,8 +139,11 @@ mod tests {
         let resolved = resolve_commands(vec![server.into()], Some(OsStr::new("/nowhere"))).unwrap();
         assert_eq!(command(&resolved[0]), expected.display().to_string());
 
-        let error =
-            resolve_commands(vec![StdioServer::new("shipping", "m3-missing").into()], None).unwrap_err();
+        let error = resolve_commands(
+            vec![StdioServer::new("shipping", "m3-missing").into()],
+            None,
+        )
+        .unwrap_err();
         assert_eq!(error.code(), "invalid_argument");
         assert!(
             error

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use m3_types::{
-    Error, OperationKind, PendingElicitationRound, ResponseMap, Result, ServerBinding, ToolSelection,
+    Error, OperationKind, PendingElicitationRound, ResponseMap, Result, ServerBinding,
+    ToolSelection,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;

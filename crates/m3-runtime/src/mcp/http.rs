@@ -98,10 +98,15 @@ pub(crate) fn transport(
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .connect_timeout(options.connect_timeout)
-        .resolve_to_addrs(host.trim_start_matches('[').trim_end_matches(']'), &endpoint.addresses)
+        .resolve_to_addrs(
+            host.trim_start_matches('[').trim_end_matches(']'),
+            &endpoint.addresses,
+        )
         .build()
         .map_err(|error| {
-            Error::transport(format!("cannot build the HTTP client for '{server}': {error}"))
+            Error::transport(format!(
+                "cannot build the HTTP client for '{server}': {error}"
+            ))
         })?;
     let mut custom_headers = HashMap::new();
     for (name, value) in &endpoint.headers {
@@ -179,9 +184,9 @@ impl ObservedClient {
             (_, Some(code @ 300..=399)) => ConnectionFault::transport(format!(
                 "MCP server '{server}' answered HTTP {code} (a redirect); redirects are not followed"
             )),
-            (_, Some(code)) => ConnectionFault::transport(format!(
-                "MCP server '{server}' answered HTTP {code}"
-            )),
+            (_, Some(code)) => {
+                ConnectionFault::transport(format!("MCP server '{server}' answered HTTP {code}"))
+            }
             (StreamableHttpError::UnexpectedServerResponse(text), None) => {
                 ConnectionFault::protocol(format!(
                     "MCP server '{server}' answered with a malformed body: {text}"
