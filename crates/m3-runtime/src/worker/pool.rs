@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use m3_store::signal::{ChangeSubscription, Topic};
 use m3_store::{ClaimQueued, ClaimedExecution, ExecutionStore};
 use m3_types::{ExecutionOutcome, Result};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
@@ -322,6 +323,11 @@ impl WorkerPool {
     }
 
     async fn claim_loop(self) {
+        let mut queue = self
+            .inner
+            .options
+            .claim_queue
+            .then(|| self.inner.store.change_signal().subscribe(Topic::Queue));
         loop {
             let permit = match &self.inner.slots {
                 Some(slots) => tokio::select! {
@@ -333,7 +339,7 @@ impl WorkerPool {
                 },
                 None => None,
             };
-            let Some(claimed) = self.next_claimed().await else {
+            let Some(claimed) = self.next_claimed(queue.as_mut()).await else {
                 return;
             };
             self.spawn_run(claimed, permit);
@@ -341,7 +347,10 @@ impl WorkerPool {
     }
 
     /// Waits for the next claimed execution; `None` once claiming stopped.
-    async fn next_claimed(&self) -> Option<ClaimedExecution> {
+    async fn next_claimed(
+        &self,
+        mut queue: Option<&mut ChangeSubscription>,
+    ) -> Option<ClaimedExecution> {
         loop {
             if self.inner.claiming.is_cancelled() {
                 return None;
@@ -351,14 +360,9 @@ impl WorkerPool {
                 Ok(None) => {}
                 Err(error) => tracing::warn!(%error, "claiming a queued execution failed"),
             }
-            let poll = self
-                .inner
-                .options
-                .claim_queue
-                .then_some(self.inner.options.idle_poll);
             tokio::select! {
                 () = self.inner.wake.notified() => {}
-                () = wait_for_queued(&*self.inner.store, poll) => {}
+                () = wait_for_queued(queue.as_deref_mut()) => {}
                 () = self.inner.claiming.cancelled() => return None,
             }
         }
