@@ -143,6 +143,12 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     lines.join("\n")
 }
 
+/// The store `db` names, for output: a PostgreSQL password is shown as `***`.
+pub(crate) fn store_label(db: &std::path::Path) -> String {
+    let text = db.to_string_lossy();
+    m3_kit::StoreUrl::parse(&text).map_or_else(|_| text.into_owned(), |url| url.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,3 +165,4 @@ mod tests {
         assert_eq!(text, "ID       STATUS\na        pending\nlong-id  failed");
     }
 }
+

@@ -100,6 +100,42 @@ impl StoreUrl {
     }
 }
 
+/// The location for people to read: a PostgreSQL password is shown as `***`, so the store
+/// can be named in output and logs without leaking the credential.
+///
+/// ```
+/// use m3_store::StoreUrl;
+/// let url = StoreUrl::parse("postgres://m3:hunter2@db.example:5432/m3?sslmode=require")?;
+/// assert_eq!(url.to_string(), "postgres://m3:***@db.example:5432/m3?sslmode=require");
+/// assert_eq!(StoreUrl::parse("runs/m3.sqlite")?.to_string(), "runs/m3.sqlite");
+/// # Ok::<(), m3_types::Error>(())
+/// ```
+impl std::fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Memory => f.write_str("memory:"),
+            Self::Sqlite(path) => write!(f, "{}", path.display()),
+            Self::Postgres(url) => f.write_str(&without_password(url)),
+        }
+    }
+}
+
+/// `url` with the password of its user-info part (`user:password@`) replaced by `***`.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
 /// `scheme:` followed by `//`, or a scheme of two or more letters (so `C:\x` stays a path).
 fn has_scheme(url: &str) -> bool {
     match url.split_once(':') {

@@ -34,7 +34,10 @@ fn sample_address(round: &PendingElicitationRound) -> ResponseMap {
 
 pub(crate) async fn run(out: Output, db: &Path, interactive: bool) -> Result<(), Failure> {
     let (selection, options) = demo_submission()?;
-    out.say(format!("m3 demo (store: {})", db.display()));
+    out.say(format!(
+        "m3 demo (store: {})",
+        crate::output::store_label(db)
+    ));
     let kit = open_kit(db, true).await?;
     let outcome = run_demo(out, &kit, selection, options, interactive).await;
     kit.close().await?;

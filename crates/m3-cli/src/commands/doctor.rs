@@ -117,7 +117,7 @@ async fn store(db: &Path) -> Check {
                 name,
                 format!(
                     "no store at {} yet: m3 run and m3 demo create it",
-                    db.display()
+                    crate::output::store_label(db)
                 ),
             )
         } else {
@@ -126,7 +126,7 @@ async fn store(db: &Path) -> Check {
                 "fail",
                 format!(
                     "no store at {} and {} is not a writable directory",
-                    db.display(),
+                    crate::output::store_label(db),
                     parent.display()
                 ),
                 "give a writable place with --db PATH or M3_DB",
@@ -134,11 +134,21 @@ async fn store(db: &Path) -> Check {
         };
     }
     match probe_store(db).await {
-        Ok(count) => Check::ok(name, format!("{} opens ({count} executions)", db.display())),
+        Ok(count) => Check::ok(
+            name,
+            format!(
+                "{} opens ({count} executions)",
+                crate::output::store_label(db)
+            ),
+        ),
         Err(failure) => Check::not_ok(
             name,
             "fail",
-            format!("{} does not open: {}", db.display(), failure.message),
+            format!(
+                "{} does not open: {}",
+                crate::output::store_label(db),
+                failure.message
+            ),
             "check the path and its permissions, or give another store with --db PATH or M3_DB",
         ),
     }

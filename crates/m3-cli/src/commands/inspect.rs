@@ -50,13 +50,13 @@ fn require_store(db: &Path) -> Result<(), Failure> {
         "not_found",
         format!(
             "no store at {} (give the store with --db PATH or M3_DB; `m3 run` and `m3 demo` create one)",
-            db.display()
+            crate::output::store_label(db)
         ),
     );
     failure.exit = crate::failure::exit::NOT_FOUND;
     failure
         .details
-        .insert("store".into(), json!(db.display().to_string()));
+        .insert("store".into(), json!(crate::output::store_label(db)));
     failure.details.insert("not_found".into(), json!(true));
     Err(failure)
 }
@@ -68,7 +68,10 @@ pub(crate) async fn executions(out: Output, db: &Path) -> Result<(), Failure> {
         let states: Vec<_> = summaries.iter().map(|s| &s.state).collect();
         out.document(&states)?;
     } else if summaries.is_empty() {
-        out.say(format!("no executions (store {})", db.display()));
+        out.say(format!(
+            "no executions (store {})",
+            crate::output::store_label(db)
+        ));
     } else {
         let rows = summaries
             .iter()
@@ -119,7 +122,10 @@ pub(crate) async fn pending(
     if out.is_json() {
         out.document(&rounds)?;
     } else if rounds.is_empty() {
-        out.say(format!("no pending rounds (store {})", db.display()));
+        out.say(format!(
+            "no pending rounds (store {})",
+            crate::output::store_label(db)
+        ));
     } else {
         for round in &rounds {
             out.say(render::round(round));
@@ -169,7 +175,7 @@ pub(crate) async fn watch_pending(
     let mut seen = HashSet::new();
     out.say(format!(
         "watching for pending rounds (store {}); Ctrl-C stops",
-        db.display()
+        crate::output::store_label(db)
     ));
     let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
     loop {
@@ -255,7 +261,10 @@ pub(crate) async fn recover(out: Output, db: &Path) -> Result<(), Failure> {
     if out.is_json() {
         out.document(&report)?;
     } else if report.executions.is_empty() {
-        out.say(format!("nothing to recover (store {})", db.display()));
+        out.say(format!(
+            "nothing to recover (store {})",
+            crate::output::store_label(db)
+        ));
         for note in live_leases(&kit).await? {
             out.say(format!("  {note}"));
         }
