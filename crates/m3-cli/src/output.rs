@@ -165,4 +165,3 @@ mod tests {
         assert_eq!(text, "ID       STATUS\na        pending\nlong-id  failed");
     }
 }
-
