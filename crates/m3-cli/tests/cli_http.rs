@@ -85,6 +85,13 @@ fn managed_round_over_http(era: &str) {
         .expect_code(0)
         .json();
     assert_eq!(pending[0]["round_id"], round_id.as_str());
+    // The legacy era keys its one request by the elicitation's id, the 2026 era by name.
+    let key = round["requests"]
+        .as_object()
+        .and_then(|requests| requests.keys().next())
+        .unwrap()
+        .clone();
+    let answer = format!(r#"{key}={{"street": "1 Main Street", "city": "Pune"}}"#);
     let ok = store
         .m3(&[
             "--json",
@@ -94,7 +101,7 @@ fn managed_round_over_http(era: &str) {
             "--idempotency-key",
             "http-1",
             "--accept",
-            r#"shipping_address={"street": "1 Main Street", "city": "Pune"}"#,
+            &answer,
         ])
         .expect_code(0)
         .json();

@@ -62,7 +62,8 @@ fn answered_calls(log: &std::path::Path) -> usize {
         .count()
 }
 
-fn trial(at: KillAt) {
+/// One kill trial; `false` when it could not reach its state (see `ResponseValidated`).
+fn trial(at: KillAt) -> bool {
     let store = Store::new();
     let db = store.db();
     let log = file(&store, "calls.jsonl");
@@ -108,6 +109,15 @@ fn trial(at: KillAt) {
                 let done = answer(&store, &execution, &first.round_id, "answer");
                 if done.code == 0 {
                     break;
+                }
+                if done.error_code() == "managed_input_state" {
+                    // Stopped for longer than its lease while the answer waited for the lock,
+                    // the worker lost the round to the survivor's sweep before the commit: this
+                    // trial never reached response_validated. Tidy up and try again.
+                    sigkill(&mut doomed);
+                    signal(&survivor, Signal::SIGTERM);
+                    survivor.finish();
+                    return false;
                 }
                 assert!(
                     tries < 20 && done.stderr.contains("locked"),
@@ -178,24 +188,40 @@ fn trial(at: KillAt) {
     let done = survivor.finish();
     assert_eq!(done.code, 0, "{}", done.stderr);
     eprintln!("{at:?}: recovered {took:?} after the kill");
+    true
+}
+
+/// Runs `trials()` conclusive trials at `at`, allowing as many inconclusive ones again.
+fn run_trials(at: KillAt) {
+    let wanted = trials();
+    let mut conclusive = 0;
+    for _ in 0..wanted * 2 {
+        if trial(at) {
+            conclusive += 1;
+        }
+        if conclusive == wanted {
+            return;
+        }
+    }
+    panic!("{at:?}: only {conclusive} of {wanted} trials reached their state");
 }
 
 #[test]
 fn a_worker_killed_with_the_round_pending_fails_closed() {
-    (0..trials()).for_each(|_| trial(KillAt::Pending));
+    run_trials(KillAt::Pending);
 }
 
 #[test]
 fn a_worker_killed_right_after_the_response_commit_fails_closed() {
-    (0..trials()).for_each(|_| trial(KillAt::ResponseValidated));
+    run_trials(KillAt::ResponseValidated);
 }
 
 #[test]
 fn a_worker_killed_while_the_retry_is_at_the_server_fails_closed() {
-    (0..trials()).for_each(|_| trial(KillAt::DeliveryStarted));
+    run_trials(KillAt::DeliveryStarted);
 }
 
 #[test]
 fn a_worker_killed_after_the_server_answered_fails_closed() {
-    (0..trials()).for_each(|_| trial(KillAt::Delivered));
+    run_trials(KillAt::Delivered);
 }
