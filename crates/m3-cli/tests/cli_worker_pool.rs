@@ -172,7 +172,13 @@ fn three_workers_share_the_queue(store: Store) {
         let both: Vec<_> = seen[a].claimed.intersection(&seen[b].claimed).collect();
         assert!(both.is_empty(), "claimed by two workers: {both:?}");
     }
-    let lost: BTreeSet<&String> = seen[0].claimed.difference(&seen[0].finished).collect();
+    // The killed worker's claims: whatever no survivor claimed (its last claim events may
+    // have died unread in its stdout), minus what it was seen to finish.
+    let lost: BTreeSet<&String> = ids
+        .iter()
+        .filter(|id| !seen[1].claimed.contains(*id) && !seen[2].claimed.contains(*id))
+        .filter(|id| !seen[0].finished.contains(*id))
+        .collect();
     assert!(!lost.is_empty(), "the killed worker ran nothing");
     let deliveries = call_log(&log);
     let mut delivered: BTreeMap<String, Vec<u64>> = BTreeMap::new();
@@ -191,10 +197,13 @@ fn three_workers_share_the_queue(store: Store) {
             parents.len()
         );
     }
+    // Every execution reached the server at most once; only one the killed worker had
+    // claimed may never have reached it (killed between the claim and the first call).
     let first_calls = deliveries.iter().filter(|l| l["answered"] == false).count();
-    assert_eq!(
-        first_calls, EXECUTIONS,
-        "every execution started exactly once"
+    assert!(
+        (EXECUTIONS - lost.len()..=EXECUTIONS).contains(&first_calls),
+        "{first_calls} first calls for {EXECUTIONS} executions, {} lost with the killed worker",
+        lost.len()
     );
     for id in &ids {
         let state = &states[id];
@@ -209,7 +218,7 @@ fn three_workers_share_the_queue(store: Store) {
         }
         // (A lost one may have completed just before the kill, its event unread.)
         assert_eq!(state["outcome"], "completed", "{id}: {state}");
-        let owner = (0..3).find(|n| seen[*n].claimed.contains(id)).unwrap();
+        let owner = (1..3).find(|n| seen[*n].claimed.contains(id)).unwrap_or(0);
         assert_eq!(
             delivered[id],
             vec![u64::from(pids[owner])],
