@@ -70,6 +70,7 @@ mod fault;
 mod frames;
 mod handler;
 mod http;
+mod negotiation;
 mod operation;
 mod options;
 pub(crate) mod process;
