@@ -29,13 +29,18 @@ pub const RECOVERY_BOUND: Duration = Duration::from_secs(8);
 
 /// `m3 --json worker` with the test sweep and `extra` options.
 pub fn worker(store: &Store, extra: &[&str]) -> Running {
+    worker_leased(store, LEASE, extra)
+}
+
+/// `m3 --json worker` whose claims hold `claim_lease` seconds until the execution's own.
+pub fn worker_leased(store: &Store, claim_lease: &str, extra: &[&str]) -> Running {
     let mut args = vec![
         "--json",
         "worker",
         "--sweep-every",
         SWEEP,
         "--claim-lease",
-        "2",
+        claim_lease,
     ];
     args.extend_from_slice(extra);
     store.spawn(&args)
@@ -64,6 +69,11 @@ pub fn logged_server(log: &Path, extra: &str) -> String {
 
 /// `m3 --json submit` of a managed execution; returns its id.
 pub fn submit(store: &Store, server: &str, agent: &[&str]) -> String {
+    submit_leased(store, server, LEASE, agent)
+}
+
+/// `m3 --json submit` of a managed execution with a `lease` of that many seconds.
+pub fn submit_leased(store: &Store, server: &str, lease: &str, agent: &[&str]) -> String {
     let mut args = vec![
         "--json".to_owned(),
         "submit".to_owned(),
@@ -72,7 +82,7 @@ pub fn submit(store: &Store, server: &str, agent: &[&str]) -> String {
         "--human-input".to_owned(),
         "managed".to_owned(),
         "--lease".to_owned(),
-        LEASE.to_owned(),
+        lease.to_owned(),
     ];
     args.extend(agent.iter().map(|a| (*a).to_owned()));
     let done = store.m3(&refs(&args)).expect_code(0);
