@@ -48,7 +48,10 @@ pub struct Worker {
 /// What a [`Worker`] calls when a round of an execution it runs becomes pending (the round
 /// stored, the execution `waiting_for_input`): with the execution id and the round id.
 #[derive(Clone)]
-pub struct RoundPendingHook(Arc<dyn Fn(&str, &str) + Send + Sync>);
+pub struct RoundPendingHook(Arc<RoundPendingFn>);
+
+/// The function behind a [`RoundPendingHook`]: `(execution_id, round_id)`.
+type RoundPendingFn = dyn Fn(&str, &str) + Send + Sync;
 
 impl RoundPendingHook {
     /// A hook calling `f(execution_id, round_id)`; it must not block.
