@@ -135,7 +135,14 @@ async fn commits_in_another_store_object_wake_the_waiter_by_notify() {
     let finish = FinishExecution::new(id.clone(), ExecutionOutcome::Cancelled);
     committer.finish(finish).await.unwrap();
     signalled(&mut execution, "a finished execution").await;
-    assert!(waiter.get_execution(&id).await.unwrap().unwrap().is_finished());
+    assert!(
+        waiter
+            .get_execution(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_finished()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,7 +171,9 @@ async fn the_listener_reconnects_after_its_connection_is_terminated() {
         .await
         .unwrap()
     };
-    let killed = listener_pid().await.expect("the listener's connection is visible");
+    let killed = listener_pid()
+        .await
+        .expect("the listener's connection is visible");
     let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
         .bind(killed)
         .fetch_one(&admin)
@@ -201,12 +210,16 @@ async fn stores_in_other_schemas_do_not_wake_each_other() {
     let neighbour = open(&tenant_b).await;
     let mut changes = waiter.change_signal().subscribe(Topic::All);
     await_listening(&waiter, &mut [&mut changes]).await;
+    // Listening: the waiter re-reads on its own only at the rare safety poll.
+    assert_eq!(changes.fallback(), m3_store::signal::SAFETY_POLL);
     neighbour
         .create_execution(NewExecution::new(json!({})))
         .await
         .unwrap();
-    // Only the fallback poll wakes a waiter of tenant A.
-    assert_eq!(changes.changed().await, Wake::Poll);
+    // Nothing of tenant B's wakes a waiter of tenant A (within a while: the safety poll
+    // is 30 s away).
+    let woken = tokio::time::timeout(std::time::Duration::from_secs(2), changes.changed()).await;
+    assert!(woken.is_err(), "tenant B's commit woke tenant A: {woken:?}");
     let colleague = open(&tenant_a).await;
     colleague
         .create_execution(NewExecution::new(json!({})))
@@ -226,7 +239,11 @@ async fn with_the_signal_off_a_commit_elsewhere_is_seen_at_the_fallback_poll() {
         .await
         .unwrap()
         .execution_id;
-    let mut changes = waiter.change_signal().subscribe(Topic::Execution(id.clone()));
+    let mut changes = waiter
+        .change_signal()
+        .subscribe(Topic::Execution(id.clone()));
+    // Nobody listens: the short fallback poll.
+    assert_eq!(changes.fallback(), m3_store::signal::DEFAULT_FALLBACK_POLL);
     committer.request_cancel(&id, None).await.unwrap();
     assert_eq!(changes.changed().await, Wake::Poll);
     assert!(waiter.is_cancel_requested(&id).await.unwrap());

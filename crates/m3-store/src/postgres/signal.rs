@@ -100,8 +100,11 @@ impl PgSignal {
             // Without an origin tag the own echo is only one spurious wake-up more.
             Err(_) => "00000000".to_owned(),
         };
+        // Live (waiters re-read only at the safety poll) only while the listener is connected.
+        let hub = ChangeHub::new();
+        hub.set_live(false);
         Self {
-            hub: ChangeHub::new(),
+            hub,
             channel: channel_name(schema),
             origin,
             cross_process,
@@ -245,9 +248,12 @@ impl Listen {
                     // Whatever committed before LISTEN took effect: re-read.
                     self.hub.publish(&Change::any());
                     self.connected.store(true, Ordering::SeqCst);
+                    self.hub.set_live(true);
                     self.receive(&mut listener).await;
                     self.connected.store(false, Ordering::SeqCst);
-                    // Notifications may have been lost with the connection.
+                    // Notifications may have been lost with the connection; until it is
+                    // back, waiters re-read at the short fallback poll.
+                    self.hub.set_live(false);
                     self.hub.publish(&Change::any());
                 }
                 Err(error) => {
