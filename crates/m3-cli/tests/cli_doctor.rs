@@ -35,6 +35,17 @@ fn doctor_passes_on_a_fresh_directory_and_on_an_existing_store() {
     store.m3(&["demo"]).expect_code(0);
     let human = store.m3(&["doctor"]).expect_code(0);
     assert!(human.stdout.contains("(1 executions)"), "{}", human.stdout);
+    let report = store.m3(&["--json", "doctor"]).expect_code(0).json();
+    let signal = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|check| check["name"] == "change signal")
+        .unwrap_or_else(|| panic!("no change signal check: {report}"));
+    assert_eq!(signal["status"], "ok", "{report}");
+    let detail = signal["detail"].as_str().unwrap();
+    assert!(detail.starts_with("unix-datagram"), "{detail}");
+    assert!(detail.contains("SQLite journal: WAL"), "{detail}");
     assert!(
         human.stdout.contains("m3 demo will work"),
         "{}",
@@ -72,4 +83,21 @@ fn doctor_fails_with_a_fix_when_the_store_cannot_be_created() {
         "{}",
         done.stderr
     );
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn doctor_reports_the_notify_signal_of_a_postgres_store() {
+    let store = Store::postgres();
+    store.m3(&["demo"]).expect_code(0);
+    let report = store.m3(&["--json", "doctor"]).expect_code(0).json();
+    let checks = report["checks"].as_array().unwrap();
+    let signal = checks
+        .iter()
+        .find(|check| check["name"] == "change signal")
+        .unwrap_or_else(|| panic!("no change signal check: {report}"));
+    assert_eq!(signal["status"], "ok", "{report}");
+    let detail = signal["detail"].as_str().unwrap();
+    assert!(detail.starts_with("postgres-notify"), "{detail}");
+    assert!(!detail.contains("SQLite"), "{detail}");
 }

@@ -49,8 +49,10 @@ impl Check {
 }
 
 pub(crate) async fn run(out: Output, db: &Path) -> Result<(), Failure> {
-    let checks = vec![
-        store(db).await,
+    let (store_check, signal_check) = store(db).await;
+    let mut checks = vec![store_check];
+    checks.extend(signal_check);
+    checks.extend([
         example_server().await,
         peer(
             "codex",
@@ -70,7 +72,7 @@ pub(crate) async fn run(out: Output, db: &Path) -> Result<(), Failure> {
             "install Node.js to run the npm MCP servers of the examples; m3 demo does not need it",
         )
         .await,
-    ];
+    ]);
     let demo_ready = checks.iter().all(|check| check.status != "fail");
     if out.is_json() {
         out.document(&serde_json::json!({"checks": checks, "demo_ready": demo_ready}))?;
@@ -100,8 +102,9 @@ pub(crate) async fn run(out: Output, db: &Path) -> Result<(), Failure> {
     }
 }
 
-/// The store opens (without running recovery), or, absent, can be created where `--db` says.
-async fn store(db: &Path) -> Check {
+/// The store opens (without running recovery), or, absent, can be created where `--db` says;
+/// and, when it opens, how its waiters learn of other processes' commits.
+async fn store(db: &Path) -> (Check, Option<Check>) {
     let name = "store";
     let url = db.to_string_lossy().contains("://");
     if !url && !db.exists() {
@@ -112,7 +115,7 @@ async fn store(db: &Path) -> Check {
         let writable = std::fs::metadata(&parent)
             .map(|meta| meta.is_dir() && !meta.permissions().readonly())
             .unwrap_or(false);
-        return if writable {
+        let check = if writable {
             Check::ok(
                 name,
                 format!(
@@ -132,33 +135,82 @@ async fn store(db: &Path) -> Check {
                 "give a writable place with --db PATH or M3_DB",
             )
         };
+        return (check, None);
     }
     match probe_store(db).await {
-        Ok(count) => Check::ok(
-            name,
-            format!(
-                "{} opens ({count} executions)",
-                crate::output::store_label(db)
+        Ok((count, mechanism)) => (
+            Check::ok(
+                name,
+                format!(
+                    "{} opens ({count} executions)",
+                    crate::output::store_label(db)
+                ),
             ),
+            Some(change_signal(db, mechanism)),
         ),
-        Err(failure) => Check::not_ok(
-            name,
-            "fail",
-            format!(
-                "{} does not open: {}",
-                crate::output::store_label(db),
-                failure.message
+        Err(failure) => (
+            Check::not_ok(
+                name,
+                "fail",
+                format!(
+                    "{} does not open: {}",
+                    crate::output::store_label(db),
+                    failure.message
+                ),
+                "check the path and its permissions, or give another store with --db PATH or M3_DB",
             ),
-            "check the path and its permissions, or give another store with --db PATH or M3_DB",
+            None,
         ),
     }
 }
 
-async fn probe_store(db: &Path) -> Result<usize, Failure> {
+/// The store's execution count and change-signal mechanism.
+async fn probe_store(db: &Path) -> Result<(usize, &'static str), Failure> {
     let kit = open_kit(db, false).await?;
     let count = kit.executions().await?.len();
+    let mechanism = kit.store().change_signal().mechanism();
     kit.close().await?;
-    Ok(count)
+    Ok((count, mechanism))
+}
+
+/// How waiters (`m3 worker`, `m3 pending --watch`, a waiting execution) learn of commits
+/// made by other processes, and for a SQLite file whether it is in WAL mode.
+fn change_signal(db: &Path, mechanism: &'static str) -> Check {
+    let name = "change signal";
+    let how = match mechanism {
+        "unix-datagram" => "a Unix datagram to each waiting process after each commit",
+        "postgres-notify" => {
+            "PostgreSQL LISTEN/NOTIFY (needs a direct or session-pooled connection, not a replica)"
+        }
+        "in-process" => "waiters in this process at once, other processes' commits at the 1 s poll",
+        _ => "waiters poll the store every second",
+    };
+    let journal = match sqlite_journal(db) {
+        Some(true) => "; SQLite journal: WAL",
+        Some(false) => "; SQLite journal: rollback (not WAL)",
+        None => "",
+    };
+    let detail = format!("{mechanism}: {how}{journal}");
+    match mechanism {
+        "unix-datagram" | "postgres-notify" => Check::ok(name, detail),
+        _ => Check::not_ok(
+            name,
+            "warn",
+            detail,
+            "unset M3_CHANGE_SIGNAL (or set it to on) so other processes' commits wake waiters at once",
+        ),
+    }
+}
+
+/// Whether the SQLite file `db` is in WAL mode, from its header (byte 18: 2 = WAL); `None`
+/// for a store that is not a readable SQLite file.
+fn sqlite_journal(db: &Path) -> Option<bool> {
+    use std::io::Read;
+    let mut header = [0u8; 20];
+    std::fs::File::open(db).ok()?.read_exact(&mut header).ok()?;
+    header
+        .starts_with(b"SQLite format 3\0")
+        .then_some(header[18] == 2)
 }
 
 /// The bundled shipping server (what `m3 demo` starts) answers an `initialize`.
