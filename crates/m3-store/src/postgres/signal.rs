@@ -5,6 +5,8 @@
 //!   object's own subscriptions at once and sends the change with `pg_notify` in a statement
 //!   of its own, with `synchronous_commit` off (a hint needs no flush), before the store call
 //!   returns: a process that exits right after its commit (`m3 respond`) has announced it.
+//!   The statement is sent by one task per store object, so the announcements of
+//!   concurrent writes go out together.
 //!   The `NOTIFY` is deliberately not inside the data transaction: PostgreSQL serializes
 //!   every committing transaction that has notified under one cluster-wide lock held
 //!   through its WAL flush, which turns concurrent commits into a queue (measured in
@@ -27,6 +29,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::connect::Shared;
@@ -84,7 +87,15 @@ pub(crate) struct PgSignal {
     connect: PgConnectOptions,
     listener: OnceLock<Option<ListenerTask>>,
     connected: Arc<AtomicBool>,
+    /// The queue of the task that sends concurrent announcements together.
+    sender: OnceLock<Option<mpsc::UnboundedSender<Queued>>>,
 }
+
+/// An announcement waiting for the sender task: its payload, and who to tell once sent.
+type Queued = (String, oneshot::Sender<()>);
+
+/// Most announcements one statement sends.
+const BATCH: usize = 256;
 
 impl PgSignal {
     /// The signal of a store in `schema` on `pool` (whose connections `connect` opens).
@@ -109,6 +120,7 @@ impl PgSignal {
             connect,
             listener: OnceLock::new(),
             connected: Arc::new(AtomicBool::new(false)),
+            sender: OnceLock::new(),
         }
     }
 
@@ -122,9 +134,36 @@ impl PgSignal {
     /// announcement is covered by the fallback poll.
     pub(crate) async fn announce(&self, change: &Change) {
         self.hub.publish(change);
-        if self.cross_process {
-            send(&self.pool, &self.channel, vec![self.payload(change)]).await;
+        if !self.cross_process {
+            return;
         }
+        let payload = self.payload(change);
+        let payload = match self.sender() {
+            Some(queue) => {
+                let (sent, done) = oneshot::channel();
+                match queue.send((payload, sent)) {
+                    // Dropped unsent (its runtime is shutting down): the poll covers it.
+                    Ok(()) => return done.await.unwrap_or(()),
+                    Err(mpsc::error::SendError((payload, _))) => payload,
+                }
+            }
+            None => payload,
+        };
+        send(&self.pool, &self.channel, vec![payload]).await;
+    }
+
+    /// The sender task's queue, started on first use in the current tokio runtime: the
+    /// announcements of concurrent writes share one statement (and one turn of the server's
+    /// notification lock).
+    fn sender(&self) -> Option<&mpsc::UnboundedSender<Queued>> {
+        self.sender
+            .get_or_init(|| {
+                let runtime = tokio::runtime::Handle::try_current().ok()?;
+                let (queue, queued) = mpsc::unbounded_channel();
+                runtime.spawn(send_loop(self.pool.clone(), self.channel.clone(), queued));
+                Some(queue)
+            })
+            .as_ref()
     }
 
     /// The notification payload of `change`: this object's origin tag, then the change.
@@ -209,6 +248,19 @@ struct ListenerTask(JoinHandle<()>);
 impl Drop for ListenerTask {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// Sends what is queued, up to [`BATCH`] announcements per statement, and tells each
+/// writer its announcement went out; ends when its store object is dropped.
+async fn send_loop(pool: PgPool, channel: String, mut queued: mpsc::UnboundedReceiver<Queued>) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while queued.recv_many(&mut batch, BATCH).await > 0 {
+        let (payloads, writers): (Vec<String>, Vec<oneshot::Sender<()>>) = batch.drain(..).unzip();
+        send(&pool, &channel, payloads).await;
+        for writer in writers {
+            let _ = writer.send(());
+        }
     }
 }
 
