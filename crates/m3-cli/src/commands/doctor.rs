@@ -1,6 +1,9 @@
 //! `m3 doctor`: checks the set-up and says what to fix. Exit 0 when everything `m3 demo`
-//! needs works (the store, the bundled example server); the optional peers (Codex, Python,
-//! Node) are reported with how to get them, and never fail the check.
+//! needs works (the store, the bundled example server). The store's change signal (probed
+//! from a second process) and the optional peers (Codex, Python, Node) are reported with how
+//! to fix them, and only warn: without them `m3 demo` still works.
+
+mod signal;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -8,6 +11,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use m3_kit::StoreUrl;
 
 use crate::commands::inspect::open_kit;
 use crate::failure::Failure;
@@ -48,11 +53,12 @@ impl Check {
     }
 }
 
+pub(crate) use signal::announce_change;
+
 pub(crate) async fn run(out: Output, db: &Path) -> Result<(), Failure> {
-    let (store_check, signal_check) = store(db).await;
-    let mut checks = vec![store_check];
-    checks.extend(signal_check);
-    checks.extend([
+    let checks = vec![
+        store(db).await,
+        signal::check(db).await,
         example_server().await,
         peer(
             "codex",
@@ -72,7 +78,7 @@ pub(crate) async fn run(out: Output, db: &Path) -> Result<(), Failure> {
             "install Node.js to run the npm MCP servers of the examples; m3 demo does not need it",
         )
         .await,
-    ]);
+    ];
     let demo_ready = checks.iter().all(|check| check.status != "fail");
     if out.is_json() {
         out.document(&serde_json::json!({"checks": checks, "demo_ready": demo_ready}))?;
@@ -102,12 +108,10 @@ pub(crate) async fn run(out: Output, db: &Path) -> Result<(), Failure> {
     }
 }
 
-/// The store opens (without running recovery), or, absent, can be created where `--db` says;
-/// and, when it opens, how its waiters learn of other processes' commits.
-async fn store(db: &Path) -> (Check, Option<Check>) {
+/// The store opens (without running recovery), or, absent, can be created where `--db` says.
+async fn store(db: &Path) -> Check {
     let name = "store";
-    let url = db.to_string_lossy().contains("://");
-    if !url && !db.exists() {
+    if missing_local_store(db) {
         let parent = match db.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
             _ => PathBuf::from("."),
@@ -115,7 +119,7 @@ async fn store(db: &Path) -> (Check, Option<Check>) {
         let writable = std::fs::metadata(&parent)
             .map(|meta| meta.is_dir() && !meta.permissions().readonly())
             .unwrap_or(false);
-        let check = if writable {
+        return if writable {
             Check::ok(
                 name,
                 format!(
@@ -135,82 +139,61 @@ async fn store(db: &Path) -> (Check, Option<Check>) {
                 "give a writable place with --db PATH or M3_DB",
             )
         };
-        return (check, None);
     }
     match probe_store(db).await {
-        Ok((count, mechanism)) => (
-            Check::ok(
-                name,
-                format!(
-                    "{} opens ({count} executions)",
-                    crate::output::store_label(db)
-                ),
+        Ok(count) => Check::ok(
+            name,
+            format!(
+                "{} opens ({count} executions{})",
+                crate::output::store_label(db),
+                journal(db)
             ),
-            Some(change_signal(db, mechanism)),
         ),
-        Err(failure) => (
-            Check::not_ok(
-                name,
-                "fail",
-                format!(
-                    "{} does not open: {}",
-                    crate::output::store_label(db),
-                    failure.message
-                ),
-                "check the path and its permissions, or give another store with --db PATH or M3_DB",
+        Err(failure) => Check::not_ok(
+            name,
+            "fail",
+            format!(
+                "{} does not open: {}",
+                crate::output::store_label(db),
+                failure.message
             ),
-            None,
+            "check the path and its permissions, or give another store with --db PATH or M3_DB",
         ),
     }
 }
 
-/// The store's execution count and change-signal mechanism.
-async fn probe_store(db: &Path) -> Result<(usize, &'static str), Failure> {
+/// `, SQLite journal: WAL` (or `rollback`, which makes readers wait for writers) for a store
+/// in a SQLite file, read from its header (byte 18 is 2 in WAL mode); empty otherwise.
+fn journal(db: &Path) -> &'static str {
+    use std::io::Read;
+    let Some(file) = StoreUrl::parse(&db.to_string_lossy())
+        .ok()
+        .and_then(|url| url.local_file().map(Path::to_path_buf))
+    else {
+        return "";
+    };
+    let mut header = [0u8; 20];
+    let read = std::fs::File::open(file).and_then(|mut f| f.read_exact(&mut header));
+    match (read, header.get(..16), header.get(18)) {
+        (Ok(()), Some(b"SQLite format 3\0"), Some(2)) => ", SQLite journal: WAL",
+        (Ok(()), Some(b"SQLite format 3\0"), Some(_)) => ", SQLite journal: rollback, not WAL",
+        _ => "",
+    }
+}
+
+/// Whether `db` names a store kept in a local file that does not exist (yet).
+fn missing_local_store(db: &Path) -> bool {
+    StoreUrl::parse(&db.to_string_lossy())
+        .ok()
+        .and_then(|url| url.local_file().map(|file| !file.exists()))
+        .unwrap_or(false)
+}
+
+async fn probe_store(db: &Path) -> Result<usize, Failure> {
     let kit = open_kit(db, false).await?;
     let count = kit.executions().await?.len();
-    let mechanism = kit.store().change_signal().mechanism();
     kit.close().await?;
-    Ok((count, mechanism))
-}
-
-/// How waiters (`m3 worker`, `m3 pending --watch`, a waiting execution) learn of commits
-/// made by other processes, and for a SQLite file whether it is in WAL mode.
-fn change_signal(db: &Path, mechanism: &'static str) -> Check {
-    let name = "change signal";
-    let how = match mechanism {
-        "unix-datagram" => "a Unix datagram to each waiting process after each commit",
-        "postgres-notify" => {
-            "PostgreSQL LISTEN/NOTIFY (needs a direct or session-pooled connection, not a replica)"
-        }
-        "in-process" => "waiters in this process at once, other processes' commits at the 1 s poll",
-        _ => "waiters poll the store every second",
-    };
-    let journal = match sqlite_journal(db) {
-        Some(true) => "; SQLite journal: WAL",
-        Some(false) => "; SQLite journal: rollback (not WAL)",
-        None => "",
-    };
-    let detail = format!("{mechanism}: {how}{journal}");
-    match mechanism {
-        "unix-datagram" | "postgres-notify" => Check::ok(name, detail),
-        _ => Check::not_ok(
-            name,
-            "warn",
-            detail,
-            "unset M3_CHANGE_SIGNAL (or set it to on) so other processes' commits wake waiters at once",
-        ),
-    }
-}
-
-/// Whether the SQLite file `db` is in WAL mode, from its header (byte 18: 2 = WAL); `None`
-/// for a store that is not a readable SQLite file.
-fn sqlite_journal(db: &Path) -> Option<bool> {
-    use std::io::Read;
-    let mut header = [0u8; 20];
-    std::fs::File::open(db).ok()?.read_exact(&mut header).ok()?;
-    header
-        .starts_with(b"SQLite format 3\0")
-        .then_some(header[18] == 2)
+    Ok(count)
 }
 
 /// The bundled shipping server (what `m3 demo` starts) answers an `initialize`.

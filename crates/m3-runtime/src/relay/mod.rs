@@ -22,7 +22,6 @@
 //!   [`POLICY_DENIED_CODE`] and the observer a [`RelayEvent::PolicyDenied`].
 
 mod handoff;
-mod lines;
 mod observer;
 mod policy;
 mod report;

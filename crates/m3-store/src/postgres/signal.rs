@@ -16,16 +16,17 @@
 //!   [`PgListener`] on its own connection, `LISTEN`ing on the schema's channel, publishing
 //!   every change it hears from another store object into the hub. After connecting (and
 //!   after every reconnect) it publishes [`Change::any`], so waiters re-read whatever
-//!   committed while nobody listened. A lost connection is re-established with backoff;
-//!   meanwhile the fallback poll covers.
+//!   committed while nobody listened, and marks the hub live (waiters re-read on their own
+//!   only every [`SAFETY_POLL`](crate::signal::SAFETY_POLL)). A lost connection marks it
+//!   not live (which wakes every waiter: notifications may have been lost) and is
+//!   re-established with backoff; meanwhile waiters poll every second.
 //! - **Isolation.** The channel is named after the schema ([`channel_name`]), and
 //!   notifications stay inside their database, so tenants never wake each other.
 //!
 //! Notifications need a session that stays connected: not through a transaction-mode pooler,
 //! not on a read replica (see `docs/postgres.md`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
@@ -86,7 +87,6 @@ pub(crate) struct PgSignal {
     pool: PgPool,
     connect: PgConnectOptions,
     listener: OnceLock<Option<ListenerTask>>,
-    connected: Arc<AtomicBool>,
     /// The queue of the task that sends concurrent announcements together.
     sender: OnceLock<Option<mpsc::UnboundedSender<Queued>>>,
 }
@@ -111,22 +111,25 @@ impl PgSignal {
             // Without an origin tag the own echo is only one spurious wake-up more.
             Err(_) => "00000000".to_owned(),
         };
+        // Not live until the listener is `LISTEN`ing: until then (and whenever it is not)
+        // only the fallback poll sees other store objects' commits.
+        let hub = ChangeHub::new();
+        hub.set_live(false);
         Self {
-            hub: ChangeHub::new(),
+            hub,
             channel: channel_name(schema),
             origin,
             cross_process,
             pool,
             connect,
             listener: OnceLock::new(),
-            connected: Arc::new(AtomicBool::new(false)),
             sender: OnceLock::new(),
         }
     }
 
     /// Whether this object's listener is connected and `LISTEN`ing now.
     pub(crate) fn is_listening(&self) -> bool {
-        self.connected.load(Ordering::SeqCst)
+        self.hub.is_live()
     }
 
     /// Wakes this object's subscriptions matching `change`, then sends it to every other
@@ -190,7 +193,6 @@ impl PgSignal {
                 channel: self.channel.clone(),
                 origin: self.origin.clone(),
                 hub: self.hub.clone(),
-                connected: Arc::clone(&self.connected),
             };
             Some(ListenerTask(runtime.spawn(listen.run())))
         });
@@ -282,7 +284,6 @@ struct Listen {
     channel: String,
     origin: String,
     hub: ChangeHub,
-    connected: Arc<AtomicBool>,
 }
 
 impl Listen {
@@ -296,11 +297,11 @@ impl Listen {
                     backoff = FIRST_BACKOFF;
                     // Whatever committed before LISTEN took effect: re-read.
                     self.hub.publish(&Change::any());
-                    self.connected.store(true, Ordering::SeqCst);
+                    self.hub.set_live(true);
                     self.receive(&mut listener).await;
-                    self.connected.store(false, Ordering::SeqCst);
-                    // Notifications may have been lost with the connection.
-                    self.hub.publish(&Change::any());
+                    // Notifications may have been lost with the connection: this wakes
+                    // every waiter, and they poll until the listener is back.
+                    self.hub.set_live(false);
                 }
                 Err(error) => {
                     tracing::debug!(%error, channel = %self.channel,
