@@ -7,7 +7,8 @@ use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
 use super::checks::{bind_lease_guard, fetch_existing};
-use super::codec::{decode_record, record_columns, timestamp_text};
+use super::codec::{decode_record, timestamp_text};
+use super::columns::record_columns;
 use super::error::storage;
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;

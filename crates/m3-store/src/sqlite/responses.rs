@@ -5,10 +5,11 @@ use m3_types::{ManagedInputRecord, ManagedInputStatus, Result};
 use time::OffsetDateTime;
 
 use super::checks::{begin_and_fetch_existing, bind_lease_guard};
-use super::codec::{decode_record, record_columns, timestamp_text};
+use super::codec::{decode_record, timestamp_text};
+use super::columns::{image_guard, record_columns};
 use super::connect::ScriptTx;
 use super::error::storage;
-use super::image::{ImageCache, image_guard};
+use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{
     EncodedSubmission, Submission, check_lease_args, check_submission, encode_submission, raced,
