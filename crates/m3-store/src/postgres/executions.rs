@@ -20,10 +20,11 @@ use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
 use super::rounds::fail_unresolved;
 use crate::execution::rules::{
-    self, Acquire, TerminalData, check_acquire, check_event_kind, check_fence, check_finish,
-    check_lease_write, check_terminalize, check_transition, created_payload, created_record,
-    errors, finished_payload, lease_expiry, mark_finished, new_execution_lease_token,
-    require_non_empty, state_changed_payload, terminalized_payload, to_canonical,
+    Acquire, ExecutionSlot, TerminalData, append_step, cancel_step, check_acquire,
+    check_event_kind, check_lease_write, check_release, check_terminalize, created_payload,
+    created_record, errors, finish_step, finished_payload, lease_expiry, mark_finished,
+    new_execution_lease_token, release_step, require_non_empty, terminalized_payload, to_canonical,
+    transition_step,
 };
 use crate::managed_input::rules::Decision;
 use crate::{
@@ -143,13 +144,25 @@ impl Pending {
         &mut self.record
     }
 
-    /// Appends an event with the next sequence number.
-    pub(super) fn append(
-        &mut self,
-        kind: &str,
-        payload: Value,
-        now: OffsetDateTime,
-    ) -> ExecutionEvent {
+    pub(super) async fn store(&self, conn: &mut PgConnection) -> Result<()> {
+        save(conn, &self.record).await?;
+        for event in &self.events {
+            insert_event(conn, event).await?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionSlot for Pending {
+    fn record(&self) -> &ExecutionRecord {
+        &self.record
+    }
+
+    fn record_mut(&mut self) -> &mut ExecutionRecord {
+        self.change()
+    }
+
+    fn append_event(&mut self, kind: &str, payload: Value, now: OffsetDateTime) -> ExecutionEvent {
         let event = ExecutionEvent {
             execution_id: self.record.execution_id.clone(),
             sequence: self.record.sequence + 1,
@@ -160,14 +173,6 @@ impl Pending {
         self.change().sequence = event.sequence;
         self.events.push(event.clone());
         event
-    }
-
-    pub(super) async fn store(&self, conn: &mut PgConnection) -> Result<()> {
-        save(conn, &self.record).await?;
-        for event in &self.events {
-            insert_event(conn, event).await?;
-        }
-        Ok(())
     }
 }
 
@@ -398,22 +403,15 @@ impl ExecutionStore for PgExecutionStore {
             Some((_, server_now)) => self.shared.now(*server_now),
             None => crate::store_now(self.shared.clock.as_ref()),
         };
-        match record {
-            Some(r) if r.is_finished() && r.lease.is_none() => Ok(()),
-            Some(r) if !r.is_finished() && check_fence(&r, Some(lease), now).is_ok() => {
-                let mut pending = Pending::new(r);
-                let changed = pending.change();
-                changed.lease = None;
-                changed.updated_at = now;
+        let decided = check_release(record.as_ref(), lease, now)?;
+        match (decided, record) {
+            (Decision::Apply, Some(record)) => {
+                let mut pending = Pending::new(record);
+                release_step(&mut pending, now);
                 pending.store(&mut tx).await?;
                 commit(tx).await
             }
-            other => Err(rules::diagnose(
-                other.as_ref(),
-                &lease.execution_id,
-                Some(lease),
-                now,
-            )),
+            _ => Ok(()),
         }
     }
 
@@ -424,16 +422,7 @@ impl ExecutionStore for PgExecutionStore {
         lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionRecord> {
         self.mutate(execution_id, |pending, now| {
-            check_transition(&pending.record, to, lease, now)?;
-            let record = pending.change();
-            record.lifecycle = to;
-            record.updated_at = now;
-            pending.append(
-                crate::EVENT_EXECUTION_STATE_CHANGED,
-                state_changed_payload(to),
-                now,
-            );
-            Ok(pending.record.clone())
+            transition_step(pending, to, lease, now)
         })
         .await
     }
@@ -447,25 +436,9 @@ impl ExecutionStore for PgExecutionStore {
             } else {
                 None
             };
-            let decided = check_finish(
-                &pending.record,
-                stored.as_ref(),
-                &requested,
-                request.lease.as_ref(),
-                now,
-            )?;
-            if decided == Decision::AlreadyDone {
-                return Ok(pending.record.clone());
-            }
-            mark_finished(
-                pending.change(),
-                request.outcome,
-                request.error.clone(),
-                request.result.clone(),
-                now,
-            );
-            pending.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
-            Ok(pending.record.clone())
+            let (_, record) =
+                finish_step(pending, stored.as_ref(), &requested, &request, payload, now)?;
+            Ok(record)
         })
         .await
     }
@@ -476,13 +449,7 @@ impl ExecutionStore for PgExecutionStore {
         reason: Option<&str>,
     ) -> Result<ExecutionRecord> {
         self.mutate(execution_id, |pending, now| {
-            if pending.record.cancel_requested_at.is_none() && !pending.record.is_finished() {
-                let record = pending.change();
-                record.cancel_requested_at = Some(now);
-                record.cancel_reason = reason.map(str::to_owned);
-                record.updated_at = now;
-            }
-            Ok(pending.record.clone())
+            Ok(cancel_step(pending, reason, now))
         })
         .await
     }
@@ -503,11 +470,7 @@ impl ExecutionStore for PgExecutionStore {
         check_event_kind(kind)?;
         m3_types::canonical_json(&payload)?;
         self.mutate(execution_id, |pending, now| {
-            if pending.record.is_finished() {
-                return Err(errors::finished(execution_id));
-            }
-            check_fence(&pending.record, lease, now)?;
-            Ok(pending.append(kind, payload, now))
+            append_step(pending, kind, payload, lease, now)
         })
         .await
     }
@@ -565,7 +528,7 @@ impl ExecutionStore for PgExecutionStore {
         let error = request.error.clone();
         mark_finished(pending.change(), request.outcome, error, None, now);
         let rounds_failed = fail_unresolved(&mut tx, id, &request.reason, now).await?;
-        pending.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
+        pending.append_event(crate::EVENT_EXECUTION_FINISHED, payload, now);
         pending.store(&mut tx).await?;
         commit(tx).await?;
         Ok(Terminalized {
