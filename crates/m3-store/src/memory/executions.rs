@@ -18,9 +18,9 @@ use super::MemoryManagedInputStore;
 use crate::execution::rules::{
     self, Acquire, ExecutionSlot, TerminalData, acquire_token, append_step, cancel_step,
     check_acquire, check_event_kind, check_lease_write, check_release, check_terminalize,
-    created_payload, created_record, errors, finish_step, finished_payload, lease_expiry,
-    mark_finished, release_step, require_non_empty, state_changed_payload, terminalized_payload,
-    to_canonical, transition_step,
+    created_payload, created_record, errors, finish_step, finished_payload, granted_lease,
+    lease_expiry, lease_step, mark_finished, release_step, renewed_lease, require_non_empty,
+    state_changed_payload, terminalized_payload, to_canonical, transition_step,
 };
 use crate::managed_input::rules::Decision;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
@@ -234,17 +234,14 @@ impl ExecutionStore for MemoryExecutionStore {
         if token_taken {
             return Err(errors::lease_token_in_use(id));
         }
-        let lease = ExecutionLease {
-            execution_id: id.to_owned(),
-            owner_id: request.owner_id,
-            lease_token: token,
-            expires_at,
-        };
         let stored = executions
             .get_mut(id)
             .ok_or_else(|| errors::not_found(id))?;
-        stored.record.lease = Some(lease.clone());
-        stored.record.updated_at = now;
+        let lease = lease_step(
+            stored,
+            granted_lease(id, request.owner_id, token, expires_at),
+            now,
+        );
         self.inner
             .hub
             .publish(&Change::new(id, ChangeKind::Execution));
@@ -299,15 +296,7 @@ impl ExecutionStore for MemoryExecutionStore {
         let stored = executions.get_mut(&lease.execution_id);
         check_lease_write(stored.as_deref().map(|s| &s.record), lease, now)?;
         let stored = stored.ok_or_else(|| errors::not_found(&lease.execution_id))?;
-        let renewed = ExecutionLease {
-            execution_id: lease.execution_id.clone(),
-            owner_id: lease.owner_id.clone(),
-            lease_token: lease.lease_token.clone(),
-            expires_at,
-        };
-        stored.record.lease = Some(renewed.clone());
-        stored.record.updated_at = now;
-        Ok(renewed)
+        Ok(lease_step(stored, renewed_lease(lease, expires_at), now))
     }
 
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {

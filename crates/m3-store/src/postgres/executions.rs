@@ -22,9 +22,9 @@ use super::rounds::fail_unresolved;
 use crate::execution::rules::{
     Acquire, ExecutionSlot, TerminalData, append_step, cancel_step, check_acquire,
     check_event_kind, check_lease_write, check_release, check_terminalize, created_payload,
-    created_record, errors, finish_step, finished_payload, lease_expiry, mark_finished,
-    new_execution_lease_token, release_step, require_non_empty, terminalized_payload, to_canonical,
-    transition_step,
+    created_record, errors, finish_step, finished_payload, granted_lease, lease_expiry, lease_step,
+    mark_finished, new_execution_lease_token, release_step, renewed_lease, require_non_empty,
+    terminalized_payload, to_canonical, transition_step,
 };
 use crate::managed_input::rules::Decision;
 use crate::{
@@ -96,6 +96,22 @@ impl PgExecutionStore {
         let row = locked_row(tx, id).await?;
         let (stored, server_now) = row.ok_or_else(|| errors::not_found(id))?;
         Ok((decode(&stored)?, self.shared.now(server_now)))
+    }
+
+    /// Locks the row of `id` if there is one: its record (`None`: no such execution) and
+    /// the store's now.
+    async fn lock_optional(
+        &self,
+        tx: &mut Tx,
+        id: &str,
+    ) -> Result<(Option<ExecutionRecord>, OffsetDateTime)> {
+        let row = locked_row(tx, id).await?;
+        let record = row.as_ref().map(|(stored, _)| decode(stored)).transpose()?;
+        let now = match &row {
+            Some((_, server_now)) => self.shared.now(*server_now),
+            None => crate::store_now(self.shared.clock.as_ref()),
+        };
+        Ok((record, now))
     }
 
     /// Locks `id`, lets `step` change the record (marking it changed) and append events,
@@ -347,16 +363,9 @@ impl ExecutionStore for PgExecutionStore {
         if token_taken {
             return Err(errors::lease_token_in_use(id));
         }
-        let lease = ExecutionLease {
-            execution_id: id.to_owned(),
-            owner_id: request.owner_id,
-            lease_token: token,
-            expires_at,
-        };
         let mut pending = Pending::new(record);
-        let changed = pending.change();
-        changed.lease = Some(lease.clone());
-        changed.updated_at = now;
+        let granted = granted_lease(id, request.owner_id, token, expires_at);
+        let lease = lease_step(&mut pending, granted, now);
         pending.store(&mut tx).await?;
         commit(tx).await?;
         Ok(lease)
@@ -372,24 +381,12 @@ impl ExecutionStore for PgExecutionStore {
         ttl: Duration,
     ) -> Result<ExecutionLease> {
         let mut tx = self.begin().await?;
-        let row = locked_row(&mut tx, &lease.execution_id).await?;
-        let record = row.as_ref().map(|(stored, _)| decode(stored)).transpose()?;
-        let now = match &row {
-            Some((_, server_now)) => self.shared.now(*server_now),
-            None => crate::store_now(self.shared.clock.as_ref()),
-        };
+        let (record, now) = self.lock_optional(&mut tx, &lease.execution_id).await?;
         check_lease_write(record.as_ref(), lease, now)?;
         let record = record.ok_or_else(|| errors::not_found(&lease.execution_id))?;
-        let renewed = ExecutionLease {
-            execution_id: lease.execution_id.clone(),
-            owner_id: lease.owner_id.clone(),
-            lease_token: lease.lease_token.clone(),
-            expires_at: lease_expiry(now, ttl)?,
-        };
+        let expires_at = lease_expiry(now, ttl)?;
         let mut pending = Pending::new(record);
-        let changed = pending.change();
-        changed.lease = Some(renewed.clone());
-        changed.updated_at = now;
+        let renewed = lease_step(&mut pending, renewed_lease(lease, expires_at), now);
         pending.store(&mut tx).await?;
         commit(tx).await?;
         Ok(renewed)
@@ -397,12 +394,7 @@ impl ExecutionStore for PgExecutionStore {
 
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
         let mut tx = self.begin().await?;
-        let row = locked_row(&mut tx, &lease.execution_id).await?;
-        let record = row.as_ref().map(|(stored, _)| decode(stored)).transpose()?;
-        let now = match &row {
-            Some((_, server_now)) => self.shared.now(*server_now),
-            None => crate::store_now(self.shared.clock.as_ref()),
-        };
+        let (record, now) = self.lock_optional(&mut tx, &lease.execution_id).await?;
         let decided = check_release(record.as_ref(), lease, now)?;
         match (decided, record) {
             (Decision::Apply, Some(record)) => {

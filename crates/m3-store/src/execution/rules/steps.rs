@@ -11,8 +11,8 @@ use super::{
     state_changed_payload,
 };
 use crate::execution::record::{
-    EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLeaseRef,
-    ExecutionRecord, FinishExecution,
+    EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease,
+    ExecutionLeaseRef, ExecutionRecord, FinishExecution,
 };
 use crate::managed_input::rules::Decision;
 
@@ -144,4 +144,43 @@ pub fn release_step(slot: &mut impl ExecutionSlot, now: OffsetDateTime) {
     let record = slot.record_mut();
     record.lease = None;
     record.updated_at = now;
+}
+
+/// `acquire_lease` and `renew_lease` after their checks: the record holds `lease` from
+/// `now` on. Returns the lease.
+pub fn lease_step(
+    slot: &mut impl ExecutionSlot,
+    lease: ExecutionLease,
+    now: OffsetDateTime,
+) -> ExecutionLease {
+    let record = slot.record_mut();
+    record.lease = Some(lease.clone());
+    record.updated_at = now;
+    lease
+}
+
+/// The lease `acquire_lease` grants: `owner_id` holds `execution_id` under `lease_token`
+/// until `expires_at`.
+pub fn granted_lease(
+    execution_id: &str,
+    owner_id: String,
+    lease_token: String,
+    expires_at: OffsetDateTime,
+) -> ExecutionLease {
+    ExecutionLease {
+        execution_id: execution_id.to_owned(),
+        owner_id,
+        lease_token,
+        expires_at,
+    }
+}
+
+/// The lease `renew_lease` stores: the presented one, expiring at `expires_at`.
+pub fn renewed_lease(lease: &ExecutionLeaseRef, expires_at: OffsetDateTime) -> ExecutionLease {
+    granted_lease(
+        &lease.execution_id,
+        lease.owner_id.clone(),
+        lease.lease_token.clone(),
+        expires_at,
+    )
 }
