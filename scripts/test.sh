@@ -80,6 +80,11 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
+step "m3-runtime and m3-kit without the codex feature"
+# The codex harness (and its toml/tempfile dependencies) is an optional feature.
+cargo clippy -p m3-runtime -p m3-kit --no-default-features --all-targets -- -D warnings
+cargo nextest run -p m3-runtime --no-default-features --lib -E 'test(codex_feature)'
+
 step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet
 

@@ -8,6 +8,7 @@
 //! agent; [`CodexHarness`] drives the Codex CLI's app-server, which is then the
 //! MCP client itself (M3 watches the wire through its relay).
 
+#[cfg(feature = "codex")]
 mod codex;
 mod scripted;
 mod session;
@@ -17,6 +18,7 @@ use m3_types::Result;
 
 use crate::selection::AgentSelection;
 
+#[cfg(feature = "codex")]
 pub use codex::{CodexHarness, TESTED_CODEX_VERSIONS, detect_codex_version};
 pub use scripted::ScriptedHarness;
 pub use session::AgentSession;
@@ -53,13 +55,50 @@ pub trait Harness: std::fmt::Debug + Send + Sync {
 /// The harness for `selection`.
 ///
 /// # Errors
-/// `invalid_argument` for an invalid selection (see [`AgentSelection::validate`]).
+/// `invalid_argument` for an invalid selection (see [`AgentSelection::validate`]),
+/// or a codex selection when this crate was built without its `codex` feature.
 pub fn harness_for(selection: &AgentSelection) -> Result<Box<dyn Harness>> {
     selection.validate()?;
     match selection {
         AgentSelection::Scripted(scripted) => {
             Ok(Box::new(ScriptedHarness::new(scripted.script.clone())))
         }
-        AgentSelection::Codex(codex) => Ok(Box::new(CodexHarness::new(codex.clone()))),
+        AgentSelection::Codex(codex) => codex_harness(codex),
+    }
+}
+
+#[cfg(feature = "codex")]
+fn codex_harness(selection: &crate::selection::CodexSelection) -> Result<Box<dyn Harness>> {
+    Ok(Box::new(CodexHarness::new(selection.clone())))
+}
+
+#[cfg(not(feature = "codex"))]
+fn codex_harness(_selection: &crate::selection::CodexSelection) -> Result<Box<dyn Harness>> {
+    Err(m3_types::Error::model_validation(
+        "the codex harness is not built in: m3-runtime was compiled without its `codex` feature",
+    )
+    .with_detail("reason", "codex_feature_disabled"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selection::CodexSelection;
+
+    #[test]
+    fn a_codex_selection_needs_the_codex_feature_or_gets_the_harness() {
+        let selection = AgentSelection::Codex(CodexSelection::new("m"));
+        let outcome = harness_for(&selection);
+        if cfg!(feature = "codex") {
+            assert_eq!(outcome.map(|h| h.name()).ok(), Some("codex"));
+        } else {
+            let error = outcome
+                .err()
+                .map(|e| (e.code(), e.details()["reason"].clone()));
+            assert_eq!(
+                error,
+                Some(("invalid_argument", "codex_feature_disabled".into()))
+            );
+        }
     }
 }

@@ -18,7 +18,7 @@ use crate::{LeaseRef, RoundFailure};
 const INVALID: &str = "managed_input_invalid";
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
-const RECOVERY: &str = "recovery_unavailable";
+const RECOVERY: &str = m3_types::RECOVERY_UNAVAILABLE;
 
 /// Fails the case's round for recovery under `expected_lease_token` and expects the
 /// error `code` with `reason`.

@@ -22,6 +22,7 @@ use crate::managed_input::rules::{
     check_fail_recovery_args, check_lease_args, check_renew_args, check_submit_args,
     prepare_create, replay_create, require_round, require_text, round_index_taken, stored_invalid,
 };
+use crate::signal::{Change, ChangeKind, ChangeSignal};
 use crate::{
     ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
     RoundRef, RoundScan, UnreadableRound,
@@ -71,6 +72,18 @@ impl PgManagedInputStore {
     /// The store's clock (the injected one, or the database server's).
     pub fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.shared.clock)
+    }
+
+    /// Whether this store object's change listener is connected and `LISTEN`ing now (see
+    /// [`PgExecutionStore::is_listening_for_changes`](super::PgExecutionStore::is_listening_for_changes)).
+    pub fn is_listening_for_changes(&self) -> bool {
+        self.shared.signal.is_listening()
+    }
+
+    /// This store object's change signal (the one its execution store hands out too, when
+    /// opened through [`PgExecutionStore`](super::PgExecutionStore)).
+    pub fn change_signal(&self) -> Arc<dyn ChangeSignal> {
+        Arc::clone(&self.shared.signal) as Arc<dyn ChangeSignal>
     }
 
     /// Locks `round`, applies `step` to its record, and stores what `step` returns, in one
@@ -125,6 +138,11 @@ impl PgManagedInputStore {
         })
         .await
     }
+}
+
+/// The change a committed write of `round` announces.
+fn round_change(round: &RoundRef) -> Change {
+    Change::new(round.execution_id.clone(), ChangeKind::Round)
 }
 
 /// Decodes a stored record.
@@ -264,6 +282,8 @@ impl ManagedInputStore for PgManagedInputStore {
         tx.commit()
             .await
             .map_err(db("cannot commit the managed-input round"))?;
+        let change = Change::new(round.execution_id.clone(), ChangeKind::Round);
+        self.shared.signal.announce(&change).await;
         Ok(record)
     }
 
@@ -302,10 +322,12 @@ impl ManagedInputStore for PgManagedInputStore {
 
     async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
         check_claim_args(round, &claim)?;
-        self.update(round, |current, now| {
-            RoundWrite::claim(current, &claim, now)
-        })
-        .await
+        let done = self
+            .update(round, |current, now| {
+                RoundWrite::claim(current, &claim, now)
+            })
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn renew(
@@ -328,10 +350,12 @@ impl ManagedInputStore for PgManagedInputStore {
         submission: ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
         check_submit_args(round, lease, &submission)?;
-        self.update(round, |current, now| {
-            RoundWrite::submission(current, lease, &submission, now)
-        })
-        .await
+        let done = self
+            .update(round, |current, now| {
+                RoundWrite::submission(current, lease, &submission, now)
+            })
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn start_delivery(
@@ -339,8 +363,10 @@ impl ManagedInputStore for PgManagedInputStore {
         round: &RoundRef,
         lease: &LeaseRef,
     ) -> Result<ManagedInputRecord> {
-        self.transition_round(round, lease, Transition::StartDelivery)
-            .await
+        let done = self
+            .transition_round(round, lease, Transition::StartDelivery)
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn mark_delivered(
@@ -348,13 +374,17 @@ impl ManagedInputStore for PgManagedInputStore {
         round: &RoundRef,
         lease: &LeaseRef,
     ) -> Result<ManagedInputRecord> {
-        self.transition_round(round, lease, Transition::MarkDelivered)
-            .await
+        let done = self
+            .transition_round(round, lease, Transition::MarkDelivered)
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
-        self.transition_round(round, lease, Transition::Resolve)
-            .await
+        let done = self
+            .transition_round(round, lease, Transition::Resolve)
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn fail(
@@ -364,10 +394,12 @@ impl ManagedInputStore for PgManagedInputStore {
         failure: RoundFailure,
     ) -> Result<ManagedInputRecord> {
         check_fail_args(round, lease, &failure)?;
-        self.update(round, |current, now| {
-            RoundWrite::fail(current, lease, &failure, now)
-        })
-        .await
+        let done = self
+            .update(round, |current, now| {
+                RoundWrite::fail(current, lease, &failure, now)
+            })
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn fail_recovery(
@@ -377,10 +409,12 @@ impl ManagedInputStore for PgManagedInputStore {
         message: &str,
     ) -> Result<ManagedInputRecord> {
         check_fail_recovery_args(round, expected_lease_token, message)?;
-        self.update(round, |current, now| {
-            RoundWrite::fail_recovery(current, expected_lease_token, message, now)
-        })
-        .await
+        let done = self
+            .update(round, |current, now| {
+                RoundWrite::fail_recovery(current, expected_lease_token, message, now)
+            })
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {
@@ -397,6 +431,8 @@ impl ManagedInputStore for PgManagedInputStore {
         tx.commit()
             .await
             .map_err(db("cannot commit the recovery"))?;
+        let change = Change::new(execution_id, ChangeKind::Round);
+        self.shared.signal.announce(&change).await;
         Ok(failed)
     }
 

@@ -1,0 +1,188 @@
+//! The writes of [`PgExecutionStore`] that change an execution's lifecycle or lease: each locks
+//! the row, asks the shared rules, and stores the record and its events in one transaction.
+//! (The trait methods in `executions.rs` announce each committed change.)
+
+use m3_types::{ExecutionStatus, Result, new_id};
+use time::OffsetDateTime;
+
+use super::error::db;
+use super::executions::{Pending, PgExecutionStore, commit, decode, encode, insert_event};
+use super::rounds::fail_unresolved;
+use crate::execution::rules::{
+    Acquire, ExecutionSlot, TerminalData, cancel_step, check_acquire, check_release,
+    check_terminalize, created_payload, created_record, errors, finish_step, finished_payload,
+    granted_lease, lease_expiry, lease_step, mark_finished, new_execution_lease_token,
+    release_step, require_non_empty, terminalized_payload, to_canonical, transition_step,
+};
+use crate::managed_input::rules::Decision;
+use crate::{
+    AcquireLease, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
+    FinishExecution, NewExecution, TerminalizeExpired, Terminalized,
+};
+
+impl PgExecutionStore {
+    pub(super) async fn do_create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
+        let id = new.execution_id.clone().unwrap_or_else(new_id);
+        require_non_empty(&id, "execution_id")?;
+        let spec_json = to_canonical(&new.spec)?;
+        let mut tx = self.begin().await?;
+        let server_now: OffsetDateTime = sqlx::query_scalar(
+            "SELECT clock_timestamp() FROM (SELECT pg_advisory_xact_lock(hashtext($1))) AS locked",
+        )
+        .bind(&id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db("cannot lock the execution id"))?;
+        let existing: Option<(String, String)> = sqlx::query_as(
+            "SELECT spec_json, record_json FROM m3rs_executions WHERE execution_id = $1",
+        )
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db("cannot read the execution"))?;
+        if let Some((stored_spec, stored)) = existing {
+            let record = decode(&stored)?;
+            if stored_spec == spec_json && record.human_input == new.human_input {
+                return Ok(record);
+            }
+            return Err(errors::id_conflict(&id));
+        }
+        let now = self.shared().now(server_now);
+        let human_input = new.human_input;
+        let record = created_record(&id, new, now);
+        sqlx::query(
+            "INSERT INTO m3rs_executions (execution_id, lifecycle, human_input, finished, spec_json, \
+             record_json, created_at, updated_at) VALUES ($1, $2, $3, false, $4, $5, $6, $6)",
+        )
+        .bind(&id)
+        .bind(record.lifecycle.as_str())
+        .bind(human_input.as_str())
+        .bind(&spec_json)
+        .bind(encode(&record)?)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db("cannot insert the execution"))?;
+        let event = ExecutionEvent {
+            execution_id: id.clone(),
+            sequence: 0,
+            kind: crate::EVENT_EXECUTION_CREATED.to_owned(),
+            payload: created_payload(human_input),
+            timestamp: now,
+        };
+        insert_event(&mut tx, &event).await?;
+        commit(tx).await?;
+        Ok(record)
+    }
+
+    pub(super) async fn do_acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
+        require_non_empty(&request.owner_id, "owner_id")?;
+        let token = match request.lease_token {
+            Some(token) => {
+                require_non_empty(&token, "lease_token")?;
+                token
+            }
+            None => new_execution_lease_token(),
+        };
+        let id = request.execution_id.as_str();
+        let mut tx = self.begin().await?;
+        let (record, now) = self.lock(&mut tx, id).await?;
+        let expires_at = lease_expiry(now, request.ttl)?;
+        if let Acquire::Held(lease) = check_acquire(&record, &request.owner_id, &token, now)? {
+            return Ok(lease);
+        }
+        let token_taken: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM m3rs_executions WHERE lease_token = $1 AND execution_id <> $2)",
+        )
+        .bind(&token)
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db("cannot check the lease token"))?;
+        if token_taken {
+            return Err(errors::lease_token_in_use(id));
+        }
+        let mut pending = Pending::new(record);
+        let granted = granted_lease(id, request.owner_id, token, expires_at);
+        let lease = lease_step(&mut pending, granted, now);
+        pending.store(&mut tx).await?;
+        commit(tx).await?;
+        Ok(lease)
+    }
+
+    pub(super) async fn do_release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let (record, now) = self.lock_optional(&mut tx, &lease.execution_id).await?;
+        let decided = check_release(record.as_ref(), lease, now)?;
+        match (decided, record) {
+            (Decision::Apply, Some(record)) => {
+                let mut pending = Pending::new(record);
+                release_step(&mut pending, now);
+                pending.store(&mut tx).await?;
+                commit(tx).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) async fn do_transition(
+        &self,
+        execution_id: &str,
+        to: ExecutionStatus,
+        lease: Option<&ExecutionLeaseRef>,
+    ) -> Result<ExecutionRecord> {
+        self.mutate(execution_id, |pending, now| {
+            transition_step(pending, to, lease, now)
+        })
+        .await
+    }
+
+    pub(super) async fn do_finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
+        let requested = TerminalData::of_request(&request)?;
+        let payload = finished_payload(&request)?;
+        self.mutate(&request.execution_id, |pending, now| {
+            let stored = if pending.record.is_finished() {
+                Some(TerminalData::of_record(&pending.record)?)
+            } else {
+                None
+            };
+            let (_, record) =
+                finish_step(pending, stored.as_ref(), &requested, &request, payload, now)?;
+            Ok(record)
+        })
+        .await
+    }
+
+    pub(super) async fn do_request_cancel(
+        &self,
+        execution_id: &str,
+        reason: Option<&str>,
+    ) -> Result<ExecutionRecord> {
+        self.mutate(execution_id, |pending, now| {
+            Ok(cancel_step(pending, reason, now))
+        })
+        .await
+    }
+
+    pub(super) async fn do_terminalize_expired(
+        &self,
+        request: TerminalizeExpired,
+    ) -> Result<Terminalized> {
+        let payload = terminalized_payload(&request)?;
+        let id = request.lease.execution_id.as_str();
+        let mut tx = self.begin().await?;
+        let (record, now) = self.lock(&mut tx, id).await?;
+        check_terminalize(&record, &request, now)?;
+        let mut pending = Pending::new(record);
+        let error = request.error.clone();
+        mark_finished(pending.change(), request.outcome, error, None, now);
+        let rounds_failed = fail_unresolved(&mut tx, id, &request.reason, now).await?;
+        pending.append_event(crate::EVENT_EXECUTION_FINISHED, payload, now);
+        pending.store(&mut tx).await?;
+        commit(tx).await?;
+        Ok(Terminalized {
+            record: pending.record,
+            rounds_failed,
+        })
+    }
+}
