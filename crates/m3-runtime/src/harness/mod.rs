@@ -92,7 +92,9 @@ mod tests {
         if cfg!(feature = "codex") {
             assert_eq!(outcome.map(|h| h.name()).ok(), Some("codex"));
         } else {
-            let error = outcome.err().map(|e| (e.code(), e.details()["reason"].clone()));
+            let error = outcome
+                .err()
+                .map(|e| (e.code(), e.details()["reason"].clone()));
             assert_eq!(
                 error,
                 Some(("invalid_argument", "codex_feature_disabled".into()))

@@ -47,7 +47,10 @@ impl OperationLog {
     /// Replaces the operations (and token usage) a harness observed itself.
     #[cfg_attr(
         not(feature = "codex"),
-        expect(dead_code, reason = "only a harness that is its own MCP client (codex) uses it")
+        expect(
+            dead_code,
+            reason = "only a harness that is its own MCP client (codex) uses it"
+        )
     )]
     pub(crate) fn set_external(&self, operations: Vec<LogicalOperation>, usage: Option<Value>) {
         *self.external.lock().unwrap_or_else(PoisonError::into_inner) = operations;
@@ -222,7 +225,10 @@ impl AgentSession {
     /// The store's clock, for the times a harness records.
     #[cfg_attr(
         not(feature = "codex"),
-        expect(dead_code, reason = "only a harness that is its own MCP client (codex) uses it")
+        expect(
+            dead_code,
+            reason = "only a harness that is its own MCP client (codex) uses it"
+        )
     )]
     pub(crate) fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.clock)
@@ -230,7 +236,10 @@ impl AgentSession {
 
     #[cfg_attr(
         not(feature = "codex"),
-        expect(dead_code, reason = "only a harness that is its own MCP client (codex) uses it")
+        expect(
+            dead_code,
+            reason = "only a harness that is its own MCP client (codex) uses it"
+        )
     )]
     pub(crate) fn operation_log(&self) -> Arc<OperationLog> {
         Arc::clone(&self.log)
@@ -238,7 +247,10 @@ impl AgentSession {
 
     #[cfg_attr(
         not(feature = "codex"),
-        expect(dead_code, reason = "only a harness that is its own MCP client (codex) uses it")
+        expect(
+            dead_code,
+            reason = "only a harness that is its own MCP client (codex) uses it"
+        )
     )]
     pub(crate) fn input_policy_mut(&mut self) -> &mut InputPolicy {
         &mut self.input
