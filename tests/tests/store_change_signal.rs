@@ -50,10 +50,11 @@ fn cancel_from_another_process(db: &Path, execution_id: &str, signal: bool) {
     );
 }
 
-async fn store_with_execution(db: &Path) -> (SqliteExecutionStore, String) {
-    let store = SqliteExecutionStore::open_with(db, SqliteStoreOptions::new().change_signal(true))
-        .await
-        .unwrap();
+async fn store_with_execution(db: &Path, signal: bool) -> (SqliteExecutionStore, String) {
+    let store =
+        SqliteExecutionStore::open_with(db, SqliteStoreOptions::new().change_signal(signal))
+            .await
+            .unwrap();
     let record = store
         .create_execution(NewExecution::new(serde_json::json!({"prompt": "x"})))
         .await
@@ -65,7 +66,7 @@ async fn store_with_execution(db: &Path) -> (SqliteExecutionStore, String) {
 async fn a_commit_in_another_process_wakes_the_waiter_by_datagram() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m3.sqlite");
-    let (store, id) = store_with_execution(&db).await;
+    let (store, id) = store_with_execution(&db, true).await;
     let mut changes = store
         .change_signal()
         .subscribe(Topic::Execution(id.clone()));
@@ -81,10 +82,12 @@ async fn a_commit_in_another_process_wakes_the_waiter_by_datagram() {
 async fn with_the_signal_off_another_process_commit_is_seen_at_the_fallback_poll() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m3.sqlite");
-    let (store, id) = store_with_execution(&db).await;
+    let (store, id) = store_with_execution(&db, false).await;
     let mut changes = store
         .change_signal()
         .subscribe(Topic::Execution(id.clone()));
+    // Signal off here too: nothing but the short fallback poll can see other processes.
+    assert_eq!(changes.fallback(), m3_store::signal::DEFAULT_FALLBACK_POLL);
     cancel_from_another_process(&db, &id, false);
     // No datagram came: the subscription wakes by its poll, and the row has the truth.
     assert_eq!(changes.changed().await, Wake::Poll);
@@ -153,7 +156,7 @@ async fn with_the_signal_off_an_answer_from_another_process_still_completes_the_
 async fn the_socket_of_a_killed_process_is_removed_and_breaks_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m3.sqlite");
-    let (store, id) = store_with_execution(&db).await;
+    let (store, id) = store_with_execution(&db, true).await;
     // A responder waits for a round that never comes: it listens, then is killed.
     let mut waiter = Command::new(RESPONDER)
         .args([db.to_str().unwrap(), &id, "Pune"])

@@ -156,7 +156,12 @@ pub(crate) enum Command {
         shell: clap_complete::Shell,
     },
     /// Check the set-up and say what to fix (exit 0 when `m3 demo` will work).
-    Doctor,
+    Doctor {
+        /// Announce a change of this probe id on the store's change signal until killed
+        /// (internal: the change-signal check runs `m3 doctor` in a second process so).
+        #[arg(long, value_name = "PROBE", hide = true)]
+        announce_change: Option<String>,
+    },
 }
 
 /// The commands that never open a store: `--db` is hidden from their help.

@@ -128,7 +128,10 @@ pub fn main() -> ExitCode {
             Command::Recover => commands::inspect::recover(out, &db).await,
             Command::Rounds { execution } => commands::inspect::rounds(out, &db, &execution).await,
             Command::Serve { bind, token } => commands::serve::run(out, &db, bind, token).await,
-            Command::Doctor => commands::doctor::run(out, &db).await,
+            Command::Doctor { announce_change } => match announce_change {
+                Some(probe) => commands::doctor::announce_change(&db, &probe).await,
+                None => commands::doctor::run(out, &db).await,
+            },
             Command::ExampleServer { .. }
             | Command::ExampleProvider { .. }
             | Command::McpRelay { .. }

@@ -73,3 +73,47 @@ fn doctor_fails_with_a_fix_when_the_store_cannot_be_created() {
         done.stderr
     );
 }
+
+fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|check| check["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} check: {report}"))
+}
+
+#[test]
+fn doctor_probes_the_change_signal_from_a_second_process() {
+    let store = Store::new();
+    let before = store.m3(&["--json", "doctor"]).expect_code(0).json();
+    let signal = check(&before, "change signal");
+    assert_eq!(signal["status"], "ok", "{before}");
+    assert!(signal["detail"].as_str().unwrap().contains("not checked"));
+    store.m3(&["demo"]).expect_code(0);
+    let report = store.m3(&["--json", "doctor"]).expect_code(0).json();
+    let signal = check(&report, "change signal");
+    assert_eq!(signal["status"], "ok", "{report}");
+    let detail = signal["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("unix-datagram: a change announced by another process woke this one"),
+        "{report}"
+    );
+    // Turned off, it warns with the fix, and m3 demo still works (exit 0).
+    let off = store
+        .command(&["--json", "doctor"])
+        .env("M3_CHANGE_SIGNAL", "off")
+        .output()
+        .unwrap();
+    let off = common::Done::from(off).expect_code(0).json();
+    let signal = check(&off, "change signal");
+    assert_eq!(signal["status"], "warn", "{off}");
+    assert!(
+        signal["fix"]
+            .as_str()
+            .unwrap()
+            .contains("unset M3_CHANGE_SIGNAL"),
+        "{off}"
+    );
+    assert_eq!(off["demo_ready"], true);
+}

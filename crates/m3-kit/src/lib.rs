@@ -70,7 +70,9 @@ pub use m3_runtime::{
     DrainReport, ElicitationPlan, ExecutionTrace, PermissionPolicy, PoolEvent, PoolOptions,
     RecoveryReport, Script, ScriptStep, SweepOptions, WorkerPool,
 };
-pub use m3_store::signal::{ChangeSubscription, Topic, Wake};
+pub use m3_store::signal::{
+    Change, ChangeKind, ChangeSubscription, SIGNAL_ENV, Topic, Wake, signal_enabled_by_env,
+};
 pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions, StoreUrl};
 /// The m3-types values a kit program names (servers, policies, requests, responses, states,
 /// errors), re-exported so one `use m3_kit::...` line suffices.

@@ -43,6 +43,7 @@ mod coordinator;
 pub mod harness;
 mod lease_renewal;
 pub mod mcp;
+mod ndjson;
 mod recovery;
 pub mod relay;
 mod selection;

@@ -101,7 +101,8 @@ pub struct PostgresGuide;
 pub mod execution;
 
 pub use execution::{
-    AcquireLease, ClaimQueued, ClaimedExecution, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
+    AcquireLease, ClaimQueued, ClaimedExecution, EVENT_ELICITATION_REQUEST,
+    EVENT_ELICITATION_RESPONSE, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
     EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
     ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, NewExecution,
     TerminalizeExpired, Terminalized,

@@ -235,6 +235,14 @@ impl<'de> Deserialize<'de> for ManagedInputRecord {
 }
 
 impl ManagedInputRecord {
+    /// The typed [`failure_code`](Self::failure_code) of a failed round (`None` when it has
+    /// none, or one that is neither `recovery_unavailable` nor an error code).
+    pub fn failure(&self) -> Option<crate::RoundFailureCode> {
+        self.failure_code
+            .as_deref()
+            .and_then(|code| code.parse().ok())
+    }
+
     /// A fresh `pending` record created at `now` (no responses, no optional metadata).
     ///
     /// # Errors

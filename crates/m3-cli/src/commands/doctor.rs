@@ -1,6 +1,9 @@
 //! `m3 doctor`: checks the set-up and says what to fix. Exit 0 when everything `m3 demo`
-//! needs works (the store, the bundled example server); the optional peers (Codex, Python,
-//! Node) are reported with how to get them, and never fail the check.
+//! needs works (the store, the bundled example server). The store's change signal (probed
+//! from a second process) and the optional peers (Codex, Python, Node) are reported with how
+//! to fix them, and only warn: without them `m3 demo` still works.
+
+mod signal;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -8,6 +11,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use m3_kit::StoreUrl;
 
 use crate::commands::inspect::open_kit;
 use crate::failure::Failure;
@@ -48,9 +53,12 @@ impl Check {
     }
 }
 
+pub(crate) use signal::announce_change;
+
 pub(crate) async fn run(out: Output, db: &Path) -> Result<(), Failure> {
     let checks = vec![
         store(db).await,
+        signal::check(db).await,
         example_server().await,
         peer(
             "codex",
@@ -103,8 +111,7 @@ pub(crate) async fn run(out: Output, db: &Path) -> Result<(), Failure> {
 /// The store opens (without running recovery), or, absent, can be created where `--db` says.
 async fn store(db: &Path) -> Check {
     let name = "store";
-    let url = db.to_string_lossy().contains("://");
-    if !url && !db.exists() {
+    if missing_local_store(db) {
         let parent = match db.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
             _ => PathBuf::from("."),
@@ -152,6 +159,14 @@ async fn store(db: &Path) -> Check {
             "check the path and its permissions, or give another store with --db PATH or M3_DB",
         ),
     }
+}
+
+/// Whether `db` names a store kept in a local file that does not exist (yet).
+fn missing_local_store(db: &Path) -> bool {
+    StoreUrl::parse(&db.to_string_lossy())
+        .ok()
+        .and_then(|url| url.local_file().map(|file| !file.exists()))
+        .unwrap_or(false)
 }
 
 async fn probe_store(db: &Path) -> Result<usize, Failure> {

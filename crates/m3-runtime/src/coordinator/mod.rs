@@ -11,6 +11,7 @@
 //! A round is never redelivered.
 
 mod notify;
+mod records;
 mod renewal;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,13 +19,13 @@ use std::time::Duration;
 
 use m3_store::signal::{ChangeSubscription, Topic};
 use m3_store::{
-    CreateRound, ExecutionLeaseRef, ExecutionStore, LeaseRef, ManagedInputStore, RoundFailure,
-    RoundRef,
+    CreateRound, EVENT_ELICITATION_REQUEST, EVENT_ELICITATION_RESPONSE, ExecutionLeaseRef,
+    ExecutionStore, LeaseRef, ManagedInputStore, RoundFailure, RoundRef,
 };
 use m3_types::messages;
 use m3_types::{
     Error, ExecutionStatus, ManagedInputRecord, ManagedInputStatus, PendingElicitationRound,
-    ResponseMap, Result, redact,
+    ResponseMap, Result, RoundFailureCode,
 };
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
@@ -34,8 +35,7 @@ use tracing::instrument;
 pub use notify::ResponseNotifier;
 use renewal::RecoverySlot;
 
-/// Failure code of rounds ended because the worker or its lease was lost.
-pub const RECOVERY_UNAVAILABLE: &str = "recovery_unavailable";
+pub use m3_types::RECOVERY_UNAVAILABLE;
 
 /// Settings of one coordinator.
 #[derive(Debug, Clone)]
@@ -186,6 +186,8 @@ impl Coordinator {
         }
     }
 
+    /// The round's steps, in order: persist the round, start its lease renewal, enter
+    /// `waiting_for_input`, await the response, hand it over for delivery.
     async fn create_and_wait(
         &self,
         pending: PendingElicitationRound,
@@ -194,40 +196,27 @@ impl Coordinator {
         deadline: Option<OffsetDateTime>,
         waiters: Waiters<'_>,
     ) -> Result<Delivery> {
-        let operation_parameters = round_parameters(&pending, operation_parameters);
-        let request_event = request_event(&pending, round_index)?;
-        let (round, lease, recovery) = self
-            .open_round(pending, operation_parameters, round_index)
+        let request_event = records::request_event(&pending, round_index)?;
+        let (round, lease) = self
+            .persist_round(pending, operation_parameters, round_index)
             .await?;
-        tracing::info!(round_index, "managed elicitation round created");
-        self.setup_waiting(request_event).await.map_err(|error| {
-            Error::managed_input_state("managed-input setup failed")
-                .with_detail("cause", error.to_string())
-                .with_source(error)
-        })?;
+        let recovery = self.start_renewal(&round, &lease, round_index);
+        self.enter_waiting(request_event).await?;
         let record = self
-            .wait_for_response(&round, deadline, waiters, &recovery)
+            .await_response(&round, deadline, waiters, &recovery)
             .await?;
-        let responses = record.responses.clone().ok_or_else(|| {
-            Error::managed_input_state("managed-input response commit is missing")
-        })?;
-        if let (Some(deadline), Some(at)) = (deadline, record.response_validated_at)
-            && at > deadline
-        {
-            return Err(deadline_error(&round));
-        }
-        self.start_delivery(&round, &lease, round_index).await?;
-        Ok(Delivery { responses })
+        self.hand_over(&round, &lease, round_index, &record, deadline)
+            .await
     }
 
-    /// Stores the round under this coordinator's lease, starts its renewal and
-    /// makes it the active round.
-    async fn open_round(
+    /// Stores the round under this coordinator's lease.
+    async fn persist_round(
         &self,
         pending: PendingElicitationRound,
         operation_parameters: Map<String, Value>,
         round_index: u32,
-    ) -> Result<(RoundRef, LeaseRef, Arc<RecoverySlot>)> {
+    ) -> Result<(RoundRef, LeaseRef)> {
+        let operation_parameters = records::round_parameters(&pending, operation_parameters);
         let record = self
             .store
             .create_round(
@@ -238,8 +227,18 @@ impl Coordinator {
                     .with_operation_parameters(operation_parameters),
             )
             .await?;
-        let round = RoundRef::of(&record);
-        let lease = LeaseRef::of(&record.lease);
+        tracing::info!(round_index, "managed elicitation round created");
+        Ok((RoundRef::of(&record), LeaseRef::of(&record.lease)))
+    }
+
+    /// Starts renewing the round's lease and makes it the active round (from here on a
+    /// failure fails it). Returns where the renewal reports a lost lease.
+    fn start_renewal(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        round_index: u32,
+    ) -> Arc<RecoverySlot> {
         let recovery = Arc::new(RecoverySlot::default());
         let token = CancellationToken::new();
         renewal::spawn(
@@ -251,15 +250,46 @@ impl Coordinator {
             Arc::clone(&recovery),
             token.clone(),
         );
-        let mut state = self.lock();
-        state.active = Some(Active {
+        self.lock().active = Some(Active {
             round: round.clone(),
             lease: lease.clone(),
             round_index,
             recovery: Arc::clone(&recovery),
             renewal: token.drop_guard(),
         });
-        Ok((round, lease, recovery))
+        recovery
+    }
+
+    /// Records the (redacted) request event and moves the execution to
+    /// `waiting_for_input`; any failure is a `managed_input_state` setup failure.
+    async fn enter_waiting(&self, request_event: Value) -> Result<()> {
+        self.setup_waiting(request_event).await.map_err(|error| {
+            Error::managed_input_state("managed-input setup failed")
+                .with_detail("cause", error.to_string())
+                .with_source(error)
+        })
+    }
+
+    /// Checks the committed response against the deadline, then starts its delivery: what
+    /// the MCP retry carries.
+    async fn hand_over(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        round_index: u32,
+        record: &ManagedInputRecord,
+        deadline: Option<OffsetDateTime>,
+    ) -> Result<Delivery> {
+        let responses = record.responses.clone().ok_or_else(|| {
+            Error::managed_input_state("managed-input response commit is missing")
+        })?;
+        if let (Some(deadline), Some(at)) = (deadline, record.response_validated_at)
+            && at > deadline
+        {
+            return Err(records::deadline_error(round));
+        }
+        self.start_delivery(round, lease, round_index).await?;
+        Ok(Delivery { responses })
     }
 
     /// Records the (redacted) response event, starts delivery and resumes the turn.
@@ -277,7 +307,7 @@ impl Coordinator {
         self.executions
             .append_event(
                 self.execution_id(),
-                "elicitation.response",
+                EVENT_ELICITATION_RESPONSE,
                 json!({"round_id": round.round_id, "round_index": round_index, "responses": redacted}),
                 Some(&self.execution_lease),
             )
@@ -297,7 +327,7 @@ impl Coordinator {
         self.executions
             .append_event(
                 self.execution_id(),
-                "elicitation.request",
+                EVENT_ELICITATION_REQUEST,
                 request_event,
                 Some(&self.execution_lease),
             )
@@ -318,7 +348,9 @@ impl Coordinator {
         Ok(())
     }
 
-    async fn wait_for_response(
+    /// Waits for the round's response: wakes on this process's responders, the store's
+    /// change signal, a lost lease and the deadline, and re-reads the round each time.
+    async fn await_response(
         &self,
         round: &RoundRef,
         deadline: Option<OffsetDateTime>,
@@ -332,7 +364,7 @@ impl Coordinator {
                 Some(deadline) => {
                     let left = deadline - self.now();
                     if left <= time::Duration::ZERO {
-                        return Err(deadline_error(round));
+                        return Err(records::deadline_error(round));
                     }
                     left.unsigned_abs()
                 }
@@ -353,7 +385,7 @@ impl Coordinator {
             match record.status {
                 ManagedInputStatus::Pending => {}
                 ManagedInputStatus::ResponseValidated => return Ok(record),
-                ManagedInputStatus::Failed => return Err(failed_round_error(&record)),
+                ManagedInputStatus::Failed => return Err(records::failed_round_error(&record)),
                 other => {
                     return Err(Error::managed_input_state(format!(
                         "managed-input round moved to {} while waiting",
@@ -414,6 +446,8 @@ impl Coordinator {
         self.fail_active(error).await;
     }
 
+    /// Fails the active round (if any) with `error`, counts it against the budget and
+    /// resumes the turn.
     async fn fail_active(&self, error: &Error) {
         let Some(active) = self.lock().active.take() else {
             return;
@@ -426,36 +460,44 @@ impl Coordinator {
             renewal: guard,
         } = active;
         drop(guard);
-        let recovery_error = recovery.take();
-        let failed = match (error.is_recovery(), recovery_error) {
-            (true, _) | (_, Some(_)) => {
-                renewal::fail_recovery(&*self.store, &round, &lease, error.message()).await
-            }
-            _ => {
-                let message = if error.is_cancelled() {
-                    messages::ELICITATION_CANCELLED
-                } else if error.is_timeout() {
-                    messages::ELICITATION_TIMED_OUT
-                } else {
-                    "managed-input lifecycle failed"
-                };
-                match self
-                    .store
-                    .fail(&round, &lease, RoundFailure::new(error.code(), message))
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    Err(e) if e.is_state() => Ok(()), // already resolved or failed
-                    Err(e) => Err(e),
-                }
-            }
-        };
-        if let Err(e) = failed {
+        let lost = recovery.take().is_some();
+        if let Err(e) = self.record_failure(&round, &lease, error, lost).await {
             tracing::warn!(round.id = %round.round_id, error = %e, "could not record the round failure");
         }
         self.lock().rounds += 1;
         tracing::info!(round.id = %round.round_id, round_index, code = error.code(), "managed elicitation round failed");
-        // Restore the lifecycle if the round failed while waiting.
+        self.resume_running_turn().await;
+    }
+
+    /// Writes the round's failure: the recovery path for a recovery error or a lost lease
+    /// (`lost`), else `fail` with the error's code and a fixed message.
+    async fn record_failure(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        error: &Error,
+        lost: bool,
+    ) -> Result<()> {
+        if lost || error.is_recovery() {
+            return renewal::fail_recovery(&*self.store, round, lease, error.message()).await;
+        }
+        let message = if error.is_cancelled() {
+            messages::ELICITATION_CANCELLED
+        } else if error.is_timeout() {
+            messages::ELICITATION_TIMED_OUT
+        } else {
+            "managed-input lifecycle failed"
+        };
+        let failure = RoundFailure::new(RoundFailureCode::of_error(error).as_str(), message);
+        match self.store.fail(round, lease, failure).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_state() => Ok(()), // already resolved or failed
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Moves the execution back to `running_turn` if a round failed while it waited.
+    async fn resume_running_turn(&self) {
         if let Ok(Some(record)) = self.executions.get_execution(self.execution_id()).await
             && record.lifecycle == ExecutionStatus::WaitingForInput
         {
@@ -484,69 +526,4 @@ async fn sleep_at_most(budget: Duration) {
         Some(until) if budget != Duration::MAX => tokio::time::sleep_until(until).await,
         _ => std::future::pending().await,
     }
-}
-
-/// The operation's parameters as stored with the round: without the wire's
-/// continuation fields, with the operation's identity.
-fn round_parameters(
-    pending: &PendingElicitationRound,
-    mut parameters: Map<String, Value>,
-) -> Map<String, Value> {
-    for key in [
-        "requestState",
-        "request_state",
-        "inputResponses",
-        "input_responses",
-    ] {
-        parameters.remove(key);
-    }
-    parameters.insert(
-        "logical_operation_id".into(),
-        pending.logical_operation_id.clone().into(),
-    );
-    parameters.insert(
-        "operation_kind".into(),
-        pending.operation_kind.as_str().into(),
-    );
-    parameters.insert(
-        "operation_name".into(),
-        pending.operation_name.clone().into(),
-    );
-    parameters
-}
-
-/// The `elicitation.request` event of a round (requests redacted).
-fn request_event(pending: &PendingElicitationRound, round_index: u32) -> Result<Value> {
-    let requests = serde_json::to_value(&pending.requests)
-        .map_err(|e| Error::protocol("elicitation requests are not serializable").with_source(e))?;
-    Ok(json!({
-        "round_id": pending.round_id,
-        "round_index": round_index,
-        "server": pending.server,
-        "operation_kind": pending.operation_kind.as_str(),
-        "operation_name": pending.operation_name,
-        "logical_operation_id": pending.logical_operation_id,
-        "requests": redact(&requests),
-        "deadline": pending.deadline.map(m3_types::timestamp::format),
-    }))
-}
-
-fn deadline_error(round: &RoundRef) -> Error {
-    Error::timeout(messages::ELICITATION_TIMED_OUT)
-        .with_detail("round_id", round.round_id.clone())
-        .with_detail("reason", "elicitation_deadline")
-}
-
-fn failed_round_error(record: &ManagedInputRecord) -> Error {
-    let message = record
-        .failure_message
-        .clone()
-        .unwrap_or_else(|| "managed-input round failed".into());
-    match record.failure_code.as_deref() {
-        Some(RECOVERY_UNAVAILABLE) => Error::managed_input_recovery(message),
-        Some("cancelled") => Error::cancelled(message),
-        Some("timeout") => Error::timeout(message),
-        _ => Error::managed_input_state(message),
-    }
-    .with_detail("round_id", record.pending.round_id.clone())
 }

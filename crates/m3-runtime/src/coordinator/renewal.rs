@@ -4,11 +4,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use m3_store::{LeaseRef, ManagedInputStore, RoundFailure, RoundRef};
-use m3_types::{Error, ManagedInputStatus, Result};
+use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Result, RoundFailureCode};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::RECOVERY_UNAVAILABLE;
 use crate::lease_renewal::{LeaseDeadline, renew_until_expiry};
 
 /// Where the renewal task leaves a recovery error for the waiter.
@@ -64,14 +63,12 @@ pub(super) fn spawn(
                 return;
             };
             let message = match renewed {
-                Ok(record) if is_recovery_failed(record.status, record.failure_code.as_deref()) => {
+                Ok(record) if is_recovery_failed(&record) => {
                     "managed interaction cannot be resumed safely after worker loss"
                 }
                 Ok(_) => continue,
                 Err(error) if error.is_state() => match store.get_round(&round).await {
-                    Ok(Some(record))
-                        if is_recovery_failed(record.status, record.failure_code.as_deref()) =>
-                    {
+                    Ok(Some(record)) if is_recovery_failed(&record) => {
                         "managed interaction cannot be resumed safely after worker loss"
                     }
                     // The round advanced concurrently: the terminal transition owns shutdown.
@@ -105,8 +102,9 @@ pub(super) fn spawn(
     });
 }
 
-fn is_recovery_failed(status: ManagedInputStatus, code: Option<&str>) -> bool {
-    status == ManagedInputStatus::Failed && code == Some(RECOVERY_UNAVAILABLE)
+fn is_recovery_failed(record: &ManagedInputRecord) -> bool {
+    record.status == ManagedInputStatus::Failed
+        && record.failure() == Some(RoundFailureCode::RecoveryUnavailable)
 }
 
 /// The reference's recovery path: `fail_recovery` (needs an expired lease); if
@@ -137,7 +135,7 @@ pub(super) async fn fail_recovery(
         .fail(
             round,
             lease,
-            RoundFailure::new(RECOVERY_UNAVAILABLE, message),
+            RoundFailure::new(RoundFailureCode::RecoveryUnavailable.as_str(), message),
         )
         .await
         .is_ok()

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::io::{AsyncWriteExt, BufReader, DuplexStream};
 use tokio::process::ChildStdout;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::fault::{ConnectionFault, FaultSender};
 use super::process::ExitInfo;
 use super::raw::RawMessages;
+use crate::ndjson::{Line, frame_of, read_line};
 
 /// Size of the in-memory pipe between the reader and rmcp.
 const PIPE_CAPACITY: usize = 64 * 1024;
@@ -48,41 +49,6 @@ pub(crate) fn spawn_reader(
     };
     tokio::spawn(pump(stdout, our_side, max_frame_bytes, ends));
     rmcp_side
-}
-
-enum Line {
-    Complete,
-    Oversized,
-    Eof,
-    Failed(std::io::Error),
-}
-
-async fn read_bounded(reader: &mut BufReader<ChildStdout>, line: &mut Vec<u8>, max: usize) -> Line {
-    line.clear();
-    loop {
-        let (consumed, done) = {
-            let available = match reader.fill_buf().await {
-                Ok(available) => available,
-                Err(error) => return Line::Failed(error),
-            };
-            if available.is_empty() {
-                return Line::Eof;
-            }
-            let newline = available.iter().position(|b| *b == b'\n');
-            let take = newline.map_or(available.len(), |i| i + 1);
-            // The frame excludes its terminating newline.
-            let frame_len = line.len() + newline.unwrap_or(take);
-            if frame_len > max {
-                return Line::Oversized;
-            }
-            line.extend_from_slice(&available[..take]);
-            (take, newline.is_some())
-        };
-        reader.consume(consumed);
-        if done {
-            return Line::Complete;
-        }
-    }
 }
 
 fn preview(bytes: &[u8]) -> String {
@@ -116,10 +82,9 @@ async fn pump(stdout: ChildStdout, mut out: DuplexStream, max: usize, ends: Ends
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = Vec::new();
     let fault = loop {
-        match read_bounded(&mut reader, &mut line, max).await {
+        match read_line(&mut reader, &mut line, max).await {
             Line::Complete => {
-                let frame = line.strip_suffix(b"\n").unwrap_or(&line);
-                let frame = frame.strip_suffix(b"\r").unwrap_or(frame);
+                let frame = frame_of(&line);
                 if frame.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }

@@ -27,7 +27,6 @@
 
 mod handoff;
 mod http;
-mod lines;
 mod local;
 mod observer;
 mod policy;

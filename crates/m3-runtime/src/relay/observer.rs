@@ -15,9 +15,9 @@ use tokio::task::JoinSet;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::handoff::Handoff;
-use super::lines::{Line, frame_of, read_line};
 use super::wire::{Hello, RelayMessage};
 use super::{MAX_FRAME_BYTES, Observation, RelayEvent};
+use crate::ndjson::{Line, frame_of, read_line};
 
 /// The socket's file name inside the observer's directory.
 const SOCKET_NAME: &str = "relay.sock";

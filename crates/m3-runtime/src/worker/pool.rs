@@ -58,7 +58,8 @@ pub struct PoolOptions {
     pub drain_timeout: Duration,
     /// The periodic recovery sweep (`None`: off).
     pub sweep: Option<SweepOptions>,
-    /// The fallback poll of the queue while idle.
+    /// How often an idle pool that claims the queue tries a claim without a wake-up: its
+    /// one safety read per process, whatever the store's signal does.
     pub idle_poll: Duration,
     /// Buffer [`PoolEvent`]s from the start, for the first [`WorkerPool::events`] call (so
     /// a claim made at once is not missed); otherwise events are sent only while
@@ -70,8 +71,8 @@ pub struct PoolOptions {
 pub const DEFAULT_CONCURRENCY: usize = 16;
 /// Default drain timeout.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default idle poll of the queue.
-pub const DEFAULT_IDLE_POLL: Duration = Duration::from_millis(50);
+/// Default idle poll of the queue: the store signal's short fallback (1 s).
+pub const DEFAULT_IDLE_POLL: Duration = m3_store::signal::DEFAULT_FALLBACK_POLL;
 
 impl Default for PoolOptions {
     fn default() -> Self {
@@ -139,7 +140,7 @@ impl PoolOptions {
         self
     }
 
-    /// The idle poll (default 50 ms).
+    /// The idle poll of the queue (default 1 s, at least 1 ms).
     #[must_use]
     pub fn idle_poll(mut self, poll: Duration) -> Self {
         self.idle_poll = poll.max(Duration::from_millis(1));
@@ -362,7 +363,7 @@ impl WorkerPool {
             }
             tokio::select! {
                 () = self.inner.wake.notified() => {}
-                () = wait_for_queued(queue.as_deref_mut()) => {}
+                () = wait_for_queued(queue.as_deref_mut(), self.inner.options.idle_poll) => {}
                 () = self.inner.claiming.cancelled() => return None,
             }
         }

@@ -1,16 +1,39 @@
 //! How an idle claim loop waits for something to be queued: the store's change signal
-//! (topic `Queue`), whose subscription falls back to a slow poll when no signal can reach
-//! it. The row is the truth: the loop claims again after every wake-up, so this only
-//! decides latency.
+//! (topic `Queue`), and at least every idle poll a claim attempt anyway, whatever the
+//! signal's own fallback: one cheap read per worker process, so an execution queued by a
+//! process whose announcement was lost is claimed within the idle poll. The row is the
+//! truth: the loop claims again after every wake-up, so this only decides latency.
+
+use std::time::Duration;
 
 use m3_store::signal::ChangeSubscription;
 
-/// Waits until something may have been queued (`None`: only local wake-ups, i.e. forever).
-pub(super) async fn wait_for_queued(queue: Option<&mut ChangeSubscription>) {
+/// Waits until something may have been queued, or `idle_poll` passed (`None`: only local
+/// wake-ups, i.e. forever).
+pub(super) async fn wait_for_queued(queue: Option<&mut ChangeSubscription>, idle_poll: Duration) {
     match queue {
         Some(subscription) => {
-            subscription.changed().await;
+            let _ = tokio::time::timeout(idle_poll, subscription.changed()).await;
         }
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_poll_bounds_the_wait_on_a_live_signal() {
+        let hub = m3_store::signal::ChangeHub::with_intervals(
+            Duration::from_secs(1),
+            Duration::from_secs(3600),
+        );
+        let mut queue =
+            m3_store::signal::ChangeSignal::subscribe(&hub, m3_store::signal::Topic::Queue);
+        let started = tokio::time::Instant::now();
+        wait_for_queued(Some(&mut queue), Duration::from_secs(2)).await;
+        // Paused time: exactly the idle poll, not the hour of the live signal's safety poll.
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
     }
 }

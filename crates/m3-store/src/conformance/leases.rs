@@ -18,7 +18,7 @@ use crate::{LeaseRef, RoundFailure};
 const INVALID: &str = "managed_input_invalid";
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
-const RECOVERY: &str = "recovery_unavailable";
+const RECOVERY: &str = m3_types::RECOVERY_UNAVAILABLE;
 
 /// `renew` moves the expiry to now + duration and keeps the token.
 pub async fn renew_extends_the_lease_and_keeps_the_token(h: &Harness) -> CaseResult {

@@ -37,7 +37,8 @@ use serde_json::Value;
 use crate::ManagedInputStore;
 
 pub use record::{
-    AcquireLease, ClaimQueued, ClaimedExecution, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
+    AcquireLease, ClaimQueued, ClaimedExecution, EVENT_ELICITATION_REQUEST,
+    EVENT_ELICITATION_RESPONSE, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
     EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
     ExecutionRecord, FinishExecution, ListExecutions, NewExecution, TerminalizeExpired,
     Terminalized,

@@ -18,6 +18,12 @@ pub const EVENT_EXECUTION_STATE_CHANGED: &str = "execution.state_changed";
 /// [`terminalize_expired`](super::ExecutionStore::terminalize_expired)).
 /// It is always the last event of an execution.
 pub const EVENT_EXECUTION_FINISHED: &str = "execution.finished";
+/// Kind of the event the managed-input coordinator appends when it stores a round: the
+/// round's identity, operation and redacted requests.
+pub const EVENT_ELICITATION_REQUEST: &str = "elicitation.request";
+/// Kind of the event the managed-input coordinator appends when it starts delivering a
+/// round's response: the redacted responses, never the values.
+pub const EVENT_ELICITATION_RESPONSE: &str = "elicitation.response";
 
 /// One stored execution: its specification, lifecycle, terminal data, worker
 /// lease and cancel flag.

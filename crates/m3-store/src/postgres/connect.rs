@@ -12,6 +12,7 @@ use sqlx::{AssertSqlSafe, PgConnection};
 use time::OffsetDateTime;
 
 use super::error::db;
+use super::signal::PgSignal;
 
 /// The pool size when the URL has no `max_connections` parameter.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
@@ -51,6 +52,7 @@ pub struct PgStoreOptions {
     max_connections: u32,
     statement_timeout: Option<Duration>,
     clock: Option<Arc<dyn Clock>>,
+    change_signal: bool,
 }
 
 impl PgStoreOptions {
@@ -90,6 +92,7 @@ impl PgStoreOptions {
             max_connections,
             statement_timeout,
             clock: None,
+            change_signal: crate::signal::signal_enabled_by_env(),
         })
     }
 
@@ -119,6 +122,22 @@ impl PgStoreOptions {
         }
     }
 
+    /// The same options with the cross-store change signal (`LISTEN`/`NOTIFY`) on or off.
+    /// Off, waiters of this store object are woken by its own commits only and poll every
+    /// [`DEFAULT_FALLBACK_POLL`](crate::signal::DEFAULT_FALLBACK_POLL) for everyone
+    /// else's. The default is on unless [`SIGNAL_ENV`](crate::signal::SIGNAL_ENV) says
+    /// `off`.
+    #[must_use]
+    pub fn change_signal(mut self, enabled: bool) -> Self {
+        self.change_signal = enabled;
+        self
+    }
+
+    /// Whether the cross-store change signal is on.
+    pub fn get_change_signal(&self) -> bool {
+        self.change_signal
+    }
+
     /// The schema holding the tables.
     pub fn schema(&self) -> &str {
         &self.schema
@@ -137,6 +156,8 @@ pub(crate) struct Shared {
     pub(crate) pool: PgPool,
     pub(crate) injected: Option<Arc<dyn Clock>>,
     pub(crate) clock: Arc<dyn Clock>,
+    /// Where committed changes are announced and heard (see [`PgSignal`]).
+    pub(crate) signal: Arc<PgSignal>,
 }
 
 impl Shared {
@@ -168,7 +189,7 @@ pub(crate) async fn open(options: PgStoreOptions) -> Result<Shared> {
     }
     let pool = PgPoolOptions::new()
         .max_connections(options.max_connections)
-        .connect_with(connect)
+        .connect_with(connect.clone())
         .await
         .map_err(db("cannot connect to PostgreSQL"))?;
     let mut conn = pool
@@ -181,10 +202,17 @@ pub(crate) async fn open(options: PgStoreOptions) -> Result<Shared> {
         None => Arc::new(ServerClock::measure(&mut conn).await?),
     };
     drop(conn);
+    let signal = Arc::new(PgSignal::new(
+        pool.clone(),
+        connect,
+        &schema,
+        options.change_signal,
+    ));
     Ok(Shared {
         pool,
         injected: options.clock,
         clock,
+        signal,
     })
 }
 

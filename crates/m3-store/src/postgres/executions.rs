@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use m3_types::{Clock, Error, ExecutionStatus, Result, new_id};
+use m3_types::{Clock, Error, ExecutionStatus, Result};
 use serde_json::Value;
 use sqlx::{PgConnection, Postgres, Transaction};
 use time::OffsetDateTime;
@@ -18,14 +18,10 @@ use time::OffsetDateTime;
 use super::PgManagedInputStore;
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
-use super::rounds::fail_unresolved;
 use crate::execution::rules::{
-    self, Acquire, TerminalData, check_acquire, check_event_kind, check_fence, check_finish,
-    check_lease_write, check_terminalize, check_transition, created_payload, created_record,
-    errors, finished_payload, lease_expiry, mark_finished, new_execution_lease_token,
-    require_non_empty, state_changed_payload, terminalized_payload, to_canonical,
+    check_event_kind, check_fence, check_lease_write, errors, lease_expiry,
 };
-use crate::managed_input::rules::Decision;
+use crate::signal::{Change, ChangeKind, ChangeSignal};
 use crate::{
     AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
     ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore,
@@ -77,6 +73,13 @@ impl PgExecutionStore {
         &self.shared
     }
 
+    /// Whether this store object's change listener is connected and `LISTEN`ing now (it is
+    /// started by the first [`subscribe`](ChangeSignal::subscribe) of its
+    /// [`change_signal`](ExecutionStore::change_signal), and reconnects after a loss).
+    pub fn is_listening_for_changes(&self) -> bool {
+        self.shared.signal.is_listening()
+    }
+
     /// This store's managed-input store.
     pub fn rounds(&self) -> PgManagedInputStore {
         PgManagedInputStore::from_shared(Arc::clone(&self.shared))
@@ -91,7 +94,11 @@ impl PgExecutionStore {
     }
 
     /// Locks execution `id` in `tx`: its record and the operation's time.
-    async fn lock(&self, tx: &mut Tx, id: &str) -> Result<(ExecutionRecord, OffsetDateTime)> {
+    pub(super) async fn lock(
+        &self,
+        tx: &mut Tx,
+        id: &str,
+    ) -> Result<(ExecutionRecord, OffsetDateTime)> {
         let row = locked_row(tx, id).await?;
         let (stored, server_now) = row.ok_or_else(|| errors::not_found(id))?;
         Ok((decode(&stored)?, self.shared.now(server_now)))
@@ -99,7 +106,7 @@ impl PgExecutionStore {
 
     /// Locks `id`, lets `step` change the record (marking it changed) and append events,
     /// and stores both if anything changed, in one transaction.
-    async fn mutate<T: Send>(
+    pub(super) async fn mutate<T: Send>(
         &self,
         id: &str,
         step: impl FnOnce(&mut Pending, OffsetDateTime) -> Result<T> + Send,
@@ -118,7 +125,7 @@ impl PgExecutionStore {
 
 /// A record being changed and the events to append with it.
 pub(super) struct Pending {
-    record: ExecutionRecord,
+    pub(super) record: ExecutionRecord,
     events: Vec<ExecutionEvent>,
     changed: bool,
 }
@@ -171,7 +178,10 @@ impl Pending {
     }
 }
 
-async fn locked_row(conn: &mut PgConnection, id: &str) -> Result<Option<(String, OffsetDateTime)>> {
+pub(super) async fn locked_row(
+    conn: &mut PgConnection,
+    id: &str,
+) -> Result<Option<(String, OffsetDateTime)>> {
     sqlx::query_as(
         "SELECT record_json, clock_timestamp() FROM m3rs_executions WHERE execution_id = $1 FOR UPDATE",
     )
@@ -190,7 +200,7 @@ pub(super) fn decode(stored: &str) -> Result<ExecutionRecord> {
         .map_err(|e| Error::storage(format!("stored execution record is invalid: {e}")))
 }
 
-fn encode(value: &impl serde::Serialize) -> Result<String> {
+pub(super) fn encode(value: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(value)
         .map_err(|e| Error::storage(format!("cannot encode the execution: {e}")))
 }
@@ -218,7 +228,7 @@ async fn save(conn: &mut PgConnection, record: &ExecutionRecord) -> Result<()> {
     Ok(())
 }
 
-async fn insert_event(conn: &mut PgConnection, event: &ExecutionEvent) -> Result<()> {
+pub(super) async fn insert_event(conn: &mut PgConnection, event: &ExecutionEvent) -> Result<()> {
     sqlx::query(
         "INSERT INTO m3rs_execution_events (execution_id, sequence, kind, payload_json, created_at) \
          VALUES ($1, $2, $3, $4, $5)",
@@ -237,57 +247,8 @@ async fn insert_event(conn: &mut PgConnection, event: &ExecutionEvent) -> Result
 #[async_trait]
 impl ExecutionStore for PgExecutionStore {
     async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
-        let id = new.execution_id.clone().unwrap_or_else(new_id);
-        require_non_empty(&id, "execution_id")?;
-        let spec_json = to_canonical(&new.spec)?;
-        let mut tx = self.begin().await?;
-        let server_now: OffsetDateTime = sqlx::query_scalar(
-            "SELECT clock_timestamp() FROM (SELECT pg_advisory_xact_lock(hashtext($1))) AS locked",
-        )
-        .bind(&id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db("cannot lock the execution id"))?;
-        let existing: Option<(String, String)> = sqlx::query_as(
-            "SELECT spec_json, record_json FROM m3rs_executions WHERE execution_id = $1",
-        )
-        .bind(&id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db("cannot read the execution"))?;
-        if let Some((stored_spec, stored)) = existing {
-            let record = decode(&stored)?;
-            if stored_spec == spec_json && record.human_input == new.human_input {
-                return Ok(record);
-            }
-            return Err(errors::id_conflict(&id));
-        }
-        let now = self.shared.now(server_now);
-        let human_input = new.human_input;
-        let record = created_record(&id, new, now);
-        sqlx::query(
-            "INSERT INTO m3rs_executions (execution_id, lifecycle, human_input, finished, spec_json, \
-             record_json, created_at, updated_at) VALUES ($1, $2, $3, false, $4, $5, $6, $6)",
-        )
-        .bind(&id)
-        .bind(record.lifecycle.as_str())
-        .bind(human_input.as_str())
-        .bind(&spec_json)
-        .bind(encode(&record)?)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db("cannot insert the execution"))?;
-        let event = ExecutionEvent {
-            execution_id: id.clone(),
-            sequence: 0,
-            kind: crate::EVENT_EXECUTION_CREATED.to_owned(),
-            payload: created_payload(human_input),
-            timestamp: now,
-        };
-        insert_event(&mut tx, &event).await?;
-        commit(tx).await?;
-        Ok(record)
+        let done = self.do_create_execution(new).await;
+        self.shared.announced(done, change_of).await
     }
 
     async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRecord>> {
@@ -316,49 +277,21 @@ impl ExecutionStore for PgExecutionStore {
     }
 
     async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
-        require_non_empty(&request.owner_id, "owner_id")?;
-        let token = match request.lease_token {
-            Some(token) => {
-                require_non_empty(&token, "lease_token")?;
-                token
-            }
-            None => new_execution_lease_token(),
-        };
-        let id = request.execution_id.as_str();
-        let mut tx = self.begin().await?;
-        let (record, now) = self.lock(&mut tx, id).await?;
-        let expires_at = lease_expiry(now, request.ttl)?;
-        if let Acquire::Held(lease) = check_acquire(&record, &request.owner_id, &token, now)? {
-            return Ok(lease);
-        }
-        let token_taken: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM m3rs_executions WHERE lease_token = $1 AND execution_id <> $2)",
-        )
-        .bind(&token)
-        .bind(id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db("cannot check the lease token"))?;
-        if token_taken {
-            return Err(errors::lease_token_in_use(id));
-        }
-        let lease = ExecutionLease {
-            execution_id: id.to_owned(),
-            owner_id: request.owner_id,
-            lease_token: token,
-            expires_at,
-        };
-        let mut pending = Pending::new(record);
-        let changed = pending.change();
-        changed.lease = Some(lease.clone());
-        changed.updated_at = now;
-        pending.store(&mut tx).await?;
-        commit(tx).await?;
-        Ok(lease)
+        let done = self.do_acquire_lease(request).await;
+        self.shared
+            .announced(done, |lease| {
+                Change::new(lease.execution_id.clone(), ChangeKind::Execution)
+            })
+            .await
     }
 
     async fn claim_queued(&self, request: ClaimQueued) -> Result<Option<ClaimedExecution>> {
-        self.do_claim_queued(request).await
+        let claimed = self.do_claim_queued(request).await?;
+        if let Some(claimed) = &claimed {
+            let change = Change::new(claimed.record.execution_id.clone(), ChangeKind::Execution);
+            self.shared.signal.announce(&change).await;
+        }
+        Ok(claimed)
     }
 
     async fn renew_lease(
@@ -391,30 +324,12 @@ impl ExecutionStore for PgExecutionStore {
     }
 
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
-        let mut tx = self.begin().await?;
-        let row = locked_row(&mut tx, &lease.execution_id).await?;
-        let record = row.as_ref().map(|(stored, _)| decode(stored)).transpose()?;
-        let now = match &row {
-            Some((_, server_now)) => self.shared.now(*server_now),
-            None => crate::store_now(self.shared.clock.as_ref()),
-        };
-        match record {
-            Some(r) if r.is_finished() && r.lease.is_none() => Ok(()),
-            Some(r) if !r.is_finished() && check_fence(&r, Some(lease), now).is_ok() => {
-                let mut pending = Pending::new(r);
-                let changed = pending.change();
-                changed.lease = None;
-                changed.updated_at = now;
-                pending.store(&mut tx).await?;
-                commit(tx).await
-            }
-            other => Err(rules::diagnose(
-                other.as_ref(),
-                &lease.execution_id,
-                Some(lease),
-                now,
-            )),
-        }
+        let done = self.do_release_lease(lease).await;
+        self.shared
+            .announced(done, |()| {
+                Change::new(lease.execution_id.clone(), ChangeKind::Execution)
+            })
+            .await
     }
 
     async fn transition(
@@ -423,51 +338,13 @@ impl ExecutionStore for PgExecutionStore {
         to: ExecutionStatus,
         lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionRecord> {
-        self.mutate(execution_id, |pending, now| {
-            check_transition(&pending.record, to, lease, now)?;
-            let record = pending.change();
-            record.lifecycle = to;
-            record.updated_at = now;
-            pending.append(
-                crate::EVENT_EXECUTION_STATE_CHANGED,
-                state_changed_payload(to),
-                now,
-            );
-            Ok(pending.record.clone())
-        })
-        .await
+        let done = self.do_transition(execution_id, to, lease).await;
+        self.shared.announced(done, change_of).await
     }
 
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
-        let requested = TerminalData::of_request(&request)?;
-        let payload = finished_payload(&request)?;
-        self.mutate(&request.execution_id, |pending, now| {
-            let stored = if pending.record.is_finished() {
-                Some(TerminalData::of_record(&pending.record)?)
-            } else {
-                None
-            };
-            let decided = check_finish(
-                &pending.record,
-                stored.as_ref(),
-                &requested,
-                request.lease.as_ref(),
-                now,
-            )?;
-            if decided == Decision::AlreadyDone {
-                return Ok(pending.record.clone());
-            }
-            mark_finished(
-                pending.change(),
-                request.outcome,
-                request.error.clone(),
-                request.result.clone(),
-                now,
-            );
-            pending.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
-            Ok(pending.record.clone())
-        })
-        .await
+        let done = self.do_finish(request).await;
+        self.shared.announced(done, change_of).await
     }
 
     async fn request_cancel(
@@ -475,16 +352,8 @@ impl ExecutionStore for PgExecutionStore {
         execution_id: &str,
         reason: Option<&str>,
     ) -> Result<ExecutionRecord> {
-        self.mutate(execution_id, |pending, now| {
-            if pending.record.cancel_requested_at.is_none() && !pending.record.is_finished() {
-                let record = pending.change();
-                record.cancel_requested_at = Some(now);
-                record.cancel_reason = reason.map(str::to_owned);
-                record.updated_at = now;
-            }
-            Ok(pending.record.clone())
-        })
-        .await
+        let done = self.do_request_cancel(execution_id, reason).await;
+        self.shared.announced(done, change_of).await
     }
 
     async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {
@@ -556,22 +425,13 @@ impl ExecutionStore for PgExecutionStore {
     }
 
     async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized> {
-        let payload = terminalized_payload(&request)?;
-        let id = request.lease.execution_id.as_str();
-        let mut tx = self.begin().await?;
-        let (record, now) = self.lock(&mut tx, id).await?;
-        check_terminalize(&record, &request, now)?;
-        let mut pending = Pending::new(record);
-        let error = request.error.clone();
-        mark_finished(pending.change(), request.outcome, error, None, now);
-        let rounds_failed = fail_unresolved(&mut tx, id, &request.reason, now).await?;
-        pending.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
-        pending.store(&mut tx).await?;
-        commit(tx).await?;
-        Ok(Terminalized {
-            record: pending.record,
-            rounds_failed,
-        })
+        let done = self.do_terminalize_expired(request).await?;
+        if done.rounds_failed > 0 {
+            let rounds = Change::new(done.record.execution_id.clone(), ChangeKind::Round);
+            self.shared.signal.announce(&rounds).await;
+        }
+        self.shared.signal.announce(&change_of(&done.record)).await;
+        Ok(done)
     }
 
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
@@ -581,4 +441,18 @@ impl ExecutionStore for PgExecutionStore {
     fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.shared.clock)
     }
+
+    /// `LISTEN`/`NOTIFY` on the schema's channel (in-process only when
+    /// [`PgStoreOptions::change_signal`] is off).
+    fn change_signal(&self) -> Arc<dyn ChangeSignal> {
+        Arc::clone(&self.shared.signal) as Arc<dyn ChangeSignal>
+    }
+}
+
+/// The change to announce after a commit that left an execution as `record`.
+fn change_of(record: &ExecutionRecord) -> Change {
+    Change::new(
+        record.execution_id.clone(),
+        ChangeKind::of_lifecycle(record.lifecycle),
+    )
 }

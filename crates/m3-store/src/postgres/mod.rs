@@ -16,11 +16,14 @@
 mod claim;
 mod connect;
 mod error;
+mod execution_writes;
 mod executions;
 mod rounds;
+mod signal;
 #[cfg(feature = "conformance")]
 pub mod testing;
 
 pub use connect::{DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PgStoreOptions};
 pub use executions::PgExecutionStore;
 pub use rounds::PgManagedInputStore;
+pub use signal::channel_name;

@@ -23,6 +23,7 @@ use crate::managed_input::rules::{
     new_lease_token, prepare_create, replay_create, require_lease, require_round, require_text,
     round_index_taken, stored_invalid,
 };
+use crate::signal::{Change, ChangeKind, ChangeSignal};
 use crate::{
     ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
     RoundRef, RoundScan, UnreadableRound,
@@ -72,6 +73,18 @@ impl PgManagedInputStore {
     /// The store's clock (the injected one, or the database server's).
     pub fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.shared.clock)
+    }
+
+    /// Whether this store object's change listener is connected and `LISTEN`ing now (see
+    /// [`PgExecutionStore::is_listening_for_changes`](super::PgExecutionStore::is_listening_for_changes)).
+    pub fn is_listening_for_changes(&self) -> bool {
+        self.shared.signal.is_listening()
+    }
+
+    /// This store object's change signal (the one its execution store hands out too, when
+    /// opened through [`PgExecutionStore`](super::PgExecutionStore)).
+    pub fn change_signal(&self) -> Arc<dyn ChangeSignal> {
+        Arc::clone(&self.shared.signal) as Arc<dyn ChangeSignal>
     }
 
     /// Locks `round`, applies `step` to its record, and stores what `step` returns, in one
@@ -130,6 +143,11 @@ impl PgManagedInputStore {
         })
         .await
     }
+}
+
+/// The change a committed write of `round` announces.
+fn round_change(round: &RoundRef) -> Change {
+    Change::new(round.execution_id.clone(), ChangeKind::Round)
 }
 
 /// Decodes a stored record.
@@ -269,6 +287,8 @@ impl ManagedInputStore for PgManagedInputStore {
         tx.commit()
             .await
             .map_err(db("cannot commit the managed-input round"))?;
+        let change = Change::new(round.execution_id.clone(), ChangeKind::Round);
+        self.shared.signal.announce(&change).await;
         Ok(record)
     }
 
@@ -313,19 +333,21 @@ impl ManagedInputStore for PgManagedInputStore {
             "expected_lease_token",
         )?;
         rules::require_lease_duration(claim.lease_duration)?;
-        self.update(round, |current, now| {
-            let next = check_claim(current, &claim, now)?;
-            let expires = lease_expiry(now, claim.lease_duration)?;
-            Ok(RoundWrite::record(apply_claim(
-                current,
-                &claim,
-                next,
-                new_lease_token()?,
-                expires,
-                now,
-            )))
-        })
-        .await
+        let done = self
+            .update(round, |current, now| {
+                let next = check_claim(current, &claim, now)?;
+                let expires = lease_expiry(now, claim.lease_duration)?;
+                Ok(RoundWrite::record(apply_claim(
+                    current,
+                    &claim,
+                    next,
+                    new_lease_token()?,
+                    expires,
+                    now,
+                )))
+            })
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn renew(
@@ -354,10 +376,12 @@ impl ManagedInputStore for PgManagedInputStore {
         require_round(round)?;
         require_text(&submission.idempotency_key, "response_idempotency_key")?;
         require_lease(lease)?;
-        self.update(round, |current, now| {
-            RoundWrite::submission(current, lease, &submission, now)
-        })
-        .await
+        let done = self
+            .update(round, |current, now| {
+                RoundWrite::submission(current, lease, &submission, now)
+            })
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn start_delivery(
@@ -365,8 +389,10 @@ impl ManagedInputStore for PgManagedInputStore {
         round: &RoundRef,
         lease: &LeaseRef,
     ) -> Result<ManagedInputRecord> {
-        self.transition_round(round, lease, Transition::StartDelivery)
-            .await
+        let done = self
+            .transition_round(round, lease, Transition::StartDelivery)
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn mark_delivered(
@@ -374,13 +400,17 @@ impl ManagedInputStore for PgManagedInputStore {
         round: &RoundRef,
         lease: &LeaseRef,
     ) -> Result<ManagedInputRecord> {
-        self.transition_round(round, lease, Transition::MarkDelivered)
-            .await
+        let done = self
+            .transition_round(round, lease, Transition::MarkDelivered)
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
-        self.transition_round(round, lease, Transition::Resolve)
-            .await
+        let done = self
+            .transition_round(round, lease, Transition::Resolve)
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn fail(
@@ -393,13 +423,15 @@ impl ManagedInputStore for PgManagedInputStore {
         require_text(&failure.message, "message")?;
         require_round(round)?;
         require_lease(lease)?;
-        self.update(round, |current, now| {
-            let decided = check_fail(current, lease, &failure, now)?;
-            Ok(RoundWrite::decided(decided, || {
-                apply_fail(current, &failure.code, &failure.message, now)
-            }))
-        })
-        .await
+        let done = self
+            .update(round, |current, now| {
+                let decided = check_fail(current, lease, &failure, now)?;
+                Ok(RoundWrite::decided(decided, || {
+                    apply_fail(current, &failure.code, &failure.message, now)
+                }))
+            })
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn fail_recovery(
@@ -411,13 +443,15 @@ impl ManagedInputStore for PgManagedInputStore {
         require_round(round)?;
         require_text(expected_lease_token, "expected_lease_token")?;
         require_text(message, "message")?;
-        self.update(round, |current, now| {
-            let decided = check_fail_recovery(current, expected_lease_token, now)?;
-            Ok(RoundWrite::decided(decided, || {
-                apply_recovery_failure(current, message, now)
-            }))
-        })
-        .await
+        let done = self
+            .update(round, |current, now| {
+                let decided = check_fail_recovery(current, expected_lease_token, now)?;
+                Ok(RoundWrite::decided(decided, || {
+                    apply_recovery_failure(current, message, now)
+                }))
+            })
+            .await;
+        self.shared.announced(done, |_| round_change(round)).await
     }
 
     async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {
@@ -434,6 +468,8 @@ impl ManagedInputStore for PgManagedInputStore {
         tx.commit()
             .await
             .map_err(db("cannot commit the recovery"))?;
+        let change = Change::new(execution_id, ChangeKind::Round);
+        self.shared.signal.announce(&change).await;
         Ok(failed)
     }
 

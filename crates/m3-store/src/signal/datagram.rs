@@ -69,8 +69,12 @@ impl DatagramSignal {
                 Some(socket)
             })
             .flatten();
+        // Not live until this process's socket is bound: until then only the fallback poll
+        // sees other processes' commits.
+        let hub = ChangeHub::new();
+        hub.set_live(false);
         Self {
-            hub: ChangeHub::new(),
+            hub,
             dir: signal_dir(database),
             cross_process,
             sender,
@@ -185,10 +189,18 @@ impl Listener {
         socket.set_read_timeout(Some(LISTEN_TIMEOUT))?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
+        // Live from the bind on: a datagram sent from now on is queued for the thread.
+        hub.set_live(true);
+        let failed = hub.clone();
         let spawned = std::thread::Builder::new()
             .name("m3-change-signal".into())
-            .spawn(move || listen(&socket, &hub, &flag));
+            .spawn(move || {
+                listen(&socket, &hub, &flag);
+                // Other processes' datagrams no longer arrive: back to the short poll.
+                hub.set_live(false);
+            });
         if let Err(error) = spawned {
+            failed.set_live(false);
             let _ = std::fs::remove_file(&path);
             return Err(error);
         }
@@ -288,8 +300,12 @@ mod tests {
     async fn a_datagram_wakes_the_other_listener() {
         let dir = tempfile::tempdir().unwrap();
         let (waiter, committer) = two_processes(&database(&dir));
+        assert!(!waiter.hub.is_live(), "not live before the socket is bound");
         let mut sub = waiter.subscribe(Topic::Execution("e1".into()));
         assert_eq!(waiter.mechanism(), "unix-datagram");
+        // Bound: other processes reach it, so its waiters only re-read at the safety poll.
+        assert!(waiter.hub.is_live());
+        assert_eq!(sub.fallback(), crate::signal::SAFETY_POLL);
         committer.notify(&Change::new("e1", ChangeKind::Round));
         assert_eq!(sub.changed().await, Wake::Signalled);
     }
@@ -347,6 +363,8 @@ mod tests {
         let committer = DatagramSignal::new(&path, true);
         let mut sub = waiter.subscribe(Topic::All);
         assert_eq!(waiter.mechanism(), "in-process");
+        // Other processes' commits reach it only by the short fallback poll.
+        assert_eq!(sub.fallback(), crate::signal::DEFAULT_FALLBACK_POLL);
         assert!(!signal_dir(&path).exists());
         committer.notify(&Change::new("e1", ChangeKind::Round));
         // Only the in-process hub and the fallback poll remain.

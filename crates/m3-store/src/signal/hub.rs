@@ -2,12 +2,13 @@
 //! [`ChangeSubscription`], what a waiter awaits.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::{Change, ChangeKind, ChangeSignal, DEFAULT_FALLBACK_POLL, Topic, Wake};
+use super::{Change, ChangeKind, ChangeSignal, DEFAULT_FALLBACK_POLL, SAFETY_POLL, Topic, Wake};
 
 /// The in-process fan-out of announced changes to the matching subscriptions.
 ///
@@ -17,6 +18,14 @@ use super::{Change, ChangeKind, ChangeSignal, DEFAULT_FALLBACK_POLL, Topic, Wake
 /// nothing changes. As a [`ChangeSignal`] it is the signal of a single-process backend (the
 /// memory backend's); a multi-process backend keeps one and calls
 /// [`publish`](Self::publish) for every change it hears of from other processes.
+///
+/// A hub is *live* while every change a waiter cares about reaches it (a single-process
+/// backend's hub always is; a multi-process backend's only while it hears from the other
+/// processes, see [`set_live`](Self::set_live)). A live hub's subscriptions re-read on
+/// their own only every [`SAFETY_POLL`] (a change announced but lost on the way still
+/// costs latency only), a hub that is not live's every fallback interval
+/// ([`DEFAULT_FALLBACK_POLL`]): 1,000 waiters on a live hub cost 1,000 reads per 30 s,
+/// not per second.
 ///
 /// ```
 /// # async fn demo() {
@@ -35,7 +44,11 @@ pub struct ChangeHub {
 
 #[derive(Debug)]
 struct Shared {
+    /// The re-read interval while the hub is not live.
     fallback: Duration,
+    /// The re-read interval while it is.
+    safety: Duration,
+    live: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -55,24 +68,53 @@ impl Default for ChangeHub {
 }
 
 impl ChangeHub {
-    /// A hub whose subscriptions fall back to a poll every [`DEFAULT_FALLBACK_POLL`].
+    /// A live hub: its subscriptions re-read on their own every [`SAFETY_POLL`], or every
+    /// [`DEFAULT_FALLBACK_POLL`] once [`set_live(false)`](Self::set_live).
     pub fn new() -> Self {
-        Self::with_fallback(DEFAULT_FALLBACK_POLL)
+        Self::with_intervals(DEFAULT_FALLBACK_POLL, SAFETY_POLL)
     }
 
-    /// A hub whose subscriptions wake on their own every `fallback` (at least 1 ms).
+    /// A hub whose subscriptions wake on their own every `fallback` (at least 1 ms), live
+    /// or not.
     pub fn with_fallback(fallback: Duration) -> Self {
+        Self::with_intervals(fallback, fallback)
+    }
+
+    /// A live hub whose subscriptions wake on their own every `safety` while it is live and
+    /// every `fallback` while it is not (each at least 1 ms).
+    pub fn with_intervals(fallback: Duration, safety: Duration) -> Self {
+        let floor = Duration::from_millis(1);
         Self {
             shared: Arc::new(Shared {
-                fallback: fallback.max(Duration::from_millis(1)),
+                fallback: fallback.max(floor),
+                safety: safety.max(floor),
+                live: AtomicBool::new(true),
                 state: Mutex::new(State::default()),
             }),
         }
     }
 
-    /// The fallback interval of this hub's subscriptions.
+    /// The interval after which this hub's subscriptions re-read on their own now: the
+    /// safety interval while it is live, else the fallback interval.
     pub fn fallback(&self) -> Duration {
-        self.shared.fallback
+        self.shared.interval()
+    }
+
+    /// Whether every change reaches this hub (see the type's documentation).
+    pub fn is_live(&self) -> bool {
+        self.shared.live.load(Ordering::Acquire)
+    }
+
+    /// Marks whether every change reaches this hub. A multi-process backend clears it while
+    /// it cannot hear the other processes (no socket bound, its reader gone), so its
+    /// waiters fall back to the short poll; subscriptions follow at their next wait. Going
+    /// from live to not live wakes every subscription, so none sleeps out a safety
+    /// interval.
+    pub fn set_live(&self, live: bool) {
+        let was = self.shared.live.swap(live, Ordering::AcqRel);
+        if was && !live {
+            self.publish(&Change::any());
+        }
     }
 
     /// Wakes every subscription whose topic matches `change` (all of them for
@@ -140,6 +182,14 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn interval(&self) -> Duration {
+        if self.live.load(Ordering::Acquire) {
+            self.safety
+        } else {
+            self.fallback
+        }
+    }
 }
 
 impl ChangeSignal for ChangeHub {
@@ -203,9 +253,13 @@ impl ChangeSubscription {
         self.wake.is_some()
     }
 
-    /// The longest this subscription sleeps without a wake-up.
+    /// The longest this subscription sleeps without a wake-up now (a hub's subscription:
+    /// the hub's current [`fallback`](ChangeHub::fallback)).
     pub fn fallback(&self) -> Duration {
-        self.fallback
+        self.registration
+            .as_ref()
+            .and_then(|registration| registration.hub.upgrade())
+            .map_or(self.fallback, |hub| hub.interval())
     }
 
     /// Completes when a matching change was announced since the last call
@@ -215,7 +269,7 @@ impl ChangeSubscription {
     ///
     /// Cancel-safe: dropped while waiting, a wake-up it received is kept for the next call.
     pub async fn changed(&mut self) -> Wake {
-        let sleep = tokio::time::sleep(self.fallback);
+        let sleep = tokio::time::sleep(self.fallback());
         match &self.wake {
             Some(notify) => tokio::select! {
                 () = notify.notified() => Wake::Signalled,
@@ -289,6 +343,22 @@ mod tests {
         drop(twin);
         drop(sub);
         assert_eq!(hub.subscriptions(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_live_hub_re_reads_rarely_and_losing_liveness_wakes_everyone() {
+        let hub = ChangeHub::with_intervals(SHORT, Duration::from_secs(3600));
+        let mut sub = hub.subscribe(Topic::Execution("a".into()));
+        assert!(hub.is_live());
+        assert_eq!(sub.fallback(), Duration::from_secs(3600));
+        hub.set_live(false);
+        // The wake-up of the change of liveness, then the short poll.
+        assert_eq!(sub.changed().await, Wake::Signalled);
+        assert_eq!(sub.fallback(), SHORT);
+        assert_eq!(sub.changed().await, Wake::Poll);
+        hub.set_live(true);
+        assert_eq!(sub.fallback(), Duration::from_secs(3600));
+        assert_eq!(ChangeHub::new().fallback(), crate::signal::SAFETY_POLL);
     }
 
     #[tokio::test]

@@ -3,9 +3,11 @@
 //! A store tells waiters "re-read now" after it commits a change: a response committed, a
 //! round created or moved, an execution queued, transitioned, cancelled or finished. The row
 //! stays the truth and the signal is only a hint: a waiter always re-reads the store after a
-//! wake-up, and every [`ChangeSubscription`] also wakes on its own after a slow fallback
-//! interval ([`DEFAULT_FALLBACK_POLL`], about 1 s), so a lost or disabled signal costs
-//! latency, never correctness.
+//! wake-up, and every [`ChangeSubscription`] also wakes on its own: after
+//! [`DEFAULT_FALLBACK_POLL`] (1 s) while the signal cannot reach it (signal off, no socket,
+//! a backend without one), after [`SAFETY_POLL`] (30 s) while it can. So a lost or disabled
+//! signal costs latency, never correctness, and waiting on a working signal costs next to
+//! nothing.
 //!
 //! The pieces:
 //!
@@ -49,6 +51,12 @@ pub use hub::{ChangeHub, ChangeSubscription};
 /// How long a waiter sleeps at most before it re-reads the store without a wake-up: the
 /// fallback that makes a lost or missing signal cost latency only.
 pub const DEFAULT_FALLBACK_POLL: Duration = Duration::from_secs(1);
+
+/// How long a waiter sleeps at most before it re-reads the store while the signal is live
+/// (see [`ChangeHub::is_live`]): only a safety net for an announcement lost on the way (a
+/// committer killed between its commit and its send), so it is rare enough that 1,000
+/// waiting executions cost about 33 reads per second.
+pub const SAFETY_POLL: Duration = Duration::from_secs(30);
 
 /// The environment variable that turns the store's change signal off when set to `off`
 /// (`0`, `false` and `poll` too): waiters then poll every [`DEFAULT_FALLBACK_POLL`]. For

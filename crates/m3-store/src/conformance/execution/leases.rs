@@ -227,7 +227,7 @@ pub async fn leased_writes_need_the_live_lease_and_unleased_writes_need_none(
     let event = s
         .append_event(
             &id,
-            "elicitation.request",
+            crate::EVENT_ELICITATION_REQUEST,
             json!({"round_id": "r1"}),
             Some(&fence),
         )

@@ -28,8 +28,7 @@ use time::OffsetDateTime;
 
 use super::request::{ClaimRound, CreateRound, LeaseRef, RoundRef};
 
-/// The failure code of a terminal recovery decision.
-pub const RECOVERY_UNAVAILABLE: &str = "recovery_unavailable";
+pub use m3_types::RECOVERY_UNAVAILABLE;
 
 /// The statuses recovery fails (every status but `resolved` and `failed`).
 pub const UNRESOLVED: [ManagedInputStatus; 4] = [

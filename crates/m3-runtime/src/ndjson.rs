@@ -1,4 +1,11 @@
-//! Bounded NDJSON line reading over any buffered reader.
+//! Bounded NDJSON line reading over any buffered reader, shared by the MCP client's
+//! stdout reader (`mcp::frames`) and the relay (`relay::run`, `relay::observer`).
+//!
+//! The bound counts the frame without its newline. What to do with a line past the
+//! bound is the caller's choice: the relay forwards it byte for byte with
+//! [`pass_rest_of_line`], the MCP client fails the connection. The reader does not
+//! decode: bytes are forwarded unchanged, and each caller's JSON parse rejects a frame
+//! that is not UTF-8 JSON.
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -29,6 +36,7 @@ pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
                 Err(error) => return Line::Failed(error),
             };
             if available.is_empty() {
+                // A last line without its newline is still a line.
                 return if buf.is_empty() {
                     Line::Eof
                 } else {
@@ -37,6 +45,7 @@ pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
             }
             let newline = available.iter().position(|b| *b == b'\n');
             let take = newline.map_or(available.len(), |i| i + 1);
+            // The frame excludes its terminating newline.
             if buf.len() + newline.unwrap_or(take) > max {
                 return Line::Oversized;
             }
@@ -123,6 +132,74 @@ mod tests {
         assert!(matches!(
             read_line(&mut reader, &mut buf, 10).await,
             Line::Eof
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_bound_excludes_the_newline() {
+        let input: &[u8] = b"0123456789\n0123456789\r\n01234567890\n";
+        let mut reader = BufReader::with_capacity(3, input);
+        let mut buf = Vec::new();
+        assert!(matches!(
+            read_line(&mut reader, &mut buf, 10).await,
+            Line::Complete
+        ));
+        assert_eq!(buf, b"0123456789\n");
+        // `\r` counts as frame content: this frame is 11 bytes.
+        assert!(matches!(
+            read_line(&mut reader, &mut buf, 10).await,
+            Line::Oversized
+        ));
+        pass_rest_of_line(&mut reader, None::<&mut Vec<u8>>)
+            .await
+            .unwrap();
+        assert!(matches!(
+            read_line(&mut reader, &mut buf, 10).await,
+            Line::Oversized
+        ));
+    }
+
+    #[tokio::test]
+    async fn bytes_that_are_not_utf8_are_kept_unchanged() {
+        let input: &[u8] = b"\xff\xfe{}\n";
+        let mut reader = BufReader::new(input);
+        let mut buf = Vec::new();
+        assert!(matches!(
+            read_line(&mut reader, &mut buf, 10).await,
+            Line::Complete
+        ));
+        assert_eq!(frame_of(&buf), b"\xff\xfe{}");
+        assert!(std::str::from_utf8(frame_of(&buf)).is_err());
+    }
+
+    #[tokio::test]
+    async fn empty_input_is_eof_and_blank_lines_are_lines() {
+        let mut empty: &[u8] = b"";
+        let mut buf = vec![1, 2, 3];
+        assert!(matches!(
+            read_line(&mut empty, &mut buf, 10).await,
+            Line::Eof
+        ));
+        assert!(buf.is_empty());
+        let mut blank: &[u8] = b"\n";
+        assert!(matches!(
+            read_line(&mut blank, &mut buf, 0).await,
+            Line::Complete
+        ));
+        assert_eq!(frame_of(&buf), b"");
+    }
+
+    #[tokio::test]
+    async fn a_failing_reader_is_reported() {
+        // Reading a directory fails (EISDIR) on every platform we build for.
+        let dir = tokio::fs::File::open(env!("CARGO_MANIFEST_DIR"))
+            .await
+            .unwrap();
+        let mut reader = BufReader::new(dir);
+        let mut buf = Vec::new();
+        assert!(matches!(
+            read_line(&mut reader, &mut buf, 10).await,
+            Line::Failed(_)
         ));
     }
 }

@@ -1,0 +1,329 @@
+//! The PostgreSQL backend's change signal: `NOTIFY` on a channel of the store's schema, one
+//! `LISTEN`ing connection per store object feeding its [`ChangeHub`].
+//!
+//! - **Announcing.** After a mutation commits, [`PgSignal::announce`] wakes this store
+//!   object's own subscriptions at once and sends the change with `pg_notify` in a statement
+//!   of its own, with `synchronous_commit` off (a hint needs no flush), before the store call
+//!   returns: a process that exits right after its commit (`m3 respond`) has announced it.
+//!   The `NOTIFY` is deliberately not inside the data transaction: PostgreSQL serializes
+//!   every committing transaction that has notified under one cluster-wide lock held
+//!   through its WAL flush, which turns concurrent commits into a queue (measured in
+//!   `docs/decisions.md`). A process that dies between its commit and the send loses that
+//!   wake-up only; waiters re-read on their fallback poll.
+//! - **Listening.** The first subscription starts the *listener*: a task holding a
+//!   [`PgListener`] on its own connection, `LISTEN`ing on the schema's channel, publishing
+//!   every change it hears from another store object into the hub. After connecting (and
+//!   after every reconnect) it publishes [`Change::any`], so waiters re-read whatever
+//!   committed while nobody listened. A lost connection is re-established with backoff;
+//!   meanwhile the fallback poll covers.
+//! - **Isolation.** The channel is named after the schema ([`channel_name`]), and
+//!   notifications stay inside their database, so tenants never wake each other.
+//!
+//! Notifications need a session that stays connected: not through a transaction-mode pooler,
+//! not on a read replica (see `docs/postgres.md`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use tokio::task::JoinHandle;
+
+use super::connect::Shared;
+use crate::signal::{Change, ChangeHub, ChangeSignal, ChangeSubscription, Topic};
+
+/// The announcing statement: one notification per payload, in a transaction that does not
+/// wait for its commit to be flushed.
+const NOTIFY: &str = "SELECT set_config('synchronous_commit', 'off', true), \
+     pg_notify($1, payload)::text FROM unnest($2::text[]) AS payload";
+
+/// First wait before reconnecting a lost listener; doubled per failure up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Longest wait between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// The `application_name` of the listening connection (so an operator can find it).
+pub(crate) const LISTENER_APPLICATION_NAME: &str = "m3rs-change-listener";
+
+/// The `NOTIFY` channel of the store in `schema`: `m3rs_<schema>`, or, for a schema too long
+/// for PostgreSQL's 63-byte names, its first 41 bytes and a stable 64-bit hash of it.
+///
+/// ```
+/// use m3_store::postgres::channel_name;
+/// assert_eq!(channel_name("public"), "m3rs_public");
+/// assert_ne!(channel_name(&"a".repeat(63)), channel_name(&format!("{}b", "a".repeat(62))));
+/// assert!(channel_name(&"a".repeat(63)).len() <= 63);
+/// ```
+pub fn channel_name(schema: &str) -> String {
+    let plain = format!("m3rs_{schema}");
+    if plain.len() <= 63 {
+        return plain;
+    }
+    let prefix: String = schema.chars().take(41).collect();
+    format!("m3rs_{prefix}_{:016x}", fnv1a(schema.as_bytes()))
+}
+
+/// FNV-1a, 64 bits: the same in every process and build (unlike `std`'s hasher).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The change signal of one PostgreSQL store object (see the module docs).
+#[derive(Debug)]
+pub(crate) struct PgSignal {
+    hub: ChangeHub,
+    channel: String,
+    /// Tags this object's notifications, so its own listener ignores their echo.
+    origin: String,
+    /// `false`: in-process wake-ups only (no `NOTIFY`, no `LISTEN`).
+    cross_process: bool,
+    pool: PgPool,
+    connect: PgConnectOptions,
+    listener: OnceLock<Option<ListenerTask>>,
+    connected: Arc<AtomicBool>,
+}
+
+impl PgSignal {
+    /// The signal of a store in `schema` on `pool` (whose connections `connect` opens).
+    pub(crate) fn new(
+        pool: PgPool,
+        connect: PgConnectOptions,
+        schema: &str,
+        cross_process: bool,
+    ) -> Self {
+        let mut random = [0u8; 4];
+        let origin = match getrandom::fill(&mut random) {
+            Ok(()) => format!("{:08x}", u32::from_le_bytes(random)),
+            // Without an origin tag the own echo is only one spurious wake-up more.
+            Err(_) => "00000000".to_owned(),
+        };
+        Self {
+            hub: ChangeHub::new(),
+            channel: channel_name(schema),
+            origin,
+            cross_process,
+            pool,
+            connect,
+            listener: OnceLock::new(),
+            connected: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether this object's listener is connected and `LISTEN`ing now.
+    pub(crate) fn is_listening(&self) -> bool {
+        self.connected.load(Ordering::SeqCst)
+    }
+
+    /// Wakes this object's subscriptions matching `change`, then sends it to every other
+    /// store object on the schema (unless in-process only). Never fails: a lost
+    /// announcement is covered by the fallback poll.
+    pub(crate) async fn announce(&self, change: &Change) {
+        self.hub.publish(change);
+        if self.cross_process {
+            send(&self.pool, &self.channel, vec![self.payload(change)]).await;
+        }
+    }
+
+    /// The notification payload of `change`: this object's origin tag, then the change.
+    fn payload(&self, change: &Change) -> String {
+        format!(
+            "{}{}",
+            self.origin,
+            String::from_utf8_lossy(&change.encode())
+        )
+    }
+
+    /// Starts the listener on first use (nothing without a tokio runtime, or in-process only).
+    fn start_listener(&self) {
+        self.listener.get_or_init(|| {
+            if !self.cross_process {
+                return None;
+            }
+            let runtime = tokio::runtime::Handle::try_current().ok()?;
+            let listen = Listen {
+                connect: self
+                    .connect
+                    .clone()
+                    .application_name(LISTENER_APPLICATION_NAME),
+                channel: self.channel.clone(),
+                origin: self.origin.clone(),
+                hub: self.hub.clone(),
+                connected: Arc::clone(&self.connected),
+            };
+            Some(ListenerTask(runtime.spawn(listen.run())))
+        });
+    }
+}
+
+impl ChangeSignal for PgSignal {
+    fn subscribe(&self, topic: Topic) -> ChangeSubscription {
+        self.start_listener();
+        self.hub.subscribe(topic)
+    }
+
+    /// For callers outside the store's own writes (which await
+    /// [`announce`](PgSignal::announce)): wakes this object's subscriptions, and sends the
+    /// change from a task of the current tokio runtime (none: in-process only).
+    fn notify(&self, change: &Change) {
+        self.hub.publish(change);
+        if !self.cross_process {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (pool, channel) = (self.pool.clone(), self.channel.clone());
+            let payload = self.payload(change);
+            runtime.spawn(async move { send(&pool, &channel, vec![payload]).await });
+        }
+    }
+
+    fn mechanism(&self) -> &'static str {
+        if self.cross_process {
+            "postgres-notify"
+        } else {
+            "in-process"
+        }
+    }
+}
+
+impl Shared {
+    /// `result`, after announcing `change(ok)` if it is `Ok` (an error committed nothing).
+    pub(crate) async fn announced<T>(
+        &self,
+        result: m3_types::Result<T>,
+        change: impl FnOnce(&T) -> Change,
+    ) -> m3_types::Result<T> {
+        if let Ok(value) = &result {
+            self.signal.announce(&change(value)).await;
+        }
+        result
+    }
+}
+
+/// The listener's task, aborted when its store object is dropped.
+#[derive(Debug)]
+struct ListenerTask(JoinHandle<()>);
+
+impl Drop for ListenerTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Sends `payloads` on `channel`; a failure is logged only (waiters fall back to polling).
+async fn send(pool: &PgPool, channel: &str, payloads: Vec<String>) {
+    let sent = sqlx::query(NOTIFY)
+        .bind(channel)
+        .bind(&payloads)
+        .execute(pool)
+        .await;
+    if let Err(error) = sent {
+        tracing::debug!(%error, channel, "change notification not sent; waiters poll");
+    }
+}
+
+/// What the listener task needs.
+struct Listen {
+    connect: PgConnectOptions,
+    channel: String,
+    origin: String,
+    hub: ChangeHub,
+    connected: Arc<AtomicBool>,
+}
+
+impl Listen {
+    /// Connects, listens, publishes until the connection is lost, and starts over with
+    /// backoff; forever (the task is aborted with its store object).
+    async fn run(self) {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            match self.connect_and_listen().await {
+                Ok(mut listener) => {
+                    backoff = FIRST_BACKOFF;
+                    // Whatever committed before LISTEN took effect: re-read.
+                    self.hub.publish(&Change::any());
+                    self.connected.store(true, Ordering::SeqCst);
+                    self.receive(&mut listener).await;
+                    self.connected.store(false, Ordering::SeqCst);
+                    // Notifications may have been lost with the connection.
+                    self.hub.publish(&Change::any());
+                }
+                Err(error) => {
+                    tracing::debug!(%error, channel = %self.channel,
+                        "cannot listen for changes; waiters poll until it reconnects");
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// A listener on a fresh connection of its own (a pool of one, never reused by the store).
+    async fn connect_and_listen(&self) -> Result<PgListener, sqlx::Error> {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .max_lifetime(None)
+            .idle_timeout(None)
+            .connect_lazy_with(self.connect.clone());
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener.ignore_pool_close_event(true);
+        listener.eager_reconnect(false);
+        listener.listen(&self.channel).await?;
+        tracing::debug!(channel = %self.channel, "listening for changes from other store objects");
+        Ok(listener)
+    }
+
+    /// Publishes every notification from another store object until the connection fails.
+    async fn receive(&self, listener: &mut PgListener) {
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(notification)) => {
+                    let payload = notification.payload();
+                    match payload.strip_prefix(self.origin.as_str()) {
+                        Some(_) => {}
+                        None => self.hub.publish(&decode(payload)),
+                    }
+                }
+                Ok(None) => return,
+                Err(error) => {
+                    tracing::debug!(%error, channel = %self.channel, "the change listener's connection failed");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A notification's change: the payload after its 8-character origin tag.
+fn decode(payload: &str) -> Change {
+    match payload.get(8..) {
+        Some(change) => Change::decode(change.as_bytes()),
+        None => Change::any(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::ChangeKind;
+
+    #[test]
+    fn channel_names_fit_and_differ_per_schema() {
+        assert_eq!(channel_name("tenant_a"), "m3rs_tenant_a");
+        let long_a = format!("{}a", "x".repeat(62));
+        let long_b = format!("{}b", "x".repeat(62));
+        assert!(channel_name(&long_a).len() <= 63);
+        assert_ne!(channel_name(&long_a), channel_name(&long_b));
+        assert_eq!(channel_name(&long_a), channel_name(&long_a));
+    }
+
+    #[test]
+    fn payloads_carry_an_origin_then_the_change() {
+        let change = Change::new("e1", ChangeKind::Round);
+        let payload = format!("0123abcd{}", String::from_utf8_lossy(&change.encode()));
+        assert_eq!(decode(&payload), change);
+        assert_eq!(decode("short"), Change::any());
+    }
+}
