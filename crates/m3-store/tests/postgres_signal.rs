@@ -135,7 +135,14 @@ async fn commits_in_another_store_object_wake_the_waiter_by_notify() {
     let finish = FinishExecution::new(id.clone(), ExecutionOutcome::Cancelled);
     committer.finish(finish).await.unwrap();
     signalled(&mut execution, "a finished execution").await;
-    assert!(waiter.get_execution(&id).await.unwrap().unwrap().is_finished());
+    assert!(
+        waiter
+            .get_execution(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_finished()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,7 +171,9 @@ async fn the_listener_reconnects_after_its_connection_is_terminated() {
         .await
         .unwrap()
     };
-    let killed = listener_pid().await.expect("the listener's connection is visible");
+    let killed = listener_pid()
+        .await
+        .expect("the listener's connection is visible");
     let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
         .bind(killed)
         .fetch_one(&admin)
@@ -226,7 +235,9 @@ async fn with_the_signal_off_a_commit_elsewhere_is_seen_at_the_fallback_poll() {
         .await
         .unwrap()
         .execution_id;
-    let mut changes = waiter.change_signal().subscribe(Topic::Execution(id.clone()));
+    let mut changes = waiter
+        .change_signal()
+        .subscribe(Topic::Execution(id.clone()));
     committer.request_cancel(&id, None).await.unwrap();
     assert_eq!(changes.changed().await, Wake::Poll);
     assert!(waiter.is_cancel_requested(&id).await.unwrap());

@@ -117,7 +117,7 @@ impl Harness for CodexHarness {
             })?;
         let layout = Layout::create(root.path())?;
         let mut observer = RelayObserver::bind(&layout.relay).await?;
-        let (servers, _http_relays) = relay_servers(
+        let (servers, http_relays) = relay_servers(
             &self.selection,
             &relay,
             &observer,
@@ -125,6 +125,11 @@ impl Harness for CodexHarness {
             session.tool_selection(),
         )
         .await?;
+        for http_relay in &http_relays {
+            session
+                .operation_log()
+                .add_secrets(http_relay.secret_values());
+        }
         let config =
             home::config_toml(&self.selection, &model, &servers, session.tool_selection())?;
         home::write_private(&layout.codex_home.join("config.toml"), config.as_bytes())?;

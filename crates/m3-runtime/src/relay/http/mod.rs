@@ -66,6 +66,7 @@ type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 #[derive(Debug)]
 pub struct HttpRelay {
     url: String,
+    secrets: Vec<String>,
     _accept: AbortOnDropHandle<()>,
 }
 
@@ -73,6 +74,12 @@ impl HttpRelay {
     /// The loopback URL the harness is configured with (`http://127.0.0.1:PORT/TOKEN`).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The resolved `${NAME}` header values the relay adds: the caller redacts them
+    /// wherever it persists what crossed the relay.
+    pub fn secret_values(&self) -> &[String] {
+        &self.secrets
     }
 }
 
@@ -117,6 +124,7 @@ pub(super) async fn start(
     let accept = tokio::spawn(accept_loop(listener, relay));
     Ok(HttpRelay {
         url: format!("http://{address}{path}"),
+        secrets: endpoint.secrets,
         _accept: AbortOnDropHandle::new(accept),
     })
 }
