@@ -23,7 +23,7 @@ pub(super) async fn wait_for_queued(queue: Option<&mut ChangeSubscription>, idle
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn the_idle_poll_bounds_the_wait_on_a_live_signal() {
         let hub = m3_store::signal::ChangeHub::with_intervals(
             Duration::from_secs(1),
@@ -31,9 +31,13 @@ mod tests {
         );
         let mut queue =
             m3_store::signal::ChangeSignal::subscribe(&hub, m3_store::signal::Topic::Queue);
-        let started = tokio::time::Instant::now();
-        wait_for_queued(Some(&mut queue), Duration::from_secs(2)).await;
-        // Paused time: exactly the idle poll, not the hour of the live signal's safety poll.
-        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        // The idle poll (50 ms) ends the wait, not the hour of the live signal's safety
+        // poll: a hang guard, far above either.
+        let waited = tokio::time::timeout(
+            Duration::from_secs(120),
+            wait_for_queued(Some(&mut queue), Duration::from_millis(50)),
+        )
+        .await;
+        assert!(waited.is_ok(), "the wait outlived the idle poll");
     }
 }
