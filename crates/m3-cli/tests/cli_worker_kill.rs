@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use common::Store;
 use nix::sys::signal::Signal;
 use queue::{
-    RECOVERY_BOUND, alive, book, call_log, execution_row, file, logged_server, rounds, server_pids,
-    sigkill, signal, submit, wait_for_event, wait_until, worker,
+    LEASE, RECOVERY_BOUND, alive, book, call_log, execution_row, file, logged_server, rounds,
+    server_pids, sigkill, signal, submit_leased, wait_for_event, wait_until, worker, worker_leased,
 };
 
 /// Where the worker is killed.
@@ -62,6 +62,18 @@ fn answered_calls(log: &std::path::Path) -> usize {
         .count()
 }
 
+/// The lease (seconds) of a trial's execution. At `ResponseValidated` the worker is stopped
+/// while another `m3` process commits the answer, which on a loaded machine can take longer
+/// than the 2 s of the other states: a lease that lapses first is lost to the sweep and the
+/// trial never reaches its state.
+fn lease_at(at: KillAt) -> &'static str {
+    if at == KillAt::ResponseValidated {
+        "6"
+    } else {
+        LEASE
+    }
+}
+
 /// One kill trial; `false` when it could not reach its state (see `ResponseValidated`).
 fn trial(at: KillAt) -> bool {
     let store = Store::new();
@@ -85,9 +97,10 @@ fn trial(at: KillAt) -> bool {
         KillAt::Delivered => vec!["--script", script_arg.as_str()],
         _ => book(),
     };
-    let mut doomed = worker(&store, &[]);
+    let lease = lease_at(at);
+    let mut doomed = worker_leased(&store, lease, &[]);
     wait_for_event(&mut doomed, "started", None);
-    let execution = submit(&store, &server, &agent);
+    let execution = submit_leased(&store, &server, lease, &agent);
     wait_for_event(&mut doomed, "claimed", Some(&execution));
     // The survivor starts before the kill: its sweep, not an opening, recovers.
     let mut survivor = worker(&store, &[]);
@@ -151,7 +164,9 @@ fn trial(at: KillAt) -> bool {
     }
     sigkill(&mut doomed);
     let killed_at = Instant::now();
-    let row = wait_until(RECOVERY_BOUND, "recovery by the survivor's sweep", || {
+    // The bound is a hang guard: the lease beyond the 2 s that RECOVERY_BOUND allows for.
+    let bound = RECOVERY_BOUND + Duration::from_secs(lease.parse::<u64>().unwrap() - 2);
+    let row = wait_until(bound, "recovery by the survivor's sweep", || {
         execution_row(&db, &execution).filter(|r| r.lifecycle == "finished")
     });
     let took = killed_at.elapsed();
