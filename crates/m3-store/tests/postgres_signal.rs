@@ -210,6 +210,8 @@ async fn stores_in_other_schemas_do_not_wake_each_other() {
     let neighbour = open(&tenant_b).await;
     let mut changes = waiter.change_signal().subscribe(Topic::All);
     await_listening(&waiter, &mut [&mut changes]).await;
+    // Listening: the waiter re-reads on its own only at the rare safety poll.
+    assert_eq!(changes.fallback(), m3_store::signal::SAFETY_POLL);
     neighbour
         .create_execution(NewExecution::new(json!({})))
         .await
@@ -243,6 +245,8 @@ async fn with_the_signal_off_a_commit_elsewhere_is_seen_at_the_fallback_poll() {
     let mut changes = waiter
         .change_signal()
         .subscribe(Topic::Execution(id.clone()));
+    // Nobody listens: the short fallback poll.
+    assert_eq!(changes.fallback(), m3_store::signal::DEFAULT_FALLBACK_POLL);
     committer.request_cancel(&id, None).await.unwrap();
     assert_eq!(changes.changed().await, Wake::Poll);
     assert!(waiter.is_cancel_requested(&id).await.unwrap());

@@ -20,9 +20,9 @@ use time::OffsetDateTime;
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
 use crate::managed_input::rules::{
-    self, RoundWrite, Transition, apply_claim, apply_fail, apply_recovery_failure, apply_renew,
-    check_claim, check_fail, check_fail_recovery, check_renew, check_transition, lease_expiry,
-    new_lease_token, require_lease, require_round, require_text, stored_invalid,
+    self, RoundWrite, Transition, apply_recovery_failure, check_claim_args, check_fail_args,
+    check_fail_recovery_args, check_lease_args, check_renew_args, check_submit_args, require_round,
+    require_text, stored_invalid,
 };
 use crate::signal::{Change, ChangeKind, ChangeSignal};
 use crate::{
@@ -134,13 +134,9 @@ impl PgManagedInputStore {
         lease: &LeaseRef,
         transition: Transition,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_lease(lease)?;
+        check_lease_args(round, lease)?;
         self.update(round, |current, now| {
-            let decided = check_transition(current, lease, now, transition)?;
-            Ok(RoundWrite::decided(decided, || {
-                transition.apply(current, now)
-            }))
+            RoundWrite::transition(current, lease, transition, now)
         })
         .await
     }
@@ -286,25 +282,10 @@ impl ManagedInputStore for PgManagedInputStore {
     }
 
     async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(&claim.owner_id, "owner_id")?;
-        rules::optional_text(
-            claim.expected_lease_token.as_deref(),
-            "expected_lease_token",
-        )?;
-        rules::require_lease_duration(claim.lease_duration)?;
+        check_claim_args(round, &claim)?;
         let done = self
             .update(round, |current, now| {
-                let next = check_claim(current, &claim, now)?;
-                let expires = lease_expiry(now, claim.lease_duration)?;
-                Ok(RoundWrite::record(apply_claim(
-                    current,
-                    &claim,
-                    next,
-                    new_lease_token()?,
-                    expires,
-                    now,
-                )))
+                RoundWrite::claim(current, &claim, now)
             })
             .await;
         self.shared.announced(done, |_| round_change(round)).await
@@ -316,13 +297,9 @@ impl ManagedInputStore for PgManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_lease(lease)?;
-        rules::require_lease_duration(lease_duration)?;
+        check_renew_args(round, lease, lease_duration)?;
         self.update(round, |current, now| {
-            check_renew(current, lease, now)?;
-            let expires = lease_expiry(now, lease_duration)?;
-            Ok(RoundWrite::record(apply_renew(current, expires, now)))
+            RoundWrite::renew(current, lease, lease_duration, now)
         })
         .await
     }
@@ -333,9 +310,7 @@ impl ManagedInputStore for PgManagedInputStore {
         lease: &LeaseRef,
         submission: ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(&submission.idempotency_key, "response_idempotency_key")?;
-        require_lease(lease)?;
+        check_submit_args(round, lease, &submission)?;
         let done = self
             .update(round, |current, now| {
                 RoundWrite::submission(current, lease, &submission, now)
@@ -379,16 +354,10 @@ impl ManagedInputStore for PgManagedInputStore {
         lease: &LeaseRef,
         failure: RoundFailure,
     ) -> Result<ManagedInputRecord> {
-        require_text(&failure.code, "code")?;
-        require_text(&failure.message, "message")?;
-        require_round(round)?;
-        require_lease(lease)?;
+        check_fail_args(round, lease, &failure)?;
         let done = self
             .update(round, |current, now| {
-                let decided = check_fail(current, lease, &failure, now)?;
-                Ok(RoundWrite::decided(decided, || {
-                    apply_fail(current, &failure.code, &failure.message, now)
-                }))
+                RoundWrite::fail(current, lease, &failure, now)
             })
             .await;
         self.shared.announced(done, |_| round_change(round)).await
@@ -400,15 +369,10 @@ impl ManagedInputStore for PgManagedInputStore {
         expected_lease_token: &str,
         message: &str,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(expected_lease_token, "expected_lease_token")?;
-        require_text(message, "message")?;
+        check_fail_recovery_args(round, expected_lease_token, message)?;
         let done = self
             .update(round, |current, now| {
-                let decided = check_fail_recovery(current, expected_lease_token, now)?;
-                Ok(RoundWrite::decided(decided, || {
-                    apply_recovery_failure(current, message, now)
-                }))
+                RoundWrite::fail_recovery(current, expected_lease_token, message, now)
             })
             .await;
         self.shared.announced(done, |_| round_change(round)).await
