@@ -121,3 +121,21 @@ fn doctor_probes_the_change_signal_from_a_second_process() {
     );
     assert_eq!(off["demo_ready"], true);
 }
+
+#[cfg(feature = "postgres")]
+#[test]
+fn doctor_probes_the_notify_signal_of_a_postgres_store() {
+    let store = Store::postgres();
+    store.m3(&["demo"]).expect_code(0);
+    let report = store.m3(&["--json", "doctor"]).expect_code(0).json();
+    let signal = check(&report, "change signal");
+    assert_eq!(signal["status"], "ok", "{report}");
+    let detail = signal["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("postgres-notify: a change announced by another process woke this one"),
+        "{report}"
+    );
+    // A server store has no SQLite journal to report.
+    let store_line = check(&report, "store")["detail"].as_str().unwrap();
+    assert!(!store_line.contains("journal"), "{report}");
+}

@@ -32,8 +32,8 @@ async fn open(options: &PgStoreOptions) -> PgExecutionStore {
     PgExecutionStore::open_with(options.clone()).await.unwrap()
 }
 
-/// Waits until `store`'s listener is `LISTEN`ing, then takes the wake-up its connecting
-/// published (so the next [`Wake::Signalled`] is a notification's).
+/// Waits until `store`'s listener is `LISTEN`ing, then takes any wake-up kept from before
+/// (so the next [`Wake::Signalled`] is a notification's).
 async fn await_listening(store: &PgExecutionStore, subscriptions: &mut [&mut ChangeSubscription]) {
     tokio::time::timeout(PATIENCE, async {
         while !store.is_listening_for_changes() {

@@ -14,12 +14,12 @@
 //!   wake-up only; waiters re-read on their fallback poll.
 //! - **Listening.** The first subscription starts the *listener*: a task holding a
 //!   [`PgListener`] on its own connection, `LISTEN`ing on the schema's channel, publishing
-//!   every change it hears from another store object into the hub. After connecting (and
-//!   after every reconnect) it publishes [`Change::any`], so waiters re-read whatever
-//!   committed while nobody listened, and marks the hub live (waiters re-read on their own
-//!   only every [`SAFETY_POLL`](crate::signal::SAFETY_POLL)). A lost connection marks it
-//!   not live (which wakes every waiter: notifications may have been lost) and is
-//!   re-established with backoff; meanwhile waiters poll every second.
+//!   every change it hears from another store object into the hub. Once it listens it marks
+//!   the hub live (waiters re-read on their own only every
+//!   [`SAFETY_POLL`](crate::signal::SAFETY_POLL)); until then they re-read every second, so
+//!   a commit made before the `LISTEN` took effect is seen within that second. A lost
+//!   connection marks the hub not live (which wakes every waiter: notifications may have
+//!   been lost) and is re-established with backoff; meanwhile waiters poll every second.
 //! - **Isolation.** The channel is named after the schema ([`channel_name`]), and
 //!   notifications stay inside their database, so tenants never wake each other.
 //!
@@ -295,8 +295,8 @@ impl Listen {
             match self.connect_and_listen().await {
                 Ok(mut listener) => {
                     backoff = FIRST_BACKOFF;
-                    // Whatever committed before LISTEN took effect: re-read.
-                    self.hub.publish(&Change::any());
+                    // No wake-up here: a waiter that missed a commit while nobody listened
+                    // is sleeping out the short poll it started while the hub was not live.
                     self.hub.set_live(true);
                     self.receive(&mut listener).await;
                     // Notifications may have been lost with the connection: this wakes
