@@ -128,6 +128,12 @@ for example in $(cargo metadata --format-version 1 --no-deps \
   fi
 done
 
+step "benchmarks (smoke: tiny configurations, no timing asserted)"
+# The runtime and worker benchmarks in their smallest configuration, so they cannot rot;
+# their figures come from release runs (docs/performance.md). The debug `m3` beside the
+# bench binary is the worker; on PostgreSQL too, through M3_TEST_POSTGRES_URL.
+"$CARGO_TARGET_DIR/debug/m3-test-bench-runtime" smoke
+
 step "MSRV: the workspace builds with the rust-version it declares"
 msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
 case "$msrv" in *.*.*) ;; *) msrv="$msrv.0" ;; esac  # rustup names toolchains X.Y.Z

@@ -1,4 +1,5 @@
-//! `m3 submit` + `m3 worker`: a queued execution waits for any later worker, SIGTERM
+//! `m3 submit` + `m3 worker`: a queued execution waits for any later worker (which
+//! reports its pending round as a `round_pending` line), SIGTERM
 //! drains (finishing what ends within the drain timeout, failing the rest closed), and a
 //! long-lived kit sees a recovery made by a worker's sweep without reopening the store.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -51,6 +52,12 @@ fn an_execution_queued_by_a_process_that_is_gone_runs_on_a_later_worker() {
     let mut later = worker(&store, &[]);
     let claimed = wait_for_event(&mut later, "claimed", Some(&execution));
     let round = pending_round(&store, &execution);
+    // The worker says which round waits, by id only.
+    let waiting = wait_for_event(&mut later, "round_pending", Some(&execution));
+    assert_eq!(
+        waiting,
+        serde_json::json!({"type": "round_pending", "execution_id": execution, "round_id": round})
+    );
     answer(&store, &execution, &round).expect_code(0);
     let finished = wait_for_event(&mut later, "finished", Some(&execution));
     assert_eq!(finished["outcome"], "completed");

@@ -1,8 +1,8 @@
 //! The PostgreSQL change signal on a real server (`M3_TEST_POSTGRES_URL`): a waiter on one
 //! store object is woken by `NOTIFY` when another store object commits, its listener comes
-//! back after its connection is killed, and schemas never wake each other. Every check is
-//! on the wake-up's kind ([`Wake::Signalled`] against the fallback's [`Wake::Poll`]), never
-//! on elapsed time.
+//! back after its connection is killed, and schemas never wake each other. Every positive
+//! check is on the wake-up's kind ([`Wake::Signalled`] against the fallback's
+//! [`Wake::Poll`]), never on elapsed time.
 
 // Helpers outside #[test] fns fail the test on purpose (clippy.toml only relaxes
 // these lints inside test functions).
@@ -210,12 +210,19 @@ async fn stores_in_other_schemas_do_not_wake_each_other() {
     let neighbour = open(&tenant_b).await;
     let mut changes = waiter.change_signal().subscribe(Topic::All);
     await_listening(&waiter, &mut [&mut changes]).await;
+    // Listening: the waiter re-reads on its own only at the rare safety poll.
+    assert_eq!(changes.fallback(), m3_store::signal::SAFETY_POLL);
     neighbour
         .create_execution(NewExecution::new(json!({})))
         .await
         .unwrap();
-    // Only the fallback poll wakes a waiter of tenant A.
-    assert_eq!(changes.changed().await, Wake::Poll);
+    // Nothing wakes a waiter of tenant A (a live signal's safety poll is 30 s away; a
+    // notification arrives within milliseconds, so two seconds of silence say enough).
+    let woken = tokio::time::timeout(Duration::from_secs(2), changes.changed()).await;
+    assert!(
+        woken.is_err(),
+        "woken by another schema's commit: {woken:?}"
+    );
     let colleague = open(&tenant_a).await;
     colleague
         .create_execution(NewExecution::new(json!({})))
@@ -238,6 +245,8 @@ async fn with_the_signal_off_a_commit_elsewhere_is_seen_at_the_fallback_poll() {
     let mut changes = waiter
         .change_signal()
         .subscribe(Topic::Execution(id.clone()));
+    // Nobody listens: the short fallback poll.
+    assert_eq!(changes.fallback(), m3_store::signal::DEFAULT_FALLBACK_POLL);
     committer.request_cancel(&id, None).await.unwrap();
     assert_eq!(changes.changed().await, Wake::Poll);
     assert!(waiter.is_cancel_requested(&id).await.unwrap());

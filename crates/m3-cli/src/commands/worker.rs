@@ -84,6 +84,14 @@ fn report_event(out: Output, event: &PoolEvent) -> Result<(), Failure> {
             "claimed",
             json!({"execution_id": execution_id, "worker_id": owner_id}),
         ),
+        PoolEvent::RoundPending {
+            execution_id,
+            round_id,
+        } => out_event(
+            out,
+            "round_pending",
+            json!({"execution_id": execution_id, "round_id": round_id}),
+        ),
         PoolEvent::Finished {
             execution_id,
             outcome,

@@ -33,6 +33,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::instrument;
 
 pub use notify::ResponseNotifier;
+
+use crate::worker::RoundPendingHook;
 use renewal::RecoverySlot;
 
 pub use m3_types::RECOVERY_UNAVAILABLE;
@@ -69,6 +71,7 @@ pub(crate) struct Coordinator {
     store: Arc<dyn ManagedInputStore>,
     execution_lease: ExecutionLeaseRef,
     notifier: Arc<ResponseNotifier>,
+    on_pending: Option<RoundPendingHook>,
     settings: CoordinatorSettings,
     owner_id: String,
     state: Mutex<State>,
@@ -86,6 +89,7 @@ impl Coordinator {
         store: Arc<dyn ManagedInputStore>,
         execution_lease: ExecutionLeaseRef,
         notifier: Arc<ResponseNotifier>,
+        on_pending: Option<RoundPendingHook>,
         settings: CoordinatorSettings,
     ) -> Self {
         let owner_id = format!("managed-runtime:{}", execution_lease.execution_id);
@@ -94,6 +98,7 @@ impl Coordinator {
             store,
             execution_lease,
             notifier,
+            on_pending,
             settings,
             owner_id,
             state: Mutex::new(State::default()),
@@ -202,6 +207,9 @@ impl Coordinator {
             .await?;
         let recovery = self.start_renewal(&round, &lease, round_index);
         self.enter_waiting(request_event).await?;
+        if let Some(hook) = &self.on_pending {
+            hook.call(self.execution_id(), &round.round_id);
+        }
         let record = self
             .await_response(&round, deadline, waiters, &recovery)
             .await?;

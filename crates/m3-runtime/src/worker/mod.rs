@@ -42,6 +42,33 @@ pub struct Worker {
     executions: Arc<dyn ExecutionStore>,
     notifier: Arc<ResponseNotifier>,
     env: Arc<BTreeMap<String, String>>,
+    on_round_pending: Option<RoundPendingHook>,
+}
+
+/// What a [`Worker`] calls when a round of an execution it runs becomes pending (the round
+/// stored, the execution `waiting_for_input`): with the execution id and the round id.
+#[derive(Clone)]
+pub struct RoundPendingHook(Arc<RoundPendingFn>);
+
+/// The function behind a [`RoundPendingHook`]: `(execution_id, round_id)`.
+type RoundPendingFn = dyn Fn(&str, &str) + Send + Sync;
+
+impl RoundPendingHook {
+    /// A hook calling `f(execution_id, round_id)`; it must not block.
+    pub fn new(f: impl Fn(&str, &str) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Calls the hook.
+    pub(crate) fn call(&self, execution_id: &str, round_id: &str) {
+        (self.0)(execution_id, round_id);
+    }
+}
+
+impl std::fmt::Debug for RoundPendingHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RoundPendingHook")
+    }
 }
 
 /// How the turn of an execution ended.
@@ -129,7 +156,16 @@ impl Worker {
             executions,
             notifier,
             env: Arc::new(env),
+            on_round_pending: None,
         }
+    }
+
+    /// This worker, calling `hook` whenever a round of one of its executions becomes
+    /// pending (what `m3 --json worker` prints as `round_pending`).
+    #[must_use]
+    pub fn with_round_pending(mut self, hook: RoundPendingHook) -> Self {
+        self.on_round_pending = Some(hook);
+        self
     }
 
     /// The store this worker runs executions of.
@@ -306,6 +342,7 @@ impl Worker {
             store,
             lease.clone(),
             Arc::clone(&self.notifier),
+            self.on_round_pending.clone(),
             CoordinatorSettings {
                 round_limit: spec.elicitation_round_limit,
                 lease: spec.lease(),
@@ -426,7 +463,7 @@ impl Worker {
         snapshot.tool_call_count = trace.tool_calls().count() as u64;
         let mut result = ExecutionResult::new(snapshot)?;
         result.activity_health = trace.activity_health();
-        trace.persist_into(&mut result, error.as_ref())?;
+        trace.persist_into(&mut result, error.as_ref(), &log.secrets())?;
         let stored_error = result.error.clone();
         let mut request = FinishExecution::new(&record.execution_id, outcome)
             .with_result(result)

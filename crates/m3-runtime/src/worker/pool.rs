@@ -31,6 +31,14 @@ pub enum PoolEvent {
         /// The lease owner (this pool's worker id).
         owner_id: String,
     },
+    /// A round of an execution this pool runs became pending: stored, the execution
+    /// `waiting_for_input` (ids only, never the request or response values).
+    RoundPending {
+        /// The execution.
+        execution_id: String,
+        /// The round.
+        round_id: String,
+    },
     /// An execution this pool ran finished (its outcome as stored), or ended with an error
     /// (the lease was lost: recovery terminalizes it).
     Finished {
@@ -168,7 +176,7 @@ struct Inner {
     tasks: TaskTracker,
     claiming: CancellationToken,
     stopped: CancellationToken,
-    events: Mutex<Option<mpsc::UnboundedSender<PoolEvent>>>,
+    events: Arc<Mutex<Option<mpsc::UnboundedSender<PoolEvent>>>>,
     /// The receiver buffering from the start (`events_from_start`), until taken.
     first_events: Mutex<Option<mpsc::UnboundedReceiver<PoolEvent>>>,
 }
@@ -205,6 +213,8 @@ impl WorkerPool {
         } else {
             (None, None)
         };
+        let events = Arc::new(Mutex::new(events));
+        let worker = worker.with_round_pending(round_pending_hook(Arc::clone(&events)));
         let pool = Self {
             inner: Arc::new(Inner {
                 slots: options.concurrency.map(|n| Arc::new(Semaphore::new(n))),
@@ -218,7 +228,7 @@ impl WorkerPool {
                 tasks: TaskTracker::new(),
                 claiming: CancellationToken::new(),
                 stopped: CancellationToken::new(),
-                events: Mutex::new(events),
+                events,
                 first_events: Mutex::new(first_events),
             }),
         };
@@ -432,10 +442,30 @@ impl WorkerPool {
     }
 
     fn emit(&self, event: PoolEvent) {
-        if let Some(tx) = lock(&self.inner.events).as_ref() {
-            let _ = tx.send(event);
-        }
+        send(&self.inner.events, event);
     }
+}
+
+/// Sends `event` to the current subscriber, if any.
+fn send(events: &Mutex<Option<mpsc::UnboundedSender<PoolEvent>>>, event: PoolEvent) {
+    if let Some(tx) = lock(events).as_ref() {
+        let _ = tx.send(event);
+    }
+}
+
+/// The worker's hook that reports a pending round as [`PoolEvent::RoundPending`].
+fn round_pending_hook(
+    events: Arc<Mutex<Option<mpsc::UnboundedSender<PoolEvent>>>>,
+) -> super::RoundPendingHook {
+    super::RoundPendingHook::new(move |execution_id, round_id| {
+        send(
+            &events,
+            PoolEvent::RoundPending {
+                execution_id: execution_id.to_owned(),
+                round_id: round_id.to_owned(),
+            },
+        );
+    })
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -1,0 +1,91 @@
+//! Benchmarks of the managed-input runtime and the worker service (run with `--release`);
+//! each prints our figure beside its target (and the same-process reference) in one run.
+//!
+//! - `respond [ROUNDS] [--db URL]`: submit -> visible, and respond -> MCP retry sent, with
+//!   the answer committed in the worker's process and in another process (a child of this
+//!   binary, woken across processes by the store's change signal), on SQLite, and on
+//!   PostgreSQL when `--db postgres://...` or `M3_TEST_POSTGRES_URL` names a server;
+//! - `worker [STARTS] [WAITING]`: `m3 submit` -> an idle `m3 worker` starts the execution;
+//!   then WAITING managed executions waiting at once in one `m3 worker`: its RSS without
+//!   its servers, its CPU while idle, the servers' memory (`m3` from `M3_BIN`, beside this
+//!   binary, or on `PATH`);
+//! - `smoke`: every benchmark in a tiny configuration (scripts/test.sh: keeps them running,
+//!   asserts no timing).
+//!
+//! ```sh
+//! cargo build --release -p m3-cli -p m3-tests
+//! target/release/m3-test-bench-runtime respond 200
+//! target/release/m3-test-bench-runtime worker 100 1000
+//! ```
+
+mod respond;
+mod stats;
+mod worker;
+
+type Error = Box<dyn std::error::Error>;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let number = |i: usize, default: usize| -> Result<usize, Error> {
+        Ok(args
+            .get(i)
+            .map(|s| s.parse())
+            .transpose()?
+            .unwrap_or(default))
+    };
+    match args.first().map(String::as_str) {
+        Some("serve-shipping") => {
+            m3_fixtures::serve_stdio(m3_fixtures::ShippingOptions::new(m3_fixtures::Era::Modern))
+                .await?;
+            Ok(())
+        }
+        Some("respond-child") => respond::responder(args.get(1).ok_or("respond-child <db>")?).await,
+        Some("respond") => {
+            let db = flag(&args, "--db");
+            let rounds = args
+                .iter()
+                .skip(1)
+                .find_map(|a| a.parse().ok())
+                .unwrap_or(200);
+            respond_everywhere(rounds, db.as_deref()).await
+        }
+        Some("worker") => {
+            let dir = tempfile::tempdir()?;
+            worker::submit_to_start(dir.path(), number(1, 100)?).await?;
+            worker::waiting_at_once(dir.path(), number(2, 1000)?).await
+        }
+        Some("smoke") => {
+            respond_everywhere(2, None).await?;
+            let dir = tempfile::tempdir()?;
+            worker::submit_to_start(dir.path(), 2).await?;
+            worker::waiting_at_once(dir.path(), 3).await
+        }
+        _ => Err("usage: m3-test-bench-runtime respond [ROUNDS] [--db URL] | worker [STARTS] [WAITING] | smoke".into()),
+    }
+}
+
+/// The value after `name` in `args`.
+fn flag(args: &[String], name: &str) -> Option<String> {
+    let at = args.iter().position(|a| a == name)?;
+    args.get(at + 1).cloned()
+}
+
+/// The respond benchmark on SQLite, then on PostgreSQL when a server is named (`--db`, or a
+/// fresh schema on `M3_TEST_POSTGRES_URL`).
+async fn respond_everywhere(rounds: usize, db: Option<&str>) -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let sqlite = dir.path().join("bench.sqlite").display().to_string();
+    respond::bench("sqlite", &sqlite, rounds).await?;
+    let postgres = match db {
+        Some(url) => Some(url.to_owned()),
+        None if std::env::var_os("M3_TEST_POSTGRES_URL").is_some() => {
+            Some(m3_store::postgres::testing::isolated_url()?)
+        }
+        None => None,
+    };
+    if let Some(url) = postgres {
+        respond::bench("postgres", &url, rounds).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! `respond`: submit -> visible, and respond -> MCP retry sent, answered in the worker's own
+//! process and from another process, on SQLite and (when given) PostgreSQL.
+
+use std::io::{BufRead, BufReader, Lines, Write};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use m3_kit::{AsyncAgent, AsyncExecutionHandle, AsyncMcpTestKit, ExecutionTrace, SubmitOptions};
+use m3_tests::runtime_support::{address, call, shipping};
+use m3_types::HumanInput;
+use time::OffsetDateTime;
+
+use crate::Error;
+use crate::stats::{Summary, print_row};
+
+/// The targets of the cross-process response path.
+const TARGET: &str = "target p50 <= 2 ms, p99 <= 10 ms";
+
+fn micros(t: OffsetDateTime) -> i128 {
+    t.unix_timestamp_nanos() / 1000
+}
+
+fn millis_between(from_us: i128, to_us: i128) -> f64 {
+    (to_us - from_us) as f64 / 1000.0
+}
+
+/// The round of `handle` once visible, and when it was seen (polled every 1 ms).
+async fn wait_visible(handle: &AsyncExecutionHandle) -> Result<(String, OffsetDateTime), Error> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(round) = handle.pending_elicitation().await? {
+            return Ok((round.round_id, OffsetDateTime::now_utc()));
+        }
+        if Instant::now() > deadline {
+            return Err("no round within 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Child process: reads execution ids on stdin; for each, polls for its round, answers it,
+/// and prints `<visible_unix_us> <respond_unix_us>`.
+pub(crate) async fn responder(database: &str) -> Result<(), Error> {
+    let kit = AsyncMcpTestKit::builder()
+        .database(database)
+        .recover_on_open(false)
+        .embedded_worker(false)
+        .recovery_sweep(None)
+        .build()
+        .await?;
+    let mut lines = BufReader::new(std::io::stdin()).lines();
+    let mut out = std::io::stdout();
+    while let Some(line) = lines.next().transpose()? {
+        let handle = kit.attach(line.trim()).await?;
+        let (round_id, visible) = wait_visible(&handle).await?;
+        let respond = OffsetDateTime::now_utc();
+        answer(&handle, &round_id).await?;
+        writeln!(out, "{} {}", micros(visible), micros(respond))?;
+        out.flush()?;
+    }
+    kit.close().await?;
+    Ok(())
+}
+
+async fn answer(handle: &AsyncExecutionHandle, round_id: &str) -> Result<(), Error> {
+    handle
+        .respond_elicitation(
+            round_id,
+            address("shipping_address", "Pune"),
+            &format!("address-{round_id}"),
+        )
+        .await?;
+    Ok(())
+}
+
+fn retry_started(result: &m3_types::ExecutionResult) -> Result<OffsetDateTime, Error> {
+    let trace = ExecutionTrace::of(result)?;
+    let call = trace.tool_calls().next().ok_or("no tool call")?;
+    Ok(call.attempts.get(1).ok_or("no retry attempt")?.started_at)
+}
+
+/// The latencies of one path: submit -> visible and respond -> retry, in ms.
+#[derive(Default)]
+struct Series {
+    visible: Vec<f64>,
+    retry: Vec<f64>,
+}
+
+/// Runs `rounds` executions answered in this process, then `rounds` answered by a child
+/// process, on the store `database` names, and prints both beside the targets.
+pub(crate) async fn bench(backend: &str, database: &str, rounds: usize) -> Result<(), Error> {
+    let exe = std::env::current_exe()?.display().to_string();
+    let kit = AsyncMcpTestKit::builder()
+        .database(database)
+        .build()
+        .await?;
+    let agent = kit.agents([call("book_shipment")])?.remove(0);
+    let same = same_process(&agent, &exe, rounds).await?;
+    let cross = other_process(&agent, &exe, database, rounds).await?;
+    kit.close().await?;
+    let same_retry = Summary::of(same.retry);
+    let reference = same_retry.map_or_else(String::new, |s| {
+        format!(
+            "{TARGET}; same process p50 {:.2} ms, p99 {:.2} ms",
+            s.p50, s.p99
+        )
+    });
+    print_row(
+        &format!("[{backend}] submit -> visible, same process"),
+        Summary::of(same.visible),
+        "(no target)",
+    );
+    print_row(
+        &format!("[{backend}] submit -> visible, other process"),
+        Summary::of(cross.visible),
+        "(no target)",
+    );
+    print_row(
+        &format!("[{backend}] respond -> MCP retry, same process"),
+        same_retry,
+        "(reference of the next row)",
+    );
+    print_row(
+        &format!("[{backend}] respond -> MCP retry, other process"),
+        Summary::of(cross.retry),
+        &reference,
+    );
+    Ok(())
+}
+
+fn options(exe: &str) -> SubmitOptions {
+    // This binary is its own shipping server (`serve-shipping`).
+    SubmitOptions::new()
+        .server(shipping(exe, "serve-shipping"))
+        .human_input(HumanInput::Managed)
+}
+
+async fn same_process(agent: &AsyncAgent, exe: &str, rounds: usize) -> Result<Series, Error> {
+    let mut series = Series::default();
+    for _ in 0..rounds {
+        let submitted = OffsetDateTime::now_utc();
+        let handle = agent.submit("Book a shipment.", options(exe)).await?;
+        let (round_id, visible) = wait_visible(&handle).await?;
+        let respond = OffsetDateTime::now_utc();
+        answer(&handle, &round_id).await?;
+        let result = handle.result(Some(Duration::from_secs(60))).await?;
+        series
+            .visible
+            .push(millis_between(micros(submitted), micros(visible)));
+        series.retry.push(millis_between(
+            micros(respond),
+            micros(retry_started(&result)?),
+        ));
+    }
+    Ok(series)
+}
+
+/// The child responder's pipes.
+struct Child {
+    process: std::process::Child,
+    to: ChildStdin,
+    from: Lines<BufReader<ChildStdout>>,
+}
+
+fn spawn_responder(exe: &str, database: &str) -> Result<Child, Error> {
+    let mut process = Command::new(exe)
+        .args(["respond-child", database])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let to = process.stdin.take().ok_or("stdin")?;
+    let from = BufReader::new(process.stdout.take().ok_or("stdout")?).lines();
+    Ok(Child { process, to, from })
+}
+
+async fn other_process(
+    agent: &AsyncAgent,
+    exe: &str,
+    database: &str,
+    rounds: usize,
+) -> Result<Series, Error> {
+    let mut child = spawn_responder(exe, database)?;
+    let mut series = Series::default();
+    for _ in 0..rounds {
+        let submitted = OffsetDateTime::now_utc();
+        let handle = agent.submit("Book a shipment.", options(exe)).await?;
+        writeln!(child.to, "{}", handle.execution_id())?;
+        child.to.flush()?;
+        let line = child.from.next().ok_or("responder ended")??;
+        let mut parts = line.split_whitespace().map(str::parse::<i128>);
+        let (Some(Ok(visible)), Some(Ok(respond))) = (parts.next(), parts.next()) else {
+            return Err(format!("bad responder line {line:?}").into());
+        };
+        let result = handle.result(Some(Duration::from_secs(60))).await?;
+        series
+            .visible
+            .push(millis_between(micros(submitted), visible));
+        series
+            .retry
+            .push(millis_between(respond, micros(retry_started(&result)?)));
+    }
+    drop(child.to);
+    child.process.wait()?;
+    Ok(series)
+}
