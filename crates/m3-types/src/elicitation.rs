@@ -13,11 +13,7 @@ pub type ResponseMap = BTreeMap<String, ElicitationResponse>;
 
 wire_enum! {
     /// What the person did with one elicitation request.
-    #[expect(
-        clippy::exhaustive_enums,
-        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-    )]
-    pub enum ElicitationAction {
+    frozen pub enum ElicitationAction {
         /// `"accept"`: answered (form content, or consent for a URL request).
         Accept => "accept",
         /// `"decline"`: refused to answer.
@@ -148,11 +144,7 @@ impl<'de> Deserialize<'de> for ElicitationResponse {
 
 wire_enum! {
     /// The MCP operation category that raised an elicitation.
-    #[expect(
-        clippy::exhaustive_enums,
-        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-    )]
-    pub enum OperationKind {
+    frozen pub enum OperationKind {
         /// `"tool"`: a tool call.
         Tool => "tool",
         /// `"prompt"`: a prompt get.
@@ -321,11 +313,7 @@ impl UrlElicitationRequest {
 
 wire_enum! {
     /// The mode of an elicitation request.
-    #[expect(
-        clippy::exhaustive_enums,
-        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-    )]
-    pub enum ElicitationMode {
+    frozen pub enum ElicitationMode {
         /// `"form"`
         Form => "form",
         /// `"url"`

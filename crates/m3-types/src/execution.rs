@@ -9,12 +9,8 @@ use crate::error::{Error, ErrorCode, Result};
 
 wire_enum! {
     /// How an execution handles elicitation requests: fail them (default) or manage them durably.
-    #[expect(
-        clippy::exhaustive_enums,
-        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-    )]
     #[derive(Default)]
-    pub enum HumanInput {
+    frozen pub enum HumanInput {
         /// `"fail"`: elicitation requests fail the operation (the default).
         #[default]
         Fail => "fail",
@@ -30,11 +26,7 @@ wire_enum! {
 
 wire_enum! {
     /// Execution lifecycle (`lifecycle` field of [`ExecutionState`]).
-    #[expect(
-        clippy::exhaustive_enums,
-        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-    )]
-    pub enum ExecutionStatus {
+    frozen pub enum ExecutionStatus {
         /// `"created"`
         Created => "created",
         /// `"queued"`
@@ -84,11 +76,7 @@ impl ExecutionStatus {
 
 wire_enum! {
     /// How a finished execution ended.
-    #[expect(
-        clippy::exhaustive_enums,
-        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-    )]
-    pub enum ExecutionOutcome {
+    frozen pub enum ExecutionOutcome {
         /// `"completed"`
         Completed => "completed",
         /// `"failed"`
@@ -118,12 +106,8 @@ impl ExecutionOutcome {
 
 wire_enum! {
     /// Summary of the MCP activity of an execution.
-    #[expect(
-        clippy::exhaustive_enums,
-        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-    )]
     #[derive(Default)]
-    pub enum ActivityHealth {
+    frozen pub enum ActivityHealth {
         /// `"no_calls"` (default)
         #[default]
         NoCalls => "no_calls",

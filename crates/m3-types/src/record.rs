@@ -12,11 +12,7 @@ use crate::round::{PendingElicitationRound, require_non_empty};
 wire_enum! {
     /// Status of a stored round (the six states of the state machine shared with sf-m3, the Python
     /// implementation).
-    #[expect(
-        clippy::exhaustive_enums,
-        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-    )]
-    pub enum ManagedInputStatus {
+    frozen pub enum ManagedInputStatus {
         /// `"pending"`: waiting for a response.
         Pending => "pending",
         /// `"response_validated"`: a response was validated and committed.
@@ -52,11 +48,7 @@ impl ManagedInputStatus {
 
 wire_enum! {
     /// Adapter evidence about delivery, given to `claim_round`.
-    #[expect(
-        clippy::exhaustive_enums,
-        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-    )]
-    pub enum DeliveryState {
+    frozen pub enum DeliveryState {
         /// `"not_started"`: delivery never began.
         NotStarted => "not_started",
         /// `"not_delivered"`: delivery began but did not reach the server.

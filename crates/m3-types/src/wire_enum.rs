@@ -12,12 +12,13 @@
 //! Deserialize, JsonSchema`); its own attributes (docs, `#[expect]`, `#[derive(Default)]`,
 //! `#[non_exhaustive]`) and each variant's (`#[default]`, `#[serde(alias = ...)]`) are
 //! kept. The unknown-input error follows the enum as `unknown = |s: &str| ...` or
-//! `what = "WHAT"`:
+//! `what = "WHAT"`. `frozen pub enum` adds the exhaustiveness exception every wire string
+//! table of the Python reference shares (a new variant is a breaking change there too):
 //!
 //! ```text
 //! wire_enum! {
 //!     /// How a finished execution ended.
-//!     pub enum ExecutionOutcome {
+//!     frozen pub enum ExecutionOutcome {
 //!         /// `"completed"`
 //!         Completed => "completed",
 //!     }
@@ -28,6 +29,25 @@
 //! A test round-trips every variant through serde and `FromStr` (`tests/serde_shapes.rs`).
 
 macro_rules! wire_enum {
+    (
+        $(#[$meta:meta])*
+        frozen pub enum $name:ident {
+            $($(#[$variant_meta:meta])* $variant:ident => $text:literal),* $(,)?
+        }
+        $($error:tt)*
+    ) => {
+        wire_enum! {
+            $(#[$meta])*
+            #[expect(
+                clippy::exhaustive_enums,
+                reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+            )]
+            pub enum $name {
+                $($(#[$variant_meta])* $variant => $text),*
+            }
+            $($error)*
+        }
+    };
     (
         $(#[$meta:meta])*
         pub enum $name:ident {
