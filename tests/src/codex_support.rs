@@ -149,8 +149,20 @@ impl CodexSetup {
         tools: &[&str],
         human_input: HumanInput,
     ) -> TestResult<AsyncExecutionHandle> {
+        let server = shipping(self.peers.server, "auto");
+        self.submit_to(server, agent, tools, human_input).await
+    }
+
+    /// Submits the booking prompt to `agent` with `server` bound and `tools` selected.
+    pub async fn submit_to(
+        &self,
+        server: impl Into<m3_types::ServerBinding>,
+        agent: AgentSelection,
+        tools: &[&str],
+        human_input: HumanInput,
+    ) -> TestResult<AsyncExecutionHandle> {
         let options = SubmitOptions::new()
-            .server(shipping(self.peers.server, "auto"))
+            .server(server)
             .tools(tools.iter().copied())
             .human_input(human_input)
             .timeout(Duration::from_secs(120));

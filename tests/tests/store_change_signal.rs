@@ -186,3 +186,38 @@ async fn the_socket_of_a_killed_process_is_removed_and_breaks_nothing() {
     assert!(!stale[0].exists(), "the next sender removed the stale file");
     assert_eq!(sockets(&db).len(), 1, "only this process's socket is left");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_in_another_process_wakes_the_waiter_by_notify_on_postgres() {
+    let url = m3_store::postgres::testing::isolated_url().unwrap();
+    let store = m3_store::postgres::PgExecutionStore::open(&url)
+        .await
+        .unwrap();
+    let id = store
+        .create_execution(NewExecution::new(serde_json::json!({"prompt": "x"})))
+        .await
+        .unwrap()
+        .execution_id;
+    let mut changes = store
+        .change_signal()
+        .subscribe(Topic::Execution(id.clone()));
+    assert_eq!(store.change_signal().mechanism(), "postgres-notify");
+    tokio::time::timeout(WAIT, async {
+        while !store.is_listening_for_changes() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the change listener connects");
+    // Take the wake-up the listener's connecting published.
+    let _ = tokio::time::timeout(Duration::ZERO, changes.changed()).await;
+    // Nothing in this process writes: only the other process's NOTIFY can signal. The
+    // process starts slower than a fallback interval on a loaded machine: polls may come first.
+    cancel_from_another_process(Path::new(&url), &id, true);
+    let woken = tokio::time::timeout(WAIT, async {
+        while changes.changed().await != Wake::Signalled {}
+    })
+    .await;
+    assert!(woken.is_ok(), "no notification woke the waiter");
+    assert!(store.is_cancel_requested(&id).await.unwrap());
+}

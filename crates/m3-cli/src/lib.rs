@@ -8,11 +8,11 @@
 //!
 //! # Concepts
 //!
-//! - [`form`]: the terminal form renderer used by `m3 run --interactive` and
-//!   `m3 demo --interactive`: plain line prompts on any `BufRead` + `Write`, rendered from a
-//!   request's schema, with decline and cancel always offered and URL requests shown, never
-//!   opened.
-//! - [`main`]: the whole command line (the `m3` binary only calls it).
+//! - [`main`]: the whole command line (the `m3` binary only calls it); it is this library's
+//!   only public item. The terminal form renderer behind `m3 run --interactive` and
+//!   `m3 demo --interactive` (plain line prompts on any `BufRead` + `Write`, rendered from a
+//!   request's schema, decline and cancel always offered, URL requests shown, never opened)
+//!   is a private module: nothing outside the binary uses it.
 //!
 //! # Feature flags
 //!
@@ -25,7 +25,7 @@ mod agent;
 mod cli;
 mod commands;
 mod failure;
-pub mod form;
+mod form;
 mod lease;
 mod output;
 mod progress;
@@ -33,6 +33,7 @@ mod render;
 mod responses;
 mod servers;
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -52,44 +53,14 @@ pub fn main() -> ExitCode {
         Err(error) => return usage_error(&error),
     };
     let out = Output::new(cli.json);
-    let db = cli.db;
     let plumbing = matches!(
         cli.command,
         Command::ExampleServer { .. } | Command::ExampleProvider { .. } | Command::McpRelay { .. }
     );
     commands::init_logging(cli.verbose, if plumbing { "warn" } else { "off" });
-    let command = match cli.command {
-        Command::ExampleServer {
-            name,
-            era,
-            fault,
-            call_log,
-            hold_retry,
-            http,
-        } => {
-            return match http {
-                Some(address) => commands::example_server::run_http(out, &name, era, address),
-                None => commands::example_server::run(&name, era, fault, call_log, hold_retry),
-            };
-        }
-        Command::ExampleProvider {
-            script,
-            port,
-            record,
-        } => {
-            return commands::example_provider::run(out, &script, port, record);
-        }
-        Command::McpRelay { handoff, command } => {
-            return commands::mcp_relay::run(&handoff, &command);
-        }
-        Command::Schema { name } => {
-            return finish(out, commands::schema::run(out, name.as_deref()));
-        }
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut command(), "m3", &mut std::io::stdout());
-            return ExitCode::from(exit::SUCCESS);
-        }
-        command => command,
+    let command = match run_without_runtime(out, cli.command) {
+        Ok(code) => return code,
+        Err(command) => command,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -97,51 +68,79 @@ pub fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            return finish(
-                out,
-                Err(Failure::other(
-                    "io_error",
-                    format!("cannot start the runtime: {error}"),
-                )),
-            );
+            let message = format!("cannot start the runtime: {error}");
+            return finish(out, Err(Failure::other("io_error", message)));
         }
     };
-    let outcome = runtime.block_on(async {
-        match command {
-            Command::Demo { interactive } => commands::demo::run(out, &db, interactive).await,
-            Command::Run(args) => commands::run::run(out, &db, args).await,
-            Command::Submit(args) => commands::submit::run(out, &db, args).await,
-            Command::Worker(args) => commands::worker::run(out, &db, args).await,
-            Command::Executions => commands::inspect::executions(out, &db).await,
-            Command::Status { execution } => commands::inspect::status(out, &db, &execution).await,
-            Command::Pending { execution, watch } if watch => {
-                commands::inspect::watch_pending(out, &db, execution.as_deref()).await
-            }
-            Command::Pending { execution, .. } => {
-                commands::inspect::pending(out, &db, execution.as_deref()).await
-            }
-            Command::Respond(args) => commands::respond::run(out, &db, args).await,
-            Command::Result { execution, timeout } => {
-                commands::inspect::result(out, &db, &execution, timeout).await
-            }
-            Command::Cancel { execution } => commands::inspect::cancel(out, &db, &execution).await,
-            Command::Recover => commands::inspect::recover(out, &db).await,
-            Command::Rounds { execution } => commands::inspect::rounds(out, &db, &execution).await,
-            Command::Serve { bind, token } => commands::serve::run(out, &db, bind, token).await,
-            Command::Doctor { announce_change } => match announce_change {
-                Some(probe) => commands::doctor::announce_change(&db, &probe).await,
-                None => commands::doctor::run(out, &db).await,
-            },
-            Command::ExampleServer { .. }
-            | Command::ExampleProvider { .. }
-            | Command::McpRelay { .. }
-            | Command::Schema { .. }
-            | Command::Completions { .. } => Ok(()),
-        }
-    });
+    let outcome = runtime.block_on(run_store_command(out, &cli.db, *command));
     // Do not wait for blocking reads (an unanswered terminal prompt) at exit.
     runtime.shutdown_background();
     finish(out, outcome)
+}
+
+/// Runs the commands that need no async runtime (the example peers, the relay, schemas,
+/// completions) to their exit code; hands any other command back.
+fn run_without_runtime(out: Output, command: Command) -> Result<ExitCode, Box<Command>> {
+    Ok(match command {
+        Command::ExampleServer {
+            name,
+            era,
+            fault,
+            call_log,
+            hold_retry,
+            http,
+        } => match http {
+            Some(address) => commands::example_server::run_http(out, &name, era, address),
+            None => commands::example_server::run(&name, era, fault, call_log, hold_retry),
+        },
+        Command::ExampleProvider {
+            script,
+            port,
+            record,
+        } => commands::example_provider::run(out, &script, port, record),
+        Command::McpRelay { handoff, command } => commands::mcp_relay::run(&handoff, &command),
+        Command::Schema { name } => finish(out, commands::schema::run(out, name.as_deref())),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut crate::command(), "m3", &mut std::io::stdout());
+            ExitCode::from(exit::SUCCESS)
+        }
+        command => return Err(Box::new(command)),
+    })
+}
+
+/// Runs a command that opens the store at `db`, on the async runtime.
+async fn run_store_command(out: Output, db: &Path, command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Demo { interactive } => commands::demo::run(out, db, interactive).await,
+        Command::Run(args) => commands::run::run(out, db, args).await,
+        Command::Submit(args) => commands::submit::run(out, db, args).await,
+        Command::Worker(args) => commands::worker::run(out, db, args).await,
+        Command::Executions => commands::inspect::executions(out, db).await,
+        Command::Status { execution } => commands::inspect::status(out, db, &execution).await,
+        Command::Pending { execution, watch } if watch => {
+            commands::inspect::watch_pending(out, db, execution.as_deref()).await
+        }
+        Command::Pending { execution, .. } => {
+            commands::inspect::pending(out, db, execution.as_deref()).await
+        }
+        Command::Respond(args) => commands::respond::run(out, db, args).await,
+        Command::Result { execution, timeout } => {
+            commands::inspect::result(out, db, &execution, timeout).await
+        }
+        Command::Cancel { execution } => commands::inspect::cancel(out, db, &execution).await,
+        Command::Recover => commands::inspect::recover(out, db).await,
+        Command::Rounds { execution } => commands::inspect::rounds(out, db, &execution).await,
+        Command::Serve { bind, token } => commands::serve::run(out, db, bind, token).await,
+        Command::Doctor { announce_change } => match announce_change {
+            Some(probe) => commands::doctor::announce_change(db, &probe).await,
+            None => commands::doctor::run(out, db).await,
+        },
+        Command::ExampleServer { .. }
+        | Command::ExampleProvider { .. }
+        | Command::McpRelay { .. }
+        | Command::Schema { .. }
+        | Command::Completions { .. } => Ok(()),
+    }
 }
 
 /// The command line's definition, with `--db` hidden from the help of the commands that

@@ -34,7 +34,11 @@ fn doctor_passes_on_a_fresh_directory_and_on_an_existing_store() {
     assert!(!store.db().exists());
     store.m3(&["demo"]).expect_code(0);
     let human = store.m3(&["doctor"]).expect_code(0);
-    assert!(human.stdout.contains("(1 executions)"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("(1 executions, SQLite journal: WAL)"),
+        "{}",
+        human.stdout
+    );
     assert!(
         human.stdout.contains("m3 demo will work"),
         "{}",

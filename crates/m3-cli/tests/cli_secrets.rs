@@ -197,3 +197,167 @@ fn a_secret_answer_stays_in_its_response_column_modern_era() {
 fn a_secret_answer_stays_in_its_response_column_legacy_era() {
     secret_answer("legacy");
 }
+
+const HEADER_SECRET: &str = "header-secret-7f3a9c";
+
+/// One HTTP/1.1 request: its head and its body.
+fn read_request(reader: &mut impl std::io::BufRead) -> Option<(String, serde_json::Value)> {
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let length = header(&head, "content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((head, serde_json::from_slice(&body).unwrap_or_default()))
+}
+
+/// The value of header `name` (any case) in `head`.
+fn header(head: &str, name: &str) -> Option<String> {
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| value.trim().to_owned())
+    })
+}
+
+/// A 2026-07-28 Streamable HTTP endpoint with one tool, `echo`, whose result (and
+/// its structured content) repeats the `x-api-key` header it was sent. Returns its URL
+/// and the header values it saw.
+fn echoing_endpoint() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = std::sync::Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let record = std::sync::Arc::clone(&record);
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                let mut stream = stream;
+                while let Some((head, body)) = read_request(&mut reader) {
+                    let key = header(&head, "x-api-key").unwrap_or_default();
+                    record.lock().unwrap().push(key.clone());
+                    let result = match body["method"].as_str() {
+                        _ if !head.starts_with("POST") => None,
+                        Some("server/discover") => Some(json!({
+                            "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                            "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+                            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "echo", "version": "1"}}})),
+                        Some("tools/list") => Some(json!({"tools": [{"name": "echo",
+                            "inputSchema": {"type": "object"}}], "resultType": "complete"})),
+                        Some("tools/call") => Some(json!({"content": [{"type": "text",
+                            "text": format!("the key was {key}")}],
+                            "structuredContent": {"key": key}, "resultType": "complete"})),
+                        _ => None,
+                    };
+                    let reply = match (result, body.get("id")) {
+                        (Some(result), Some(id)) => {
+                            let text =
+                                json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+                            format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{text}",
+                                text.len()
+                            )
+                        }
+                        _ => "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_owned(),
+                    };
+                    if stream.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+#[test]
+fn a_resolved_header_value_is_in_no_table_output_or_log() {
+    let (url, seen) = echoing_endpoint();
+    let store = Store::new();
+    let server = format!("echo={url}");
+    let run_args = [
+        "-v",
+        "--json",
+        "run",
+        "--server",
+        &server,
+        "--server-trust",
+        "echo=loopback",
+        "--server-header",
+        "echo:X-Api-Key=Key ${M3_TEST_HEADER_SECRET}",
+        "--call",
+        "echo:echo",
+        "--arguments",
+        "{}",
+    ];
+    let run = store
+        .command(&run_args)
+        .env("M3_TEST_HEADER_SECRET", HEADER_SECRET)
+        .env("RUST_LOG", "debug")
+        .output()
+        .unwrap();
+    let run = common::Done::from(run).expect_code(0);
+    // The value was resolved and sent, and the server echoed it back.
+    let sent = seen.lock().unwrap().clone();
+    assert!(
+        sent.iter()
+            .any(|key| key == &format!("Key {HEADER_SECRET}")),
+        "{sent:?}"
+    );
+    let result: serde_json::Value =
+        serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["snapshot"]["outcome"], "completed", "{result}");
+    let execution = result["snapshot"]["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut outputs = vec![run.stdout.clone(), run.stderr.clone()];
+    for command in [
+        vec!["--json", "result", execution.as_str()],
+        vec!["result", execution.as_str()],
+        vec!["--json", "status", execution.as_str()],
+        vec!["status", execution.as_str()],
+        vec!["--json", "executions"],
+    ] {
+        let done = store.m3(&command).expect_code(0);
+        outputs.extend([done.stdout, done.stderr]);
+    }
+    assert!(
+        outputs.iter().any(|o| o.contains("the key was [REDACTED]")),
+        "the echo is redacted in place: {outputs:?}"
+    );
+    for output in &outputs {
+        assert!(
+            !output.contains(HEADER_SECRET),
+            "m3 output shows the header value:\n{output}"
+        );
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let cells = runtime.block_on(cells_outside_responses(&store.db()));
+    assert!(!cells.is_empty());
+    let mut stored_reference = false;
+    for (table, column, text) in cells {
+        assert!(
+            !text.contains(HEADER_SECRET),
+            "{table}.{column} holds the header value: {text}"
+        );
+        stored_reference |= text.contains("${M3_TEST_HEADER_SECRET}");
+    }
+    assert!(
+        stored_reference,
+        "the spec keeps the reference, not the value"
+    );
+}

@@ -141,21 +141,7 @@ where
                     None,
                 ));
             };
-            let mut responses = input.responses.unwrap_or_default();
-            let mut current = RoundAnswers::new();
-            for (key, _) in &round.requests {
-                let value = responses.remove(key).ok_or_else(|| {
-                    ErrorData::invalid_params(format!("inputResponses lacks the key '{key}'"), None)
-                })?;
-                let result: ElicitResult = serde_json::from_value(value).map_err(|error| {
-                    ErrorData::invalid_params(
-                        format!("inputResponses['{key}'] is not an elicitation result: {error}"),
-                        None,
-                    )
-                })?;
-                current.insert(key.clone(), result);
-            }
-            answers.push(current);
+            answers.push(round_answers(&round, input.responses.unwrap_or_default())?);
             (payload.operation_id, answers)
         }
     };
@@ -163,36 +149,65 @@ where
         Step::Done(value) => Ok(Outcome::Done(value)),
         Step::Ask(round) => {
             require_modes(context, &round)?;
-            let payload = StatePayload {
-                round: answers.len() + 1,
-                operation_id,
-                answers: answers
-                    .iter()
-                    .map(|round| {
-                        round
-                            .iter()
-                            .map(|(key, result)| {
-                                (
-                                    key.clone(),
-                                    serde_json::to_value(result).unwrap_or(Value::Null),
-                                )
-                            })
-                            .collect()
-                    })
-                    .collect(),
-            };
-            let state = sealer.seal(operation, &payload)?;
-            let requests = round
-                .requests
-                .into_iter()
-                .map(|(key, params)| (key, InputRequest::Elicitation(ElicitRequest::new(params))))
-                .collect();
-            Ok(Outcome::InputRequired(InputRequiredResult::new(
-                Some(requests),
-                Some(state),
-            )))
+            input_required(sealer, operation, operation_id, &answers, round)
         }
     }
+}
+
+/// The answers to `round`'s requests, taken from `responses` (every key must be there).
+fn round_answers(round: &Round, mut responses: InputResponses) -> Result<RoundAnswers, ErrorData> {
+    let mut current = RoundAnswers::new();
+    for (key, _) in &round.requests {
+        let value = responses.remove(key).ok_or_else(|| {
+            ErrorData::invalid_params(format!("inputResponses lacks the key '{key}'"), None)
+        })?;
+        let result: ElicitResult = serde_json::from_value(value).map_err(|error| {
+            ErrorData::invalid_params(
+                format!("inputResponses['{key}'] is not an elicitation result: {error}"),
+                None,
+            )
+        })?;
+        current.insert(key.clone(), result);
+    }
+    Ok(current)
+}
+
+/// The input-required result asking `round`, with the sealed state of the answers so far.
+fn input_required<T>(
+    sealer: &StateSealer,
+    operation: &OperationKey,
+    operation_id: String,
+    answers: &[RoundAnswers],
+    round: Round,
+) -> Result<Outcome<T>, ErrorData> {
+    let payload = StatePayload {
+        round: answers.len() + 1,
+        operation_id,
+        answers: answers
+            .iter()
+            .map(|round| {
+                round
+                    .iter()
+                    .map(|(key, result)| {
+                        (
+                            key.clone(),
+                            serde_json::to_value(result).unwrap_or(Value::Null),
+                        )
+                    })
+                    .collect()
+            })
+            .collect(),
+    };
+    let state = sealer.seal(operation, &payload)?;
+    let requests = round
+        .requests
+        .into_iter()
+        .map(|(key, params)| (key, InputRequest::Elicitation(ElicitRequest::new(params))))
+        .collect();
+    Ok(Outcome::InputRequired(InputRequiredResult::new(
+        Some(requests),
+        Some(state),
+    )))
 }
 
 fn decode_answers(payload: &StatePayload) -> Result<Vec<RoundAnswers>, ErrorData> {

@@ -221,8 +221,8 @@ impl ExecutionSpec {
     ///
     /// # Errors
     /// `invalid_argument` for: a harness that is not available, a malformed script,
-    /// duplicate or invalid server bindings (an HTTP host its trust level refuses,
-    /// an HTTP binding for the codex harness), a tool selection naming an unbound
+    /// duplicate or invalid server bindings (an HTTP host its trust level refuses),
+    /// a tool selection naming an unbound
     /// server, `managed` with a predefined plan, a zero round limit, timeout or
     /// lease, or a renewal interval not shorter than the lease.
     pub fn validate(&self) -> Result<()> {
@@ -235,13 +235,6 @@ impl ExecutionSpec {
                     "server binding '{}' is given twice",
                     server.name()
                 )));
-            }
-            if let (ServerBinding::Http(http), AgentSelection::Codex(_)) = (server, &self.agent) {
-                return Err(Error::model_validation(format!(
-                    "MCP server '{}' is an HTTP binding; the codex harness binds stdio servers only (use the scripted harness, or a stdio binding)",
-                    http.name
-                ))
-                .with_detail("server", http.name.clone()));
             }
         }
         if let Some(selection) = self.tool_selection()? {

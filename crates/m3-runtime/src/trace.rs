@@ -72,7 +72,9 @@ impl ExecutionTrace {
     /// Fill `result`'s trace, turn summary and error as they are persisted: the diagnostic
     /// projection. Values under secret-named keys (an answered `password` in
     /// `input_responses` or a legacy exchange) become `"[REDACTED]"`, and so does every
-    /// echo of such a value in other text (a tool result, the final text, the error).
+    /// echo of such a value in other text (a tool result, the final text, the error),
+    /// and so does every value of `extra_secrets` (the resolved `${NAME}` header values
+    /// of HTTP bindings) wherever it appears.
     ///
     /// # Errors
     /// `protocol_error` when the trace cannot be serialized.
@@ -80,11 +82,16 @@ impl ExecutionTrace {
         &self,
         result: &mut ExecutionResult,
         error: Option<&Error>,
+        extra_secrets: &[String],
     ) -> Result<()> {
         let operations = serde_json::to_value(&self.operations)
             .map_err(|e| Error::protocol("trace is not serializable").with_source(e))?;
         let found = secret_values(&operations);
-        let secrets: Vec<&str> = found.iter().map(String::as_str).collect();
+        let secrets: Vec<&str> = found
+            .iter()
+            .chain(extra_secrets)
+            .map(String::as_str)
+            .collect();
         let final_text = self
             .final_text
             .as_deref()

@@ -11,29 +11,26 @@ use crate::error::{Error, Result};
 /// Responses keyed by request key, as submitted for one round.
 pub type ResponseMap = BTreeMap<String, ElicitationResponse>;
 
-/// What the person did with one elicitation request.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[expect(
-    clippy::exhaustive_enums,
-    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-)]
-pub enum ElicitationAction {
-    /// `"accept"`: answered (form content, or consent for a URL request).
-    Accept,
-    /// `"decline"`: refused to answer.
-    Decline,
-    /// `"cancel"`: dismissed the request.
-    Cancel,
+wire_enum! {
+    /// What the person did with one elicitation request.
+    #[expect(
+        clippy::exhaustive_enums,
+        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+    )]
+    pub enum ElicitationAction {
+        /// `"accept"`: answered (form content, or consent for a URL request).
+        Accept => "accept",
+        /// `"decline"`: refused to answer.
+        Decline => "decline",
+        /// `"cancel"`: dismissed the request.
+        Cancel => "cancel",
+    }
+    unknown = |s: &str| {
+        Error::managed_input_validation(format!(
+            "elicitation action must be 'accept', 'decline' or 'cancel', got '{s}'"
+        ))
+    }
 }
-
-wire_enum!(ElicitationAction, [Accept => "accept", Decline => "decline", Cancel => "cancel"], unknown = |s: &str| {
-    Error::managed_input_validation(format!(
-        "elicitation action must be 'accept', 'decline' or 'cancel', got '{s}'"
-    ))
-});
 
 /// The answer to one elicitation request.
 ///
@@ -149,29 +146,26 @@ impl<'de> Deserialize<'de> for ElicitationResponse {
     }
 }
 
-/// The MCP operation category that raised an elicitation.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[expect(
-    clippy::exhaustive_enums,
-    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-)]
-pub enum OperationKind {
-    /// `"tool"`: a tool call.
-    Tool,
-    /// `"prompt"`: a prompt get.
-    Prompt,
-    /// `"resource"`: a resource read.
-    Resource,
+wire_enum! {
+    /// The MCP operation category that raised an elicitation.
+    #[expect(
+        clippy::exhaustive_enums,
+        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+    )]
+    pub enum OperationKind {
+        /// `"tool"`: a tool call.
+        Tool => "tool",
+        /// `"prompt"`: a prompt get.
+        Prompt => "prompt",
+        /// `"resource"`: a resource read.
+        Resource => "resource",
+    }
+    unknown = |s: &str| {
+        Error::managed_input_validation(format!(
+            "operation_kind must be 'tool', 'prompt' or 'resource', got '{s}'"
+        ))
+    }
 }
-
-wire_enum!(OperationKind, [Tool => "tool", Prompt => "prompt", Resource => "resource"], unknown = |s: &str| {
-    Error::managed_input_validation(format!(
-        "operation_kind must be 'tool', 'prompt' or 'resource', got '{s}'"
-    ))
-});
 
 /// A form request: the server asks for content matching `requested_schema`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -204,6 +198,45 @@ pub struct FormElicitationRequest {
     pub operation_name: Option<String>,
 }
 
+/// The context setters both request kinds share (`with_operation`, `with_meta`,
+/// `with_task`), written once.
+macro_rules! context_setters {
+    ($request:ident) => {
+        impl $request {
+            /// Sets the server / operation context.
+            #[must_use]
+            pub fn with_operation(
+                mut self,
+                server: impl Into<String>,
+                kind: OperationKind,
+                name: impl Into<String>,
+            ) -> Self {
+                self.server = Some(server.into());
+                self.operation_kind = Some(kind);
+                self.operation_name = Some(name.into());
+                self
+            }
+
+            /// Sets `meta`.
+            #[must_use]
+            pub fn with_meta(mut self, meta: Map<String, Value>) -> Self {
+                self.meta = Some(meta);
+                self
+            }
+
+            /// Sets `task`.
+            #[must_use]
+            pub fn with_task(mut self, task: Map<String, Value>) -> Self {
+                self.task = Some(task);
+                self
+            }
+        }
+    };
+}
+
+context_setters!(FormElicitationRequest);
+context_setters!(UrlElicitationRequest);
+
 impl FormElicitationRequest {
     /// A form request with no optional context.
     pub fn new(
@@ -221,34 +254,6 @@ impl FormElicitationRequest {
             operation_kind: None,
             operation_name: None,
         }
-    }
-
-    /// Sets the server / operation context.
-    #[must_use]
-    pub fn with_operation(
-        mut self,
-        server: impl Into<String>,
-        kind: OperationKind,
-        name: impl Into<String>,
-    ) -> Self {
-        self.server = Some(server.into());
-        self.operation_kind = Some(kind);
-        self.operation_name = Some(name.into());
-        self
-    }
-
-    /// Sets `meta`.
-    #[must_use]
-    pub fn with_meta(mut self, meta: Map<String, Value>) -> Self {
-        self.meta = Some(meta);
-        self
-    }
-
-    /// Sets `task`.
-    #[must_use]
-    pub fn with_task(mut self, task: Map<String, Value>) -> Self {
-        self.task = Some(task);
-        self
     }
 }
 
@@ -312,57 +317,26 @@ impl UrlElicitationRequest {
         self.elicitation_id = Some(id.into());
         self
     }
-
-    /// Sets the server / operation context.
-    #[must_use]
-    pub fn with_operation(
-        mut self,
-        server: impl Into<String>,
-        kind: OperationKind,
-        name: impl Into<String>,
-    ) -> Self {
-        self.server = Some(server.into());
-        self.operation_kind = Some(kind);
-        self.operation_name = Some(name.into());
-        self
-    }
-
-    /// Sets `meta`.
-    #[must_use]
-    pub fn with_meta(mut self, meta: Map<String, Value>) -> Self {
-        self.meta = Some(meta);
-        self
-    }
-
-    /// Sets `task`.
-    #[must_use]
-    pub fn with_task(mut self, task: Map<String, Value>) -> Self {
-        self.task = Some(task);
-        self
-    }
 }
 
-/// The mode of an elicitation request.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[expect(
-    clippy::exhaustive_enums,
-    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-)]
-pub enum ElicitationMode {
-    /// `"form"`
-    Form,
-    /// `"url"`
-    Url,
+wire_enum! {
+    /// The mode of an elicitation request.
+    #[expect(
+        clippy::exhaustive_enums,
+        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+    )]
+    pub enum ElicitationMode {
+        /// `"form"`
+        Form => "form",
+        /// `"url"`
+        Url => "url",
+    }
+    unknown = |s: &str| {
+        Error::managed_input_validation(format!(
+            "elicitation mode must be 'form' or 'url', got '{s}'"
+        ))
+    }
 }
-
-wire_enum!(ElicitationMode, [Form => "form", Url => "url"], unknown = |s: &str| {
-    Error::managed_input_validation(format!(
-        "elicitation mode must be 'form' or 'url', got '{s}'"
-    ))
-});
 
 /// One request of a round, tagged by `mode` (`"form"` or `"url"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

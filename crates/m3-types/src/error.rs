@@ -2,7 +2,6 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::execution::ErrorInfo;
@@ -343,78 +342,46 @@ impl Error {
     }
 }
 
-/// Stable error codes: those of [`Error`] plus the execution-level codes of sf-m3, the Python implementation.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ErrorCode {
-    /// `managed_input_invalid`
-    ManagedInputInvalid,
-    /// `managed_input_conflict`
-    ManagedInputConflict,
-    /// `managed_input_state`
-    ManagedInputState,
-    /// `managed_input_recovery_unavailable`
-    ManagedInputRecoveryUnavailable,
-    /// `invalid_argument`
-    InvalidArgument,
-    /// `timeout`
-    Timeout,
-    /// `cancelled`
-    Cancelled,
-    /// `elicitation_round_limit`
-    ElicitationRoundLimit,
-    /// `protocol_error`
-    ProtocolError,
-    /// `transport_error`
-    TransportError,
-    /// `storage_error`
-    StorageError,
-    /// `invalid_transition` (execution lifecycle transition refused)
-    InvalidTransition,
-    /// `session_still_open`
-    SessionStillOpen,
-    /// `session_busy`
-    SessionBusy,
-    /// `unsupported`
-    Unsupported,
-    /// `cleanup_failed`
-    CleanupFailed,
-    /// `managed_input_identity_mismatch` (runtime operation identity mismatch)
-    ManagedInputIdentityMismatch,
-    /// `not_found` (the execution or round named does not exist)
-    NotFound,
+wire_enum! {
+    /// Stable error codes: those of [`Error`] plus the execution-level codes of sf-m3, the Python implementation.
+    #[non_exhaustive]
+    pub enum ErrorCode {
+        /// `managed_input_invalid`
+        ManagedInputInvalid => "managed_input_invalid",
+        /// `managed_input_conflict`
+        ManagedInputConflict => "managed_input_conflict",
+        /// `managed_input_state`
+        ManagedInputState => "managed_input_state",
+        /// `managed_input_recovery_unavailable`
+        ManagedInputRecoveryUnavailable => "managed_input_recovery_unavailable",
+        /// `invalid_argument`
+        InvalidArgument => "invalid_argument",
+        /// `timeout`
+        Timeout => "timeout",
+        /// `cancelled`
+        Cancelled => "cancelled",
+        /// `elicitation_round_limit`
+        ElicitationRoundLimit => "elicitation_round_limit",
+        /// `protocol_error`
+        ProtocolError => "protocol_error",
+        /// `transport_error`
+        TransportError => "transport_error",
+        /// `storage_error`
+        StorageError => "storage_error",
+        /// `invalid_transition` (execution lifecycle transition refused)
+        InvalidTransition => "invalid_transition",
+        /// `session_still_open`
+        SessionStillOpen => "session_still_open",
+        /// `session_busy`
+        SessionBusy => "session_busy",
+        /// `unsupported`
+        Unsupported => "unsupported",
+        /// `cleanup_failed`
+        CleanupFailed => "cleanup_failed",
+        /// `managed_input_identity_mismatch` (runtime operation identity mismatch)
+        ManagedInputIdentityMismatch => "managed_input_identity_mismatch",
+        /// `not_found` (the execution or round named does not exist)
+        NotFound => "not_found",
+    }
+    unknown = |s: &str| Error::model_validation(format!("unknown error code '{s}'"))
 }
-
-wire_enum!(ErrorCode, [
-    ManagedInputInvalid => "managed_input_invalid",
-    ManagedInputConflict => "managed_input_conflict",
-    ManagedInputState => "managed_input_state",
-    ManagedInputRecoveryUnavailable => "managed_input_recovery_unavailable",
-    InvalidArgument => "invalid_argument",
-    Timeout => "timeout",
-    Cancelled => "cancelled",
-    ElicitationRoundLimit => "elicitation_round_limit",
-    ProtocolError => "protocol_error",
-    TransportError => "transport_error",
-    StorageError => "storage_error",
-    InvalidTransition => "invalid_transition",
-    SessionStillOpen => "session_still_open",
-    SessionBusy => "session_busy",
-    Unsupported => "unsupported",
-    CleanupFailed => "cleanup_failed",
-    ManagedInputIdentityMismatch => "managed_input_identity_mismatch",
-    NotFound => "not_found",
-], unknown = |s: &str| Error::model_validation(format!("unknown error code '{s}'")));

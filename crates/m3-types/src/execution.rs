@@ -7,78 +7,53 @@ use time::OffsetDateTime;
 
 use crate::error::{Error, ErrorCode, Result};
 
-/// How an execution handles elicitation requests: fail them (default) or manage them durably.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[expect(
-    clippy::exhaustive_enums,
-    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-)]
-pub enum HumanInput {
-    /// `"fail"`: elicitation requests fail the operation (the default).
-    #[default]
-    Fail,
-    /// `"managed"`: rounds are stored and answered through the handle.
-    Managed,
+wire_enum! {
+    /// How an execution handles elicitation requests: fail them (default) or manage them durably.
+    #[expect(
+        clippy::exhaustive_enums,
+        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+    )]
+    #[derive(Default)]
+    pub enum HumanInput {
+        /// `"fail"`: elicitation requests fail the operation (the default).
+        #[default]
+        Fail => "fail",
+        /// `"managed"`: rounds are stored and answered through the handle.
+        Managed => "managed",
+    }
+    unknown = |s: &str| {
+        Error::model_validation(crate::messages::HUMAN_INPUT)
+            .with_detail("operation", "execution.submit")
+            .with_detail("value", s)
+    }
 }
 
-wire_enum!(HumanInput, [Fail => "fail", Managed => "managed"], unknown = |s: &str| {
-    Error::model_validation(crate::messages::HUMAN_INPUT)
-        .with_detail("operation", "execution.submit")
-        .with_detail("value", s)
-});
-
-/// Execution lifecycle (`lifecycle` field of [`ExecutionState`]).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[expect(
-    clippy::exhaustive_enums,
-    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-)]
-pub enum ExecutionStatus {
-    /// `"created"`
-    Created,
-    /// `"queued"`
-    Queued,
-    /// `"starting"`
-    Starting,
-    /// `"idle"`
-    Idle,
-    /// `"running_turn"`
-    RunningTurn,
-    /// `"waiting_for_input"`: paused on a managed round.
-    WaitingForInput,
-    /// `"closing"`
-    Closing,
-    /// `"finished"` (terminal)
-    Finished,
+wire_enum! {
+    /// Execution lifecycle (`lifecycle` field of [`ExecutionState`]).
+    #[expect(
+        clippy::exhaustive_enums,
+        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+    )]
+    pub enum ExecutionStatus {
+        /// `"created"`
+        Created => "created",
+        /// `"queued"`
+        Queued => "queued",
+        /// `"starting"`
+        Starting => "starting",
+        /// `"idle"`
+        Idle => "idle",
+        /// `"running_turn"`
+        RunningTurn => "running_turn",
+        /// `"waiting_for_input"`: paused on a managed round.
+        WaitingForInput => "waiting_for_input",
+        /// `"closing"`
+        Closing => "closing",
+        /// `"finished"` (terminal)
+        Finished => "finished",
+    }
+    what = "execution status"
 }
-
-wire_enum!(ExecutionStatus, "execution status", [
-    Created => "created",
-    Queued => "queued",
-    Starting => "starting",
-    Idle => "idle",
-    RunningTurn => "running_turn",
-    WaitingForInput => "waiting_for_input",
-    Closing => "closing",
-    Finished => "finished",
-]);
 
 impl ExecutionStatus {
     /// The transition table of sf-m3 (the Python implementation): whether `self -> next` is allowed.
@@ -107,35 +82,26 @@ impl ExecutionStatus {
     }
 }
 
-/// How a finished execution ended.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[expect(
-    clippy::exhaustive_enums,
-    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-)]
-pub enum ExecutionOutcome {
-    /// `"completed"`
-    Completed,
-    /// `"failed"`
-    Failed,
-    /// `"timed_out"`
-    TimedOut,
-    /// `"cancelled"`
-    Cancelled,
-    /// `"interrupted"` (store-owned terminalization only)
-    Interrupted,
+wire_enum! {
+    /// How a finished execution ended.
+    #[expect(
+        clippy::exhaustive_enums,
+        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+    )]
+    pub enum ExecutionOutcome {
+        /// `"completed"`
+        Completed => "completed",
+        /// `"failed"`
+        Failed => "failed",
+        /// `"timed_out"`
+        TimedOut => "timed_out",
+        /// `"cancelled"`
+        Cancelled => "cancelled",
+        /// `"interrupted"` (store-owned terminalization only)
+        Interrupted => "interrupted",
+    }
+    what = "execution outcome"
 }
-
-wire_enum!(ExecutionOutcome, "execution outcome", [
-    Completed => "completed",
-    Failed => "failed",
-    TimedOut => "timed_out",
-    Cancelled => "cancelled",
-    Interrupted => "interrupted",
-]);
 
 impl ExecutionOutcome {
     /// The outcome mapping of sf-m3: no error → completed, timeout → timed_out,
@@ -150,44 +116,26 @@ impl ExecutionOutcome {
     }
 }
 
-/// Summary of the MCP activity of an execution.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[expect(
-    clippy::exhaustive_enums,
-    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-)]
-pub enum ActivityHealth {
-    /// `"no_calls"` (default)
-    #[default]
-    NoCalls,
-    /// `"all_succeeded"`
-    AllSucceeded,
-    /// `"all_failed"`
-    AllFailed,
-    /// `"mixed"`
-    Mixed,
+wire_enum! {
+    /// Summary of the MCP activity of an execution.
+    #[expect(
+        clippy::exhaustive_enums,
+        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+    )]
+    #[derive(Default)]
+    pub enum ActivityHealth {
+        /// `"no_calls"` (default)
+        #[default]
+        NoCalls => "no_calls",
+        /// `"all_succeeded"`
+        AllSucceeded => "all_succeeded",
+        /// `"all_failed"`
+        AllFailed => "all_failed",
+        /// `"mixed"`
+        Mixed => "mixed",
+    }
+    what = "activity health"
 }
-
-wire_enum!(ActivityHealth, "activity health", [
-    NoCalls => "no_calls",
-    AllSucceeded => "all_succeeded",
-    AllFailed => "all_failed",
-    Mixed => "mixed",
-]);
 
 /// The error recorded in an [`ExecutionResult`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

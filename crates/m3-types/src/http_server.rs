@@ -20,49 +20,31 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::server::StdioServer;
 
-/// Which addresses an [`HttpServer`] binding may reach (sf-m3's trust levels;
-/// its `sdk_loopback` is `loopback` here and is accepted as an alias).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[expect(
-    clippy::exhaustive_enums,
-    reason = "the trust levels of the Python reference; a new level is a breaking change"
-)]
-pub enum ServerTrust {
-    /// Only global (public) addresses; the default. An agent is never handed an
-    /// untrusted endpoint.
-    #[default]
-    Untrusted,
-    /// Only global addresses, declared public.
-    Public,
-    /// Any address, private and loopback included.
-    TrustedPrivate,
-    /// Only loopback addresses (`127.0.0.0/8`, `::1`, `localhost`).
-    #[serde(alias = "sdk_loopback")]
-    Loopback,
+wire_enum! {
+    /// Which addresses an [`HttpServer`] binding may reach (sf-m3's trust levels;
+    /// its `sdk_loopback` is `loopback` here and is accepted as an alias).
+    #[expect(
+        clippy::exhaustive_enums,
+        reason = "the trust levels of the Python reference; a new level is a breaking change"
+    )]
+    #[derive(Default)]
+    pub enum ServerTrust {
+        /// Only global (public) addresses; the default. An agent is never handed an
+        /// untrusted endpoint.
+        #[default]
+        Untrusted => "untrusted",
+        /// Only global addresses, declared public.
+        Public => "public",
+        /// Any address, private and loopback included.
+        TrustedPrivate => "trusted_private",
+        /// Only loopback addresses (`127.0.0.0/8`, `::1`, `localhost`).
+        #[serde(alias = "sdk_loopback")]
+        Loopback => "loopback",
+    }
+    unknown = |s: &str| Error::model_validation(format!(
+        "server trust must be one of untrusted, public, trusted_private, loopback, got '{s}'"
+    )).with_detail("value", s)
 }
-
-wire_enum!(ServerTrust, [
-    Untrusted => "untrusted",
-    Public => "public",
-    TrustedPrivate => "trusted_private",
-    Loopback => "loopback",
-], unknown = |s: &str| Error::model_validation(format!(
-    "server trust must be one of untrusted, public, trusted_private, loopback, got '{s}'"
-)).with_detail("value", s));
 
 impl ServerTrust {
     /// Whether a binding of this trust level may connect to `address`.

@@ -9,41 +9,31 @@ use crate::elicitation::ResponseMap;
 use crate::error::{Error, Result};
 use crate::round::{PendingElicitationRound, require_non_empty};
 
-/// Status of a stored round (the six states of the state machine shared with sf-m3, the Python
-/// implementation).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[expect(
-    clippy::exhaustive_enums,
-    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-)]
-pub enum ManagedInputStatus {
-    /// `"pending"`: waiting for a response.
-    Pending,
-    /// `"response_validated"`: a response was validated and committed.
-    ResponseValidated,
-    /// `"delivery_started"`: the worker began delivering it.
-    DeliveryStarted,
-    /// `"delivered"`: the server received it.
-    Delivered,
-    /// `"resolved"`: the operation continued (terminal).
-    Resolved,
-    /// `"failed"`: the round ended in failure (terminal).
-    Failed,
+wire_enum! {
+    /// Status of a stored round (the six states of the state machine shared with sf-m3, the Python
+    /// implementation).
+    #[expect(
+        clippy::exhaustive_enums,
+        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+    )]
+    pub enum ManagedInputStatus {
+        /// `"pending"`: waiting for a response.
+        Pending => "pending",
+        /// `"response_validated"`: a response was validated and committed.
+        ResponseValidated => "response_validated",
+        /// `"delivery_started"`: the worker began delivering it.
+        DeliveryStarted => "delivery_started",
+        /// `"delivered"`: the server received it.
+        Delivered => "delivered",
+        /// `"resolved"`: the operation continued (terminal).
+        Resolved => "resolved",
+        /// `"failed"`: the round ended in failure (terminal).
+        Failed => "failed",
+    }
+    unknown = |s: &str| {
+        Error::managed_input_validation(format!("unknown managed-input status '{s}'"))
+    }
 }
-
-wire_enum!(ManagedInputStatus, [
-    Pending => "pending",
-    ResponseValidated => "response_validated",
-    DeliveryStarted => "delivery_started",
-    Delivered => "delivered",
-    Resolved => "resolved",
-    Failed => "failed",
-], unknown = |s: &str| {
-    Error::managed_input_validation(format!("unknown managed-input status '{s}'"))
-});
 
 impl ManagedInputStatus {
     /// `resolved` and `failed` are terminal.
@@ -60,33 +50,26 @@ impl ManagedInputStatus {
     }
 }
 
-/// Adapter evidence about delivery, given to `claim_round`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-#[expect(
-    clippy::exhaustive_enums,
-    reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
-)]
-pub enum DeliveryState {
-    /// `"not_started"`: delivery never began.
-    NotStarted,
-    /// `"not_delivered"`: delivery began but did not reach the server.
-    NotDelivered,
-    /// `"delivered"`: the server received the response.
-    Delivered,
+wire_enum! {
+    /// Adapter evidence about delivery, given to `claim_round`.
+    #[expect(
+        clippy::exhaustive_enums,
+        reason = "frozen wire strings of the Python reference; callers match exhaustively (docs/decisions.md)"
+    )]
+    pub enum DeliveryState {
+        /// `"not_started"`: delivery never began.
+        NotStarted => "not_started",
+        /// `"not_delivered"`: delivery began but did not reach the server.
+        NotDelivered => "not_delivered",
+        /// `"delivered"`: the server received the response.
+        Delivered => "delivered",
+    }
+    unknown = |s: &str| {
+        Error::managed_input_validation(format!(
+            "delivery_state must be 'not_started', 'not_delivered' or 'delivered', got '{s}'"
+        ))
+    }
 }
-
-wire_enum!(DeliveryState, [
-    NotStarted => "not_started",
-    NotDelivered => "not_delivered",
-    Delivered => "delivered",
-], unknown = |s: &str| {
-    Error::managed_input_validation(format!(
-        "delivery_state must be 'not_started', 'not_delivered' or 'delivered', got '{s}'"
-    ))
-});
 
 /// The compare-and-set token currently allowed to mutate a round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -1,5 +1,6 @@
-//! A second OS process for the `store_execution_*` tests: opens the execution
-//! store at a path with the system clock and performs one command.
+//! A second OS process for the `store_execution_*` and `store_change_signal` tests: opens
+//! the execution store at a path (or a `postgres://` URL) with the system clock and
+//! performs one command.
 //!
 //! Usage:
 //! - `store_execution_probe cancel <db> <execution_id> <reason>`: request cancellation;
@@ -10,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use m3_store::{ExecutionStore, SqliteExecutionStore};
 use serde_json::json;
@@ -33,7 +35,11 @@ async fn run(args: Vec<String>) -> Result<(), BoxError> {
             "usage: store_execution_probe <cancel|append|show> <db> <execution_id> ...".into(),
         );
     };
-    let store = SqliteExecutionStore::open(db).await?;
+    let store: Arc<dyn ExecutionStore> = if db.contains("://") {
+        m3_store::open(db).await?
+    } else {
+        Arc::new(SqliteExecutionStore::open(db).await?)
+    };
     match (command.as_str(), rest) {
         ("cancel", [reason]) => {
             let record = store.request_cancel(execution_id, Some(reason)).await?;

@@ -144,8 +144,9 @@ async fn store(db: &Path) -> Check {
         Ok(count) => Check::ok(
             name,
             format!(
-                "{} opens ({count} executions)",
-                crate::output::store_label(db)
+                "{} opens ({count} executions{})",
+                crate::output::store_label(db),
+                journal(db)
             ),
         ),
         Err(failure) => Check::not_ok(
@@ -158,6 +159,25 @@ async fn store(db: &Path) -> Check {
             ),
             "check the path and its permissions, or give another store with --db PATH or M3_DB",
         ),
+    }
+}
+
+/// `, SQLite journal: WAL` (or `rollback`, which makes readers wait for writers) for a store
+/// in a SQLite file, read from its header (byte 18 is 2 in WAL mode); empty otherwise.
+fn journal(db: &Path) -> &'static str {
+    use std::io::Read;
+    let Some(file) = StoreUrl::parse(&db.to_string_lossy())
+        .ok()
+        .and_then(|url| url.local_file().map(Path::to_path_buf))
+    else {
+        return "";
+    };
+    let mut header = [0u8; 20];
+    let read = std::fs::File::open(file).and_then(|mut f| f.read_exact(&mut header));
+    match (read, header.get(..16), header.get(18)) {
+        (Ok(()), Some(b"SQLite format 3\0"), Some(2)) => ", SQLite journal: WAL",
+        (Ok(()), Some(b"SQLite format 3\0"), Some(_)) => ", SQLite journal: rollback, not WAL",
+        _ => "",
     }
 }
 

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
-use m3_kit::{AgentSelection, AsyncExecutionHandle, SubmitOptions};
+use m3_kit::{AgentSelection, AsyncExecutionHandle, AsyncMcpTestKit, SubmitOptions};
 use m3_types::{
     ExecutionOutcome, ExecutionResult, HumanInput, PendingElicitationRound, ResponseMap,
     ToolSelection,
@@ -98,20 +98,26 @@ pub(crate) fn submission(args: &RunArgs) -> Result<Submission, Failure> {
     })
 }
 
-pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Failure> {
-    let Submission {
-        selection,
-        prompt,
-        options,
-    } = submission(&args)?;
-    let kit = open_kit(db, true).await?;
-    let outcome = async {
+impl Submission {
+    /// Submits the execution through `kit` (the one agent `selection` names).
+    pub(crate) async fn submit(
+        self,
+        kit: &AsyncMcpTestKit,
+    ) -> Result<AsyncExecutionHandle, Failure> {
         let agent = kit
-            .agents([selection])?
+            .agents([self.selection])?
             .into_iter()
             .next()
             .ok_or_else(|| Failure::other("internal", "the kit returned no agent"))?;
-        let handle = agent.submit(prompt, options).await?;
+        Ok(agent.submit(self.prompt, self.options).await?)
+    }
+}
+
+pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Failure> {
+    let submission = submission(&args)?;
+    let kit = open_kit(db, true).await?;
+    let outcome = async {
+        let handle = submission.submit(&kit).await?;
         if out.is_json() {
             out.event("execution", &json!({"execution_id": handle.execution_id()}))?;
         } else {

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::cli::RunArgs;
-use crate::commands::run::{Submission, submission};
+use crate::commands::run::submission;
 use crate::failure::Failure;
 use crate::output::Output;
 
@@ -17,27 +17,17 @@ pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Fai
             "m3 submit only queues: answer its rounds with `m3 respond` (or use `m3 run --interactive`)",
         ));
     }
-    let Submission {
-        selection,
-        prompt,
-        options,
-    } = submission(&args)?;
+    let submission = submission(&args)?;
     let kit = m3_kit::AsyncMcpTestKit::builder()
         .database(db)
         .embedded_worker(false)
         .recovery_sweep(None)
         .build()
         .await?;
-    let submitted = async {
-        let agent = kit
-            .agents([selection])?
-            .into_iter()
-            .next()
-            .ok_or_else(|| Failure::other("internal", "the kit returned no agent"))?;
-        let handle = agent.submit(prompt, options).await?;
-        Ok::<_, Failure>(handle.execution_id().to_owned())
-    }
-    .await;
+    let submitted = submission
+        .submit(&kit)
+        .await
+        .map(|handle| handle.execution_id().to_owned());
     kit.close().await?;
     let execution_id = submitted?;
     if out.is_json() {

@@ -9,7 +9,7 @@ use rustyline::error::ReadlineError;
 use rustyline::history::DefaultHistory;
 
 /// One answer line at a time.
-pub trait LineInput {
+pub(crate) trait LineInput {
     /// Shows `prompt` (written to `output`, unless the input draws it itself) and reads one
     /// line without its line ending. `None` when the person ended the input (Ctrl-D) or
     /// interrupted it (Ctrl-C): the prompter then gives up and leaves the round pending.
@@ -38,7 +38,7 @@ impl<R: BufRead> LineInput for R {
 /// The terminal, through rustyline: the arrow keys edit the line and recall earlier answers
 /// (history lasts for this process only), Ctrl-C and Ctrl-D give up. Prompts and echo go to
 /// the terminal device itself, so stdout stays free for the command's output.
-pub struct TerminalInput {
+pub(crate) struct TerminalInput {
     editor: Editor<(), DefaultHistory>,
 }
 
@@ -53,7 +53,7 @@ impl TerminalInput {
     ///
     /// # Errors
     /// When the terminal cannot be set up.
-    pub fn open() -> io::Result<Self> {
+    pub(crate) fn open() -> io::Result<Self> {
         let config = Config::builder()
             .behavior(Behavior::PreferTerm)
             .auto_add_history(true)

@@ -6,7 +6,7 @@
 //! It uses line prompts: one question per line, one answer per line (on a terminal, edited
 //! with rustyline; anywhere else, read as plain lines).
 //!
-//! - [`fields`] classifies each property of a `requestedSchema` ([`Field`], [`FieldKind`]):
+//! - [`fields`] classifies each property of a `requestedSchema` (`Field`, [`FieldKind`]):
 //!   strings (with `format` hints and length bounds), numbers and integers (with bounds),
 //!   booleans, single-select enums (`enum`, legacy `enumNames`, titled `oneOf`/`const`),
 //!   multi-select enums (`items.enum`, titled `items.anyOf`), and a JSON fallback.
@@ -29,9 +29,9 @@ use m3_types::{
 };
 use serde_json::Value;
 
-pub use input::{LineInput, TerminalInput};
-pub use m3_types::form::{Choice, Field, FieldKind, fields};
-pub use prompt::{CANCEL_WORD, DECLINE_WORD, Prompter, ordered_fields};
+pub(crate) use input::{LineInput, TerminalInput};
+pub(crate) use m3_types::form::{FieldKind, fields};
+pub(crate) use prompt::Prompter;
 
 /// Asks every request of `round`, in request-key order, shows a summary of the answers
 /// (secret-named fields redacted) and asks to commit them: `Some(responses)` once the person
@@ -43,7 +43,7 @@ pub use prompt::{CANCEL_WORD, DECLINE_WORD, Prompter, ordered_fields};
 ///
 /// # Errors
 /// Only I/O errors of the prompter.
-pub fn answer_round<R: LineInput, W: Write>(
+pub(crate) fn answer_round<R: LineInput, W: Write>(
     prompter: &mut Prompter<R, W>,
     round: &PendingElicitationRound,
 ) -> io::Result<Option<ResponseMap>> {

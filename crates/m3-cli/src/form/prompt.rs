@@ -13,9 +13,9 @@ use super::input::LineInput;
 use m3_types::form::{Field, FieldKind, fields};
 
 /// Typed at any field prompt: decline the request.
-pub const DECLINE_WORD: &str = ":decline";
+pub(crate) const DECLINE_WORD: &str = ":decline";
 /// Typed at any field prompt: cancel the request.
-pub const CANCEL_WORD: &str = ":cancel";
+pub(crate) const CANCEL_WORD: &str = ":cancel";
 
 /// Asks a person for elicitation responses with plain line prompts.
 ///
@@ -25,24 +25,9 @@ pub const CANCEL_WORD: &str = ":cancel";
 /// the call returns `None` and nothing is answered. The prompter never opens or fetches a
 /// URL.
 ///
-/// ```
-/// use m3_cli::form::Prompter;
-/// use m3_types::{ElicitationAction, FormElicitationRequest};
-/// use serde_json::json;
-///
-/// let schema = json!({"type": "object", "required": ["city"],
-///                     "properties": {"city": {"type": "string"}}});
-/// let request = FormElicitationRequest::new(
-///     "address", "Where to?", schema.as_object().cloned().unwrap_or_default());
-/// let mut output = Vec::new();
-/// let mut prompter = Prompter::new("a\n\nPune\n".as_bytes(), &mut output);
-/// let response = prompter.ask_form(&request, |_| Ok(()))?.expect("answered");
-/// assert_eq!(response.action, ElicitationAction::Accept);
-/// assert_eq!(response.content.unwrap()["city"], "Pune");
-/// # Ok::<(), std::io::Error>(())
-/// ```
+/// Unit tests (`form/tests.rs`) drive it on byte buffers.
 #[derive(Debug)]
-pub struct Prompter<R, W> {
+pub(crate) struct Prompter<R, W> {
     input: R,
     output: W,
 }
@@ -57,7 +42,7 @@ enum Step {
 
 impl<R: LineInput, W: Write> Prompter<R, W> {
     /// A prompter reading answers from `input` and writing prompts to `output`.
-    pub fn new(input: R, output: W) -> Self {
+    pub(crate) fn new(input: R, output: W) -> Self {
         Self { input, output }
     }
 
@@ -68,7 +53,7 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
     ///
     /// # Errors
     /// Only I/O errors of `input` or `output`.
-    pub fn ask(
+    pub(crate) fn ask(
         &mut self,
         request: &ElicitationRequest,
         check: impl FnMut(&Map<String, Value>) -> Result<(), String>,
@@ -84,7 +69,7 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
     ///
     /// # Errors
     /// Only I/O errors.
-    pub fn ask_form(
+    pub(crate) fn ask_form(
         &mut self,
         request: &FormElicitationRequest,
         mut check: impl FnMut(&Map<String, Value>) -> Result<(), String>,
@@ -127,7 +112,7 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
     ///
     /// # Errors
     /// Only I/O errors.
-    pub fn ask_url(
+    pub(crate) fn ask_url(
         &mut self,
         request: &UrlElicitationRequest,
     ) -> io::Result<Option<ElicitationResponse>> {
@@ -146,7 +131,7 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
     ///
     /// # Errors
     /// Only I/O errors.
-    pub fn confirm(&mut self) -> io::Result<Option<bool>> {
+    pub(crate) fn confirm(&mut self) -> io::Result<Option<bool>> {
         loop {
             let prompt = "Commit these responses? [y]es / [e]dit (answer again) / [q]uit (leave the round pending) [y]: ";
             let Some(line) = self.input.read_line(prompt, &mut self.output)? else {
@@ -165,7 +150,7 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
     ///
     /// # Errors
     /// Only I/O errors.
-    pub fn say(&mut self, line: &str) -> io::Result<()> {
+    pub(crate) fn say(&mut self, line: &str) -> io::Result<()> {
         writeln!(self.output, "{line}")
     }
 
@@ -230,7 +215,7 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
 /// rounds are stored as canonical JSON (sorted keys, byte-compatible with the Python
 /// implementation), which keeps arrays in order but not object keys. So the properties the
 /// server lists in `required` come first, in that order, then the others by name.
-pub fn ordered_fields(schema: &Map<String, Value>) -> Vec<Field> {
+pub(crate) fn ordered_fields(schema: &Map<String, Value>) -> Vec<Field> {
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)

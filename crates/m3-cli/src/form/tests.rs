@@ -6,6 +6,7 @@ use m3_types::{
 };
 use serde_json::{Value, json};
 
+use super::prompt::ordered_fields;
 use super::*;
 
 fn address() -> FormElicitationRequest {

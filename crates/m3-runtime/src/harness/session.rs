@@ -41,9 +41,30 @@ pub(crate) struct OperationLog {
     /// Operations a harness observed itself (Codex is the MCP client).
     external: Mutex<Vec<LogicalOperation>>,
     token_usage: Mutex<Option<Value>>,
+    /// Resolved `${NAME}` header values of the session's HTTP bindings: redacted
+    /// wherever they would be persisted.
+    secrets: Mutex<Vec<String>>,
 }
 
 impl OperationLog {
+    /// Registers values to redact from the trace, the result and the error.
+    pub(crate) fn add_secrets(&self, values: &[String]) {
+        let mut secrets = self.secrets.lock().unwrap_or_else(PoisonError::into_inner);
+        for value in values {
+            if !value.is_empty() && !secrets.contains(value) {
+                secrets.push(value.clone());
+            }
+        }
+    }
+
+    /// The values registered with [`add_secrets`](Self::add_secrets).
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        self.secrets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Replaces the operations (and token usage) a harness observed itself.
     #[cfg_attr(
         not(feature = "codex"),
@@ -178,6 +199,7 @@ impl AgentSession {
                     .with_round_limit(setup.round_limit.saturating_add(1))
                     .with_clock(Arc::clone(&setup.clock));
                 let connection = McpConnection::connect_binding(binding, options).await?;
+                setup.log.add_secrets(connection.secret_values());
                 connections.insert(binding.name().to_owned(), Arc::new(connection));
             }
         }

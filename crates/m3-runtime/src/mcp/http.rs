@@ -34,7 +34,7 @@ type HttpError = StreamableHttpError<reqwest::Error>;
 pub(crate) struct Endpoint {
     pub(crate) url: url::Url,
     addresses: Vec<SocketAddr>,
-    headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
     pub(crate) secrets: Vec<String>,
 }
 
@@ -90,24 +90,7 @@ pub(crate) fn transport(
     raw: Arc<RawMessages>,
     faults: FaultSender,
 ) -> Result<StreamableHttpClientTransport<ObservedClient>> {
-    // reqwest is built without a bundled crypto provider (no aws-lc-rs); rustls
-    // then uses the process default, which we make ring (a no-op when set).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let host = endpoint.url.host_str().unwrap_or_default().to_owned();
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .connect_timeout(options.connect_timeout)
-        .resolve_to_addrs(
-            host.trim_start_matches('[').trim_end_matches(']'),
-            &endpoint.addresses,
-        )
-        .build()
-        .map_err(|error| {
-            Error::transport(format!(
-                "cannot build the HTTP client for '{server}': {error}"
-            ))
-        })?;
+    let client = client(server, endpoint, options.connect_timeout)?;
     let mut custom_headers = HashMap::new();
     for (name, value) in &endpoint.headers {
         let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
@@ -135,6 +118,36 @@ pub(crate) fn transport(
         max_bytes: max,
     };
     Ok(StreamableHttpClientTransport::with_client(client, config))
+}
+
+/// The reqwest client for `endpoint`: rustls (ring), its checked addresses pinned,
+/// no redirects followed, no proxies. Also used by the HTTP relay.
+///
+/// # Errors
+/// `transport_error` when the client cannot be built.
+pub(crate) fn client(
+    server: &str,
+    endpoint: &Endpoint,
+    connect_timeout: Duration,
+) -> Result<reqwest::Client> {
+    // reqwest is built without a bundled crypto provider (no aws-lc-rs); rustls
+    // then uses the process default, which we make ring (a no-op when set).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let host = endpoint.url.host_str().unwrap_or_default().to_owned();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .connect_timeout(connect_timeout)
+        .resolve_to_addrs(
+            host.trim_start_matches('[').trim_end_matches(']'),
+            &endpoint.addresses,
+        )
+        .build()
+        .map_err(|error| {
+            Error::transport(format!(
+                "cannot build the HTTP client for '{server}': {error}"
+            ))
+        })
 }
 
 /// rmcp's reqwest client, observed: see the module docs.

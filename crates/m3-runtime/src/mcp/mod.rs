@@ -69,7 +69,7 @@ mod driver;
 mod fault;
 mod frames;
 mod handler;
-mod http;
+pub(crate) mod http;
 mod negotiation;
 mod operation;
 mod options;

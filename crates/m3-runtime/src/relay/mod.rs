@@ -15,6 +15,10 @@
 //!   handoff file per server binding ([`RelayObserver::handoff`]) and yields
 //!   [`RelayEvent`]s from every relay that authenticated with its token.
 //! - [`run_relay`]: the relay process body behind `m3 mcp-relay`.
+//! - [`RelayObserver::http_relay`]: for a Streamable HTTP binding, an in-process
+//!   loopback HTTP relay ([`HttpRelay`]) the harness is pointed at instead of the real
+//!   URL; it forwards requests and responses (event streams included) unchanged and
+//!   reports every JSON-RPC message to the same observer.
 //! - Observation never changes the traffic: when the socket is missing, slow or gone,
 //!   frames still flow and the observer sees [`RelayEvent::Incomplete`] (or nothing).
 //! - `allowed_tools` in the handoff is enforced by the relay: a client-to-server
@@ -22,6 +26,8 @@
 //!   [`POLICY_DENIED_CODE`] and the observer a [`RelayEvent::PolicyDenied`].
 
 mod handoff;
+mod http;
+mod local;
 mod observer;
 mod policy;
 mod report;
@@ -31,6 +37,7 @@ mod wire;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use http::HttpRelay;
 pub use observer::RelayObserver;
 pub use run::run_relay;
 

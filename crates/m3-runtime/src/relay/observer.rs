@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use m3_types::{Error, Result, StdioServer};
+use m3_types::{Error, HttpServer, Result, StdioServer};
 use tokio::io::BufReader;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
@@ -52,6 +52,8 @@ pub struct RelayObserver {
     shared: Arc<Shared>,
     handoffs: AtomicU64,
     events: mpsc::Receiver<RelayEvent>,
+    /// For in-process (HTTP) relays.
+    local: mpsc::Sender<RelayEvent>,
     accept: Option<AbortOnDropHandle<()>>,
 }
 
@@ -91,6 +93,7 @@ impl RelayObserver {
             issued: Mutex::new(HashSet::new()),
         });
         let (tx, events) = mpsc::channel(EVENT_CAPACITY);
+        let local = tx.clone();
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared), tx));
         tracing::debug!(socket = %socket.display(), "relay observer listening");
         Ok(RelayObserver {
@@ -99,6 +102,7 @@ impl RelayObserver {
             shared,
             handoffs: AtomicU64::new(0),
             events,
+            local,
             accept: Some(AbortOnDropHandle::new(accept)),
         })
     }
@@ -142,6 +146,34 @@ impl RelayObserver {
             issued.insert(connection_id.to_owned());
         }
         Ok(path)
+    }
+
+    /// Starts an in-process HTTP relay for the Streamable HTTP binding `server`: a
+    /// loopback endpoint (its URL in [`HttpRelay::url`]) that forwards to the real one
+    /// and reports to this observer under `connection_id`, enforcing `allowed_tools`
+    /// as the stdio relay does. The binding is resolved and checked against its trust
+    /// level, and its `${NAME}` headers resolved, as M3's own client does; the relay
+    /// adds them to every forwarded request.
+    ///
+    /// # Errors
+    /// Those of resolving the binding (`invalid_argument` for a refused address or an
+    /// unset header variable, `transport_error` when the host does not resolve), or
+    /// `transport_error` when the loopback listener cannot be bound.
+    pub async fn http_relay(
+        &self,
+        connection_id: &str,
+        server: &HttpServer,
+        allowed_tools: Option<Vec<String>>,
+    ) -> Result<super::HttpRelay> {
+        let token = random_token()?;
+        super::http::start(
+            connection_id,
+            server,
+            allowed_tools,
+            &token,
+            self.local.clone(),
+        )
+        .await
     }
 
     /// The next event from any relay, in order per connection (`None` once the

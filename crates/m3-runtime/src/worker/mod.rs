@@ -463,7 +463,7 @@ impl Worker {
         snapshot.tool_call_count = trace.tool_calls().count() as u64;
         let mut result = ExecutionResult::new(snapshot)?;
         result.activity_health = trace.activity_health();
-        trace.persist_into(&mut result, error.as_ref())?;
+        trace.persist_into(&mut result, error.as_ref(), &log.secrets())?;
         let stored_error = result.error.clone();
         let mut request = FinishExecution::new(&record.execution_id, outcome)
             .with_result(result)

@@ -24,29 +24,36 @@ fn claim(state: DeliveryState) -> ClaimRound {
         .with_delivery_state(state)
 }
 
+/// Claims the case's round with `claim` and expects the error `code` with `reason`.
+async fn expect_claim_error(
+    h: &Harness,
+    claim: ClaimRound,
+    code: &str,
+    reason: Option<Reason>,
+) -> CaseResult {
+    expect_error(h.store.claim_round(&round_ref(), claim).await, code, reason)?;
+    Ok(())
+}
+
 /// Without delivery-state evidence, no claim.
 pub async fn claim_requires_delivery_state_evidence(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
     let bare = ClaimRound::new("worker-b", LEASE).with_expected_lease_token(TOKEN);
-    expect_error(
-        h.store.claim_round(&round_ref(), bare).await,
-        RECOVERY,
-        Some(Reason::MissingEvidence),
-    )?;
+    expect_claim_error(h, bare, RECOVERY, Some(Reason::MissingEvidence)).await?;
     Ok(())
 }
 
 /// A live lease cannot be taken over.
 pub async fn claim_of_a_live_lease_conflicts(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(
-        h.store
-            .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
-            .await,
+    expect_claim_error(
+        h,
+        claim(DeliveryState::NotStarted),
         CONFLICT,
         Some(Reason::LeaseLive),
-    )?;
+    )
+    .await?;
     let stored = reload(h).await?;
     ensure!(
         stored.lease.owner_id == OWNER && stored.lease.lease_token == TOKEN,
@@ -110,17 +117,9 @@ pub async fn claim_with_a_wrong_expected_token_conflicts(h: &Harness) -> CaseRes
     let wrong = ClaimRound::new("worker-b", LEASE)
         .with_expected_lease_token("lease-other")
         .with_delivery_state(DeliveryState::NotStarted);
-    expect_error(
-        h.store.claim_round(&round_ref(), wrong).await,
-        CONFLICT,
-        Some(Reason::LeaseTokenMismatch),
-    )?;
+    expect_claim_error(h, wrong, CONFLICT, Some(Reason::LeaseTokenMismatch)).await?;
     let none = ClaimRound::new("worker-b", LEASE).with_delivery_state(DeliveryState::NotStarted);
-    expect_error(
-        h.store.claim_round(&round_ref(), none).await,
-        CONFLICT,
-        Some(Reason::LeaseTokenMismatch),
-    )?;
+    expect_claim_error(h, none, CONFLICT, Some(Reason::LeaseTokenMismatch)).await?;
     Ok(())
 }
 
@@ -128,13 +127,13 @@ pub async fn claim_with_a_wrong_expected_token_conflicts(h: &Harness) -> CaseRes
 pub async fn claim_of_validated_responses_requires_idempotent_proof(h: &Harness) -> CaseResult {
     let before = validated(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
-            .claim_round(&round_ref(), claim(DeliveryState::NotDelivered))
-            .await,
+    expect_claim_error(
+        h,
+        claim(DeliveryState::NotDelivered),
         RECOVERY,
         Some(Reason::IdempotentDeliveryRequired),
-    )?;
+    )
+    .await?;
     expect_same(&before, &reload(h).await?, "round after a refused claim")?;
     let claimed = h
         .store
@@ -154,13 +153,13 @@ pub async fn claim_of_started_delivery_not_delivered_requires_proof_and_reverts(
 ) -> CaseResult {
     let before = delivery_started(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
-            .claim_round(&round_ref(), claim(DeliveryState::NotDelivered))
-            .await,
+    expect_claim_error(
+        h,
+        claim(DeliveryState::NotDelivered),
         RECOVERY,
         Some(Reason::IdempotentDeliveryRequired),
-    )?;
+    )
+    .await?;
     expect_same(&before, &reload(h).await?, "round after a refused claim")?;
     let claimed = h
         .store
@@ -217,13 +216,13 @@ pub async fn claim_of_started_delivery_delivered_marks_delivered(h: &Harness) ->
 pub async fn claim_with_mismatched_evidence_is_refused(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
-            .claim_round(&round_ref(), claim(DeliveryState::Delivered))
-            .await,
+    expect_claim_error(
+        h,
+        claim(DeliveryState::Delivered),
         RECOVERY,
         Some(Reason::EvidenceMismatch),
-    )?;
+    )
+    .await?;
     expect_error(
         h.store
             .claim_round(
@@ -292,13 +291,13 @@ pub async fn claim_of_other_failures_and_resolved_rounds_are_state_errors(
 ) -> CaseResult {
     resolved(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
-            .claim_round(&round_ref(), claim(DeliveryState::Delivered))
-            .await,
+    expect_claim_error(
+        h,
+        claim(DeliveryState::Delivered),
         STATE,
         Some(Reason::Terminal),
-    )?;
+    )
+    .await?;
     let other = h
         .store
         .create_round(
@@ -321,12 +320,6 @@ pub async fn claim_of_other_failures_and_resolved_rounds_are_state_errors(
 
 /// A missing round conflicts.
 pub async fn claim_of_a_missing_round_conflicts(h: &Harness) -> CaseResult {
-    expect_error(
-        h.store
-            .claim_round(&round_ref(), claim(DeliveryState::NotStarted))
-            .await,
-        NOT_FOUND,
-        None,
-    )?;
+    expect_claim_error(h, claim(DeliveryState::NotStarted), NOT_FOUND, None).await?;
     Ok(())
 }

@@ -20,6 +20,22 @@ const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
 const RECOVERY: &str = m3_types::RECOVERY_UNAVAILABLE;
 
+/// Fails the case's round for recovery under `expected_lease_token` and expects the
+/// error `code` with `reason`.
+async fn expect_recovery_error(
+    h: &Harness,
+    expected_lease_token: &str,
+    code: &str,
+    reason: Option<Reason>,
+) -> CaseResult {
+    let result = h
+        .store
+        .fail_recovery(&round_ref(), expected_lease_token, "worker lost")
+        .await;
+    expect_error(result, code, reason)?;
+    Ok(())
+}
+
 /// `renew` moves the expiry to now + duration and keeps the token.
 pub async fn renew_extends_the_lease_and_keeps_the_token(h: &Harness) -> CaseResult {
     pending(h).await?;
@@ -261,13 +277,7 @@ pub async fn fail_rejects_an_empty_code_or_message(h: &Harness) -> CaseResult {
 /// While the lease is live, recovery failure is refused.
 pub async fn fail_recovery_requires_an_expired_lease(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(
-        h.store
-            .fail_recovery(&round_ref(), TOKEN, "worker lost")
-            .await,
-        CONFLICT,
-        Some(Reason::LeaseLive),
-    )?;
+    expect_recovery_error(h, TOKEN, CONFLICT, Some(Reason::LeaseLive)).await?;
     expect_status(&reload(h).await?, ManagedInputStatus::Pending)
 }
 
@@ -355,13 +365,7 @@ pub async fn fail_recovery_is_idempotent(h: &Harness) -> CaseResult {
 pub async fn fail_recovery_with_a_wrong_token_conflicts(h: &Harness) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
-            .fail_recovery(&round_ref(), "lease-other", "worker lost")
-            .await,
-        CONFLICT,
-        Some(Reason::LeaseTokenMismatch),
-    )?;
+    expect_recovery_error(h, "lease-other", CONFLICT, Some(Reason::LeaseTokenMismatch)).await?;
     expect_status(&reload(h).await?, ManagedInputStatus::Pending)
 }
 
@@ -370,13 +374,7 @@ pub async fn fail_recovery_after_another_failure_is_a_state_error(h: &Harness) -
     pending(h).await?;
     h.store.fail(&round_ref(), &lease(), cancelled()).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
-            .fail_recovery(&round_ref(), TOKEN, "worker lost")
-            .await,
-        STATE,
-        Some(Reason::Terminal),
-    )?;
+    expect_recovery_error(h, TOKEN, STATE, Some(Reason::Terminal)).await?;
     Ok(())
 }
 
@@ -384,13 +382,7 @@ pub async fn fail_recovery_after_another_failure_is_a_state_error(h: &Harness) -
 pub async fn fail_recovery_on_a_resolved_round_is_a_state_error(h: &Harness) -> CaseResult {
     resolved(h).await?;
     advance(&h.clock, LEASE.as_secs());
-    expect_error(
-        h.store
-            .fail_recovery(&round_ref(), TOKEN, "worker lost")
-            .await,
-        STATE,
-        Some(Reason::Terminal),
-    )?;
+    expect_recovery_error(h, TOKEN, STATE, Some(Reason::Terminal)).await?;
     Ok(())
 }
 

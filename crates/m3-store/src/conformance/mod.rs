@@ -72,7 +72,7 @@ pub struct Backend {
     pub peer: Arc<dyn ManagedInputStore>,
     /// Damages stored rows on request.
     pub corruptor: Arc<dyn CorruptRecord>,
-    guard: Option<Box<dyn Any + Send + Sync>>,
+    guard: Guard,
 }
 
 impl fmt::Debug for Backend {
@@ -95,15 +95,34 @@ impl Backend {
             store,
             peer,
             corruptor,
-            guard: None,
+            guard: Guard::default(),
         }
     }
 
     /// Keeps `guard` (for example a temporary directory) alive as long as the backend.
     #[must_use]
     pub fn with_guard(mut self, guard: impl Any + Send + Sync) -> Self {
-        self.guard = Some(Box::new(guard));
+        self.guard = Guard::keep(guard);
         self
+    }
+}
+
+/// Whatever a factory's backend must keep alive (a temporary directory, a server).
+#[derive(Default)]
+pub(crate) struct Guard(Option<Box<dyn Any + Send + Sync>>);
+
+impl Guard {
+    /// A guard holding `value`.
+    pub(crate) fn keep(value: impl Any + Send + Sync) -> Self {
+        Self(Some(Box::new(value)))
+    }
+}
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field("held", &self.0.is_some())
+            .finish()
     }
 }
 

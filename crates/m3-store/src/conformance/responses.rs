@@ -22,6 +22,23 @@ const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
 const NOT_FOUND: &str = "not_found";
 
+/// Submits `submission` under `lease` to the case's round and expects the error `code`
+/// with `reason`.
+async fn expect_submit_error(
+    h: &Harness,
+    lease: &LeaseRef,
+    submission: ResponseSubmission,
+    code: &str,
+    reason: Option<Reason>,
+) -> CaseResult {
+    let result = h
+        .store
+        .submit_responses(&round_ref(), lease, submission)
+        .await;
+    expect_error(result, code, reason)?;
+    Ok(())
+}
+
 /// A valid first submission moves `pending → response_validated` with its key.
 pub async fn submit_moves_pending_to_response_validated(h: &Harness) -> CaseResult {
     pending(h).await?;
@@ -75,13 +92,7 @@ async fn expect_still_pending(h: &Harness) -> CaseResult {
 pub async fn submit_rejects_missing_keys_and_keeps_the_round_pending(h: &Harness) -> CaseResult {
     pending(h).await?;
     let empty = ResponseSubmission::new(BTreeMap::new(), "key-1");
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), empty)
-            .await,
-        INVALID,
-        Some(Reason::InvalidResponse),
-    )?;
+    expect_submit_error(h, &lease(), empty, INVALID, Some(Reason::InvalidResponse)).await?;
     expect_still_pending(h).await
 }
 
@@ -91,13 +102,7 @@ pub async fn submit_rejects_unexpected_keys(h: &Harness) -> CaseResult {
     let mut responses = accept_address();
     responses.insert("other".into(), ElicitationResponse::decline());
     let extra = ResponseSubmission::new(responses, "key-1");
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), extra)
-            .await,
-        INVALID,
-        Some(Reason::InvalidResponse),
-    )?;
+    expect_submit_error(h, &lease(), extra, INVALID, Some(Reason::InvalidResponse)).await?;
     expect_still_pending(h).await
 }
 
@@ -110,11 +115,7 @@ pub async fn submit_rejects_schema_violations_and_keeps_the_round_pending(
     let mut content = serde_json::Map::new();
     content.insert("street".into(), json!(42));
     let bad = ResponseSubmission::single(ADDRESS, ElicitationResponse::accept(content), "key-1");
-    expect_error(
-        h.store.submit_responses(&round_ref(), &lease(), bad).await,
-        INVALID,
-        Some(Reason::InvalidResponse),
-    )?;
+    expect_submit_error(h, &lease(), bad, INVALID, Some(Reason::InvalidResponse)).await?;
     expect_still_pending(h).await?;
     let record = h
         .store
@@ -127,11 +128,7 @@ pub async fn submit_rejects_schema_violations_and_keeps_the_round_pending(
 pub async fn submit_rejects_form_acceptance_without_content(h: &Harness) -> CaseResult {
     pending(h).await?;
     let bare = ResponseSubmission::single(ADDRESS, ElicitationResponse::accept_url(), "key-1");
-    expect_error(
-        h.store.submit_responses(&round_ref(), &lease(), bare).await,
-        INVALID,
-        Some(Reason::InvalidResponse),
-    )?;
+    expect_submit_error(h, &lease(), bare, INVALID, Some(Reason::InvalidResponse)).await?;
     expect_still_pending(h).await
 }
 
@@ -151,13 +148,14 @@ pub async fn submit_rejects_url_content(h: &Harness) -> CaseResult {
         ),
     ]);
     let with_content = ResponseSubmission::new(responses, "key-1");
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), with_content)
-            .await,
+    expect_submit_error(
+        h,
+        &lease(),
+        with_content,
         INVALID,
         Some(Reason::InvalidResponse),
-    )?;
+    )
+    .await?;
     expect_still_pending(h).await
 }
 
@@ -201,25 +199,20 @@ pub async fn submit_accepts_decline_cancel_and_url_consent(h: &Harness) -> CaseR
 /// The idempotency key must be non-empty.
 pub async fn submit_rejects_an_empty_idempotency_key(h: &Harness) -> CaseResult {
     pending(h).await?;
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), submission(""))
-            .await,
+    expect_submit_error(
+        h,
+        &lease(),
+        submission(""),
         INVALID,
         Some(Reason::EmptyArgument),
-    )?;
+    )
+    .await?;
     expect_still_pending(h).await
 }
 
 /// A missing round is a conflict at store level.
 pub async fn submit_to_a_missing_round_conflicts(h: &Harness) -> CaseResult {
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await,
-        NOT_FOUND,
-        None,
-    )?;
+    expect_submit_error(h, &lease(), submission("key-1"), NOT_FOUND, None).await?;
     Ok(())
 }
 
@@ -228,20 +221,22 @@ pub async fn submit_with_a_foreign_lease_conflicts(h: &Harness) -> CaseResult {
     pending(h).await?;
     let wrong_token = LeaseRef::new(OWNER, "lease-other");
     let wrong_owner = LeaseRef::new("worker-b", TOKEN);
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &wrong_token, submission("key-1"))
-            .await,
+    expect_submit_error(
+        h,
+        &wrong_token,
+        submission("key-1"),
         CONFLICT,
         Some(Reason::LeaseNotHeld),
-    )?;
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &wrong_owner, submission("key-1"))
-            .await,
+    )
+    .await?;
+    expect_submit_error(
+        h,
+        &wrong_owner,
+        submission("key-1"),
         CONFLICT,
         Some(Reason::LeaseNotHeld),
-    )?;
+    )
+    .await?;
     expect_still_pending(h).await
 }
 
@@ -251,13 +246,14 @@ pub async fn submit_after_lease_expiry_conflicts_and_keeps_the_round_pending(
 ) -> CaseResult {
     pending(h).await?;
     advance(&h.clock, LEASE.as_secs() + 1);
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await,
+    expect_submit_error(
+        h,
+        &lease(),
+        submission("key-1"),
         CONFLICT,
         Some(Reason::LeaseExpired),
-    )?;
+    )
+    .await?;
     expect_still_pending(h).await
 }
 
@@ -285,21 +281,23 @@ pub async fn submit_replay_with_same_key_and_payload_returns_the_stored_record(
 pub async fn submit_replay_with_same_key_and_other_payload_conflicts(h: &Harness) -> CaseResult {
     let first = validated(h).await?;
     let other = other_address("key-1");
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), other)
-            .await,
+    expect_submit_error(
+        h,
+        &lease(),
+        other,
         CONFLICT,
         Some(Reason::IdempotencyKeyReused),
-    )?;
+    )
+    .await?;
     let decline = ResponseSubmission::single(ADDRESS, ElicitationResponse::decline(), "key-1");
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), decline)
-            .await,
+    expect_submit_error(
+        h,
+        &lease(),
+        decline,
         CONFLICT,
         Some(Reason::IdempotencyKeyReused),
-    )?;
+    )
+    .await?;
     expect_same(
         &first,
         &reload(h).await?,
@@ -310,13 +308,14 @@ pub async fn submit_replay_with_same_key_and_other_payload_conflicts(h: &Harness
 /// Another key, even with the same payload: conflict.
 pub async fn submit_with_another_key_conflicts(h: &Harness) -> CaseResult {
     validated(h).await?;
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), submission("key-2"))
-            .await,
+    expect_submit_error(
+        h,
+        &lease(),
+        submission("key-2"),
         CONFLICT,
         Some(Reason::IdempotencyKeyReused),
-    )?;
+    )
+    .await?;
     Ok(())
 }
 
@@ -346,13 +345,14 @@ pub async fn submit_replay_succeeds_after_resolve(h: &Harness) -> CaseResult {
 pub async fn submit_replay_still_requires_the_lease_credentials(h: &Harness) -> CaseResult {
     validated(h).await?;
     let stranger = LeaseRef::new("worker-b", "lease-other");
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &stranger, submission("key-1"))
-            .await,
+    expect_submit_error(
+        h,
+        &stranger,
+        submission("key-1"),
         CONFLICT,
         Some(Reason::LeaseNotHeld),
-    )?;
+    )
+    .await?;
     Ok(())
 }
 
@@ -360,13 +360,7 @@ pub async fn submit_replay_still_requires_the_lease_credentials(h: &Harness) -> 
 pub async fn submit_replay_validates_before_comparing(h: &Harness) -> CaseResult {
     validated(h).await?;
     let empty = ResponseSubmission::new(BTreeMap::new(), "key-1");
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), empty)
-            .await,
-        INVALID,
-        Some(Reason::InvalidResponse),
-    )?;
+    expect_submit_error(h, &lease(), empty, INVALID, Some(Reason::InvalidResponse)).await?;
     Ok(())
 }
 
@@ -374,20 +368,22 @@ pub async fn submit_replay_validates_before_comparing(h: &Harness) -> CaseResult
 pub async fn submit_to_a_failed_round_is_a_state_error(h: &Harness) -> CaseResult {
     validated(h).await?;
     h.store.fail(&round_ref(), &lease(), cancelled()).await?;
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), submission("key-1"))
-            .await,
+    expect_submit_error(
+        h,
+        &lease(),
+        submission("key-1"),
         STATE,
         Some(Reason::RoundFailed),
-    )?;
-    expect_error(
-        h.store
-            .submit_responses(&round_ref(), &lease(), submission("key-9"))
-            .await,
+    )
+    .await?;
+    expect_submit_error(
+        h,
+        &lease(),
+        submission("key-9"),
         STATE,
         Some(Reason::RoundFailed),
-    )?;
+    )
+    .await?;
     let other = h
         .store
         .create_round(CreateRound::new(

@@ -16,10 +16,11 @@ use time::OffsetDateTime;
 
 use super::MemoryManagedInputStore;
 use crate::execution::rules::{
-    self, Acquire, TerminalData, acquire_token, check_acquire, check_event_kind, check_fence,
-    check_finish, check_lease_write, check_terminalize, check_transition, created_payload,
-    created_record, errors, finished_payload, lease_expiry, mark_finished, require_non_empty,
-    state_changed_payload, terminalized_payload, to_canonical,
+    self, Acquire, ExecutionSlot, TerminalData, acquire_token, append_step, cancel_step,
+    check_acquire, check_event_kind, check_lease_write, check_release, check_terminalize,
+    created_payload, created_record, errors, finish_step, finished_payload, granted_lease,
+    lease_expiry, lease_step, mark_finished, release_step, renewed_lease, require_non_empty,
+    state_changed_payload, terminalized_payload, to_canonical, transition_step,
 };
 use crate::managed_input::rules::Decision;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
@@ -38,9 +39,16 @@ struct Stored {
     events: Vec<ExecutionEvent>,
 }
 
-impl Stored {
-    /// Appends an event with the next sequence number.
-    fn append(&mut self, kind: &str, payload: Value, now: OffsetDateTime) -> ExecutionEvent {
+impl ExecutionSlot for Stored {
+    fn record(&self) -> &ExecutionRecord {
+        &self.record
+    }
+
+    fn record_mut(&mut self) -> &mut ExecutionRecord {
+        &mut self.record
+    }
+
+    fn append_event(&mut self, kind: &str, payload: Value, now: OffsetDateTime) -> ExecutionEvent {
         let event = ExecutionEvent {
             execution_id: self.record.execution_id.clone(),
             sequence: self.events.len() as u64,
@@ -152,7 +160,7 @@ impl MemoryExecutionStore {
             terminal: None,
             events: Vec::new(),
         };
-        stored.append(
+        stored.append_event(
             crate::EVENT_EXECUTION_CREATED,
             created_payload(human_input),
             now,
@@ -226,17 +234,14 @@ impl ExecutionStore for MemoryExecutionStore {
         if token_taken {
             return Err(errors::lease_token_in_use(id));
         }
-        let lease = ExecutionLease {
-            execution_id: id.to_owned(),
-            owner_id: request.owner_id,
-            lease_token: token,
-            expires_at,
-        };
         let stored = executions
             .get_mut(id)
             .ok_or_else(|| errors::not_found(id))?;
-        stored.record.lease = Some(lease.clone());
-        stored.record.updated_at = now;
+        let lease = lease_step(
+            stored,
+            granted_lease(id, request.owner_id, token, expires_at),
+            now,
+        );
         self.inner
             .hub
             .publish(&Change::new(id, ChangeKind::Execution));
@@ -265,7 +270,7 @@ impl ExecutionStore for MemoryExecutionStore {
             expires_at,
             now,
         );
-        stored.append(
+        stored.append_event(
             crate::EVENT_EXECUTION_STATE_CHANGED,
             state_changed_payload(rules::CLAIMED_LIFECYCLE),
             now,
@@ -291,41 +296,22 @@ impl ExecutionStore for MemoryExecutionStore {
         let stored = executions.get_mut(&lease.execution_id);
         check_lease_write(stored.as_deref().map(|s| &s.record), lease, now)?;
         let stored = stored.ok_or_else(|| errors::not_found(&lease.execution_id))?;
-        let renewed = ExecutionLease {
-            execution_id: lease.execution_id.clone(),
-            owner_id: lease.owner_id.clone(),
-            lease_token: lease.lease_token.clone(),
-            expires_at,
-        };
-        stored.record.lease = Some(renewed.clone());
-        stored.record.updated_at = now;
-        Ok(renewed)
+        Ok(lease_step(stored, renewed_lease(lease, expires_at), now))
     }
 
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
         let now = self.now();
         let mut executions = self.lock();
         let stored = executions.get_mut(&lease.execution_id);
-        match stored {
-            Some(s) if s.record.is_finished() && s.record.lease.is_none() => Ok(()),
-            Some(s)
-                if !s.record.is_finished() && check_fence(&s.record, Some(lease), now).is_ok() =>
-            {
-                s.record.lease = None;
-                s.record.updated_at = now;
-                self.inner.hub.publish(&Change::new(
-                    lease.execution_id.clone(),
-                    ChangeKind::Execution,
-                ));
-                Ok(())
-            }
-            other => Err(rules::diagnose(
-                other.map(|s| &s.record),
-                &lease.execution_id,
-                Some(lease),
-                now,
-            )),
+        let decided = check_release(stored.as_deref().map(|s| &s.record), lease, now)?;
+        if let (Decision::Apply, Some(stored)) = (decided, stored) {
+            release_step(stored, now);
+            self.inner.hub.publish(&Change::new(
+                lease.execution_id.clone(),
+                ChangeKind::Execution,
+            ));
         }
+        Ok(())
     }
 
     async fn transition(
@@ -335,15 +321,7 @@ impl ExecutionStore for MemoryExecutionStore {
         lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionRecord> {
         self.with_existing(execution_id, |stored, now| {
-            check_transition(&stored.record, to, lease, now)?;
-            stored.record.lifecycle = to;
-            stored.record.updated_at = now;
-            stored.append(
-                crate::EVENT_EXECUTION_STATE_CHANGED,
-                state_changed_payload(to),
-                now,
-            );
-            Ok(stored.record.clone())
+            transition_step(stored, to, lease, now)
         })
         .announce(&self.inner.hub, Self::change_of)
     }
@@ -352,21 +330,19 @@ impl ExecutionStore for MemoryExecutionStore {
         let requested = TerminalData::of_request(&request)?;
         let payload = finished_payload(&request)?;
         self.with_existing(&request.execution_id, |stored, now| {
-            let decided = check_finish(
-                &stored.record,
-                stored.terminal.as_ref(),
+            let terminal = stored.terminal.clone();
+            let (decided, record) = finish_step(
+                stored,
+                terminal.as_ref(),
                 &requested,
-                request.lease.as_ref(),
+                &request,
+                payload,
                 now,
             )?;
-            if decided == Decision::AlreadyDone {
-                return Ok(stored.record.clone());
+            if decided == Decision::Apply {
+                stored.terminal = Some(requested);
             }
-            let (error, result) = (request.error.clone(), request.result.clone());
-            mark_finished(&mut stored.record, request.outcome, error, result, now);
-            stored.terminal = Some(requested);
-            stored.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
-            Ok(stored.record.clone())
+            Ok(record)
         })
         .announce(&self.inner.hub, Self::change_of)
     }
@@ -377,13 +353,7 @@ impl ExecutionStore for MemoryExecutionStore {
         reason: Option<&str>,
     ) -> Result<ExecutionRecord> {
         self.with_existing(execution_id, |stored, now| {
-            let record = &mut stored.record;
-            if record.cancel_requested_at.is_none() && !record.is_finished() {
-                record.cancel_requested_at = Some(now);
-                record.cancel_reason = reason.map(str::to_owned);
-                record.updated_at = now;
-            }
-            Ok(record.clone())
+            Ok(cancel_step(stored, reason, now))
         })
         .announce(&self.inner.hub, Self::change_of)
     }
@@ -404,11 +374,7 @@ impl ExecutionStore for MemoryExecutionStore {
         check_event_kind(kind)?;
         m3_types::canonical_json(&payload)?;
         self.with_existing(execution_id, |stored, now| {
-            if stored.record.is_finished() {
-                return Err(errors::finished(execution_id));
-            }
-            check_fence(&stored.record, lease, now)?;
-            Ok(stored.append(kind, payload, now))
+            append_step(stored, kind, payload, lease, now)
         })
     }
 
@@ -461,7 +427,7 @@ impl ExecutionStore for MemoryExecutionStore {
                 &request.reason,
                 now,
             );
-            stored.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
+            stored.append_event(crate::EVENT_EXECUTION_FINISHED, payload, now);
             Ok(Terminalized {
                 record: stored.record.clone(),
                 rounds_failed,

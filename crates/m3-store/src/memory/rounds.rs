@@ -15,10 +15,9 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::managed_input::rules::{
-    self, RoundWrite, Transition, apply_claim, apply_fail, apply_recovery_failure, apply_renew,
-    check_claim, check_claim_args, check_fail, check_fail_recovery, check_fail_recovery_args,
-    check_lease_args, check_renew, check_transition, lease_expiry, new_lease_token, prepare_create,
-    replay_create, require_round, require_text, round_index_taken, stored_invalid,
+    self, RoundWrite, Transition, apply_recovery_failure, check_claim_args, check_fail_args,
+    check_fail_recovery_args, check_lease_args, check_renew_args, check_submit_args,
+    prepare_create, replay_create, require_round, require_text, round_index_taken, stored_invalid,
 };
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind};
 use crate::{
@@ -235,16 +234,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
     async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
         check_claim_args(round, &claim)?;
         self.update(round, |current, now| {
-            let next = check_claim(current, &claim, now)?;
-            let expires = lease_expiry(now, claim.lease_duration)?;
-            Ok(RoundWrite::record(apply_claim(
-                current,
-                &claim,
-                next,
-                new_lease_token()?,
-                expires,
-                now,
-            )))
+            RoundWrite::claim(current, &claim, now)
         })
     }
 
@@ -254,12 +244,9 @@ impl ManagedInputStore for MemoryManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        check_lease_args(round, lease)?;
-        rules::require_lease_duration(lease_duration)?;
+        check_renew_args(round, lease, lease_duration)?;
         self.update_quietly(round, |current, now| {
-            check_renew(current, lease, now)?;
-            let expires = lease_expiry(now, lease_duration)?;
-            Ok(RoundWrite::record(apply_renew(current, expires, now)))
+            RoundWrite::renew(current, lease, lease_duration, now)
         })
     }
 
@@ -269,8 +256,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
         lease: &LeaseRef,
         submission: ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
-        check_lease_args(round, lease)?;
-        require_text(&submission.idempotency_key, "response_idempotency_key")?;
+        check_submit_args(round, lease, &submission)?;
         self.update(round, |current, now| {
             RoundWrite::submission(current, lease, &submission, now)
         })
@@ -302,14 +288,9 @@ impl ManagedInputStore for MemoryManagedInputStore {
         lease: &LeaseRef,
         failure: RoundFailure,
     ) -> Result<ManagedInputRecord> {
-        require_text(&failure.code, "code")?;
-        require_text(&failure.message, "message")?;
-        check_lease_args(round, lease)?;
+        check_fail_args(round, lease, &failure)?;
         self.update(round, |current, now| {
-            let decided = check_fail(current, lease, &failure, now)?;
-            Ok(RoundWrite::decided(decided, || {
-                apply_fail(current, &failure.code, &failure.message, now)
-            }))
+            RoundWrite::fail(current, lease, &failure, now)
         })
     }
 
@@ -321,10 +302,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
     ) -> Result<ManagedInputRecord> {
         check_fail_recovery_args(round, expected_lease_token, message)?;
         self.update(round, |current, now| {
-            let decided = check_fail_recovery(current, expected_lease_token, now)?;
-            Ok(RoundWrite::decided(decided, || {
-                apply_recovery_failure(current, message, now)
-            }))
+            RoundWrite::fail_recovery(current, expected_lease_token, message, now)
         })
     }
 
@@ -390,10 +368,7 @@ impl MemoryManagedInputStore {
     ) -> Result<ManagedInputRecord> {
         check_lease_args(round, lease)?;
         self.update(round, |current, now| {
-            let decided = check_transition(current, lease, now, transition)?;
-            Ok(RoundWrite::decided(decided, || {
-                transition.apply(current, now)
-            }))
+            RoundWrite::transition(current, lease, transition, now)
         })
     }
 }

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 
 use super::executions::{Pending, PgExecutionStore, commit, decode};
 use crate::execution::record::{ClaimQueued, ClaimedExecution, EVENT_EXECUTION_STATE_CHANGED};
-use crate::execution::rules::{self, CLAIMED_LIFECYCLE, state_changed_payload};
+use crate::execution::rules::{self, CLAIMED_LIFECYCLE, ExecutionSlot, state_changed_payload};
 use crate::postgres::error::db;
 
 impl PgExecutionStore {
@@ -42,7 +42,7 @@ impl PgExecutionStore {
         let (expires_at, token) = rules::check_claim_request(&request, now)?;
         let mut pending = Pending::new(record);
         let lease = rules::apply_claim(pending.change(), &request.owner_id, token, expires_at, now);
-        pending.append(
+        pending.append_event(
             EVENT_EXECUTION_STATE_CHANGED,
             state_changed_payload(CLAIMED_LIFECYCLE),
             now,

@@ -6,15 +6,13 @@ use m3_types::{ExecutionStatus, Result, new_id};
 use time::OffsetDateTime;
 
 use super::error::db;
-use super::executions::{
-    Pending, PgExecutionStore, commit, decode, encode, insert_event, locked_row,
-};
+use super::executions::{Pending, PgExecutionStore, commit, decode, encode, insert_event};
 use super::rounds::fail_unresolved;
 use crate::execution::rules::{
-    self, Acquire, TerminalData, check_acquire, check_fence, check_finish, check_terminalize,
-    check_transition, created_payload, created_record, errors, finished_payload, lease_expiry,
-    mark_finished, new_execution_lease_token, require_non_empty, state_changed_payload,
-    terminalized_payload, to_canonical,
+    Acquire, ExecutionSlot, TerminalData, cancel_step, check_acquire, check_release,
+    check_terminalize, created_payload, created_record, errors, finish_step, finished_payload,
+    granted_lease, lease_expiry, lease_step, mark_finished, new_execution_lease_token,
+    release_step, require_non_empty, terminalized_payload, to_canonical, transition_step,
 };
 use crate::managed_input::rules::Decision;
 use crate::{
@@ -104,16 +102,9 @@ impl PgExecutionStore {
         if token_taken {
             return Err(errors::lease_token_in_use(id));
         }
-        let lease = ExecutionLease {
-            execution_id: id.to_owned(),
-            owner_id: request.owner_id,
-            lease_token: token,
-            expires_at,
-        };
         let mut pending = Pending::new(record);
-        let changed = pending.change();
-        changed.lease = Some(lease.clone());
-        changed.updated_at = now;
+        let granted = granted_lease(id, request.owner_id, token, expires_at);
+        let lease = lease_step(&mut pending, granted, now);
         pending.store(&mut tx).await?;
         commit(tx).await?;
         Ok(lease)
@@ -121,28 +112,16 @@ impl PgExecutionStore {
 
     pub(super) async fn do_release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
         let mut tx = self.begin().await?;
-        let row = locked_row(&mut tx, &lease.execution_id).await?;
-        let record = row.as_ref().map(|(stored, _)| decode(stored)).transpose()?;
-        let now = match &row {
-            Some((_, server_now)) => self.shared().now(*server_now),
-            None => crate::store_now(self.shared().clock.as_ref()),
-        };
-        match record {
-            Some(r) if r.is_finished() && r.lease.is_none() => Ok(()),
-            Some(r) if !r.is_finished() && check_fence(&r, Some(lease), now).is_ok() => {
-                let mut pending = Pending::new(r);
-                let changed = pending.change();
-                changed.lease = None;
-                changed.updated_at = now;
+        let (record, now) = self.lock_optional(&mut tx, &lease.execution_id).await?;
+        let decided = check_release(record.as_ref(), lease, now)?;
+        match (decided, record) {
+            (Decision::Apply, Some(record)) => {
+                let mut pending = Pending::new(record);
+                release_step(&mut pending, now);
                 pending.store(&mut tx).await?;
                 commit(tx).await
             }
-            other => Err(rules::diagnose(
-                other.as_ref(),
-                &lease.execution_id,
-                Some(lease),
-                now,
-            )),
+            _ => Ok(()),
         }
     }
 
@@ -153,16 +132,7 @@ impl PgExecutionStore {
         lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionRecord> {
         self.mutate(execution_id, |pending, now| {
-            check_transition(&pending.record, to, lease, now)?;
-            let record = pending.change();
-            record.lifecycle = to;
-            record.updated_at = now;
-            pending.append(
-                crate::EVENT_EXECUTION_STATE_CHANGED,
-                state_changed_payload(to),
-                now,
-            );
-            Ok(pending.record.clone())
+            transition_step(pending, to, lease, now)
         })
         .await
     }
@@ -176,25 +146,9 @@ impl PgExecutionStore {
             } else {
                 None
             };
-            let decided = check_finish(
-                &pending.record,
-                stored.as_ref(),
-                &requested,
-                request.lease.as_ref(),
-                now,
-            )?;
-            if decided == Decision::AlreadyDone {
-                return Ok(pending.record.clone());
-            }
-            mark_finished(
-                pending.change(),
-                request.outcome,
-                request.error.clone(),
-                request.result.clone(),
-                now,
-            );
-            pending.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
-            Ok(pending.record.clone())
+            let (_, record) =
+                finish_step(pending, stored.as_ref(), &requested, &request, payload, now)?;
+            Ok(record)
         })
         .await
     }
@@ -205,13 +159,7 @@ impl PgExecutionStore {
         reason: Option<&str>,
     ) -> Result<ExecutionRecord> {
         self.mutate(execution_id, |pending, now| {
-            if pending.record.cancel_requested_at.is_none() && !pending.record.is_finished() {
-                let record = pending.change();
-                record.cancel_requested_at = Some(now);
-                record.cancel_reason = reason.map(str::to_owned);
-                record.updated_at = now;
-            }
-            Ok(pending.record.clone())
+            Ok(cancel_step(pending, reason, now))
         })
         .await
     }
@@ -229,7 +177,7 @@ impl PgExecutionStore {
         let error = request.error.clone();
         mark_finished(pending.change(), request.outcome, error, None, now);
         let rounds_failed = fail_unresolved(&mut tx, id, &request.reason, now).await?;
-        pending.append(crate::EVENT_EXECUTION_FINISHED, payload, now);
+        pending.append_event(crate::EVENT_EXECUTION_FINISHED, payload, now);
         pending.store(&mut tx).await?;
         commit(tx).await?;
         Ok(Terminalized {

@@ -19,7 +19,8 @@ use super::PgManagedInputStore;
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
 use crate::execution::rules::{
-    check_event_kind, check_fence, check_lease_write, errors, lease_expiry,
+    ExecutionSlot, append_step, check_event_kind, check_lease_write, errors, lease_expiry,
+    lease_step, renewed_lease,
 };
 use crate::signal::{Change, ChangeKind, ChangeSignal};
 use crate::{
@@ -104,6 +105,22 @@ impl PgExecutionStore {
         Ok((decode(&stored)?, self.shared.now(server_now)))
     }
 
+    /// Locks the row of `id` if there is one: its record (`None`: no such execution) and
+    /// the store's now.
+    pub(super) async fn lock_optional(
+        &self,
+        tx: &mut Tx,
+        id: &str,
+    ) -> Result<(Option<ExecutionRecord>, OffsetDateTime)> {
+        let row = locked_row(tx, id).await?;
+        let record = row.as_ref().map(|(stored, _)| decode(stored)).transpose()?;
+        let now = match &row {
+            Some((_, server_now)) => self.shared.now(*server_now),
+            None => crate::store_now(self.shared.clock.as_ref()),
+        };
+        Ok((record, now))
+    }
+
     /// Locks `id`, lets `step` change the record (marking it changed) and append events,
     /// and stores both if anything changed, in one transaction.
     pub(super) async fn mutate<T: Send>(
@@ -150,13 +167,25 @@ impl Pending {
         &mut self.record
     }
 
-    /// Appends an event with the next sequence number.
-    pub(super) fn append(
-        &mut self,
-        kind: &str,
-        payload: Value,
-        now: OffsetDateTime,
-    ) -> ExecutionEvent {
+    pub(super) async fn store(&self, conn: &mut PgConnection) -> Result<()> {
+        save(conn, &self.record).await?;
+        for event in &self.events {
+            insert_event(conn, event).await?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionSlot for Pending {
+    fn record(&self) -> &ExecutionRecord {
+        &self.record
+    }
+
+    fn record_mut(&mut self) -> &mut ExecutionRecord {
+        self.change()
+    }
+
+    fn append_event(&mut self, kind: &str, payload: Value, now: OffsetDateTime) -> ExecutionEvent {
         let event = ExecutionEvent {
             execution_id: self.record.execution_id.clone(),
             sequence: self.record.sequence + 1,
@@ -167,14 +196,6 @@ impl Pending {
         self.change().sequence = event.sequence;
         self.events.push(event.clone());
         event
-    }
-
-    pub(super) async fn store(&self, conn: &mut PgConnection) -> Result<()> {
-        save(conn, &self.record).await?;
-        for event in &self.events {
-            insert_event(conn, event).await?;
-        }
-        Ok(())
     }
 }
 
@@ -300,24 +321,12 @@ impl ExecutionStore for PgExecutionStore {
         ttl: Duration,
     ) -> Result<ExecutionLease> {
         let mut tx = self.begin().await?;
-        let row = locked_row(&mut tx, &lease.execution_id).await?;
-        let record = row.as_ref().map(|(stored, _)| decode(stored)).transpose()?;
-        let now = match &row {
-            Some((_, server_now)) => self.shared.now(*server_now),
-            None => crate::store_now(self.shared.clock.as_ref()),
-        };
+        let (record, now) = self.lock_optional(&mut tx, &lease.execution_id).await?;
         check_lease_write(record.as_ref(), lease, now)?;
         let record = record.ok_or_else(|| errors::not_found(&lease.execution_id))?;
-        let renewed = ExecutionLease {
-            execution_id: lease.execution_id.clone(),
-            owner_id: lease.owner_id.clone(),
-            lease_token: lease.lease_token.clone(),
-            expires_at: lease_expiry(now, ttl)?,
-        };
+        let expires_at = lease_expiry(now, ttl)?;
         let mut pending = Pending::new(record);
-        let changed = pending.change();
-        changed.lease = Some(renewed.clone());
-        changed.updated_at = now;
+        let renewed = lease_step(&mut pending, renewed_lease(lease, expires_at), now);
         pending.store(&mut tx).await?;
         commit(tx).await?;
         Ok(renewed)
@@ -372,11 +381,7 @@ impl ExecutionStore for PgExecutionStore {
         check_event_kind(kind)?;
         m3_types::canonical_json(&payload)?;
         self.mutate(execution_id, |pending, now| {
-            if pending.record.is_finished() {
-                return Err(errors::finished(execution_id));
-            }
-            check_fence(&pending.record, lease, now)?;
-            Ok(pending.append(kind, payload, now))
+            append_step(pending, kind, payload, lease, now)
         })
         .await
     }

@@ -1,10 +1,12 @@
 //! [`PgManagedInputStore`]: one row per round in `m3rs_rounds`.
 //!
-//! Every mutation is one transaction: lock the row with `SELECT ... FOR UPDATE` (which also
-//! reads the server clock), ask the shared [`rules`](crate::managed_input::rules), and write
-//! the record they return with a guarded `UPDATE ... RETURNING` (the stored record must
-//! still be the one read). Creates are serialized per execution by a transaction advisory
-//! lock, so the round-index check and the insert are atomic.
+//! Every change of a round is a compare-and-set in two statements, no explicit transaction:
+//! read the row (and the server clock), ask the shared
+//! [`rules`](crate::managed_input::rules), and write the record they return with one guarded
+//! `UPDATE ... WHERE record_json = <the record read> RETURNING` (autocommit). When a
+//! concurrent writer changed the round in between, nothing is written and the step is
+//! decided again on the new record, so two racing writers behave as if serialized. Creates
+//! (`round_create.rs`) are serialized per execution by a transaction advisory lock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,16 +14,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use m3_types::{Clock, Error, ManagedInputRecord, Reason, Result};
 use serde_json::{Map, Value};
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgExecutor};
 use time::OffsetDateTime;
 
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
 use crate::managed_input::rules::{
-    self, RoundWrite, Transition, apply_claim, apply_fail, apply_recovery_failure, apply_renew,
-    check_claim, check_fail, check_fail_recovery, check_renew, check_transition, lease_expiry,
-    new_lease_token, prepare_create, replay_create, require_lease, require_round, require_text,
-    round_index_taken, stored_invalid,
+    self, RoundWrite, Transition, apply_recovery_failure, check_claim_args, check_fail_args,
+    check_fail_recovery_args, check_lease_args, check_renew_args, check_submit_args, require_round,
+    require_text, stored_invalid,
 };
 use crate::signal::{Change, ChangeKind, ChangeSignal};
 use crate::{
@@ -29,8 +30,9 @@ use crate::{
     RoundRef, RoundScan, UnreadableRound,
 };
 
-/// Advisory-lock class of round creation (the second key is the execution id's hash).
-const CREATE_LOCK_CLASS: i32 = 0x6d33_7201;
+/// How often a write re-reads and decides again when a concurrent writer changed the round
+/// between its read and its write, before it gives up with `storage_error`.
+const UPDATE_ATTEMPTS: usize = 16;
 
 /// The PostgreSQL [`ManagedInputStore`]. Clones share the pool.
 ///
@@ -66,6 +68,10 @@ impl PgManagedInputStore {
         Ok(Self::from_shared(Arc::new(open(options).await?)))
     }
 
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
     pub(crate) fn from_shared(shared: Arc<Shared>) -> Self {
         Self { shared }
     }
@@ -92,39 +98,34 @@ impl PgManagedInputStore {
     async fn update(
         &self,
         round: &RoundRef,
-        step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
+        step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
     ) -> Result<ManagedInputRecord> {
-        let mut tx = self
-            .shared
-            .pool
-            .begin()
+        for _ in 0..UPDATE_ATTEMPTS {
+            let row: Option<(String, OffsetDateTime)> = sqlx::query_as(
+                "SELECT record_json, clock_timestamp() FROM m3rs_rounds \
+                 WHERE execution_id = $1 AND round_id = $2",
+            )
+            .bind(&round.execution_id)
+            .bind(&round.round_id)
+            .fetch_optional(&self.shared.pool)
             .await
-            .map_err(db("cannot begin a transaction"))?;
-        let row: Option<(String, OffsetDateTime)> = sqlx::query_as(
-            "SELECT record_json, clock_timestamp() FROM m3rs_rounds \
-             WHERE execution_id = $1 AND round_id = $2 FOR UPDATE",
+            .map_err(db("cannot read the managed-input round"))?;
+            let (stored, server_now) = row.ok_or_else(|| rules::missing_round(round))?;
+            let current = decode(&stored)?;
+            let Some(write) = step(&current, self.shared.now(server_now))? else {
+                return Ok(current);
+            };
+            let redacted = write.redacted_json.as_deref();
+            if write_round(&self.shared.pool, &stored, &write.record, redacted).await? {
+                return Ok(write.record);
+            }
+            // Another writer changed the round since the read: decide again on its record.
+        }
+        Err(Error::storage(
+            "the managed-input round kept changing under concurrent writers; try again",
         )
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db("cannot read the managed-input round"))?;
-        let (stored, server_now) = row.ok_or_else(|| rules::missing_round(round))?;
-        let current = decode(&stored)?;
-        let Some(write) = step(&current, self.shared.now(server_now))? else {
-            return Ok(current);
-        };
-        store_round(
-            &mut tx,
-            &stored,
-            &write.record,
-            write.redacted_json.as_deref(),
-        )
-        .await?;
-        tx.commit()
-            .await
-            .map_err(db("cannot commit the managed-input round"))?;
-        Ok(write.record)
+        .with_detail("execution_id", round.execution_id.clone())
+        .with_detail("round_id", round.round_id.clone()))
     }
 
     async fn transition_round(
@@ -133,13 +134,9 @@ impl PgManagedInputStore {
         lease: &LeaseRef,
         transition: Transition,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_lease(lease)?;
+        check_lease_args(round, lease)?;
         self.update(round, |current, now| {
-            let decided = check_transition(current, lease, now, transition)?;
-            Ok(RoundWrite::decided(decided, || {
-                transition.apply(current, now)
-            }))
+            RoundWrite::transition(current, lease, transition, now)
         })
         .await
     }
@@ -151,23 +148,24 @@ fn round_change(round: &RoundRef) -> Change {
 }
 
 /// Decodes a stored record.
-fn decode(stored: &str) -> Result<ManagedInputRecord> {
+pub(super) fn decode(stored: &str) -> Result<ManagedInputRecord> {
     serde_json::from_str(stored).map_err(|e| stored_invalid(e.to_string()))
 }
 
-fn encode(record: &ManagedInputRecord) -> Result<String> {
+pub(super) fn encode(record: &ManagedInputRecord) -> Result<String> {
     serde_json::to_string(record)
         .map_err(|e| Error::storage(format!("cannot encode the managed-input record: {e}")))
 }
 
-/// Writes `record` over the row that held `previous` (guarded: a row changed behind the
-/// lock is never overwritten), with a new redacted projection if given.
-async fn store_round(
-    conn: &mut PgConnection,
+/// Writes `record` over the row that held `previous`, with a new redacted projection if
+/// given, in one statement: `false` when the row no longer holds `previous` (a concurrent
+/// writer came first; nothing is overwritten).
+async fn write_round<'e>(
+    conn: impl PgExecutor<'e>,
     previous: &str,
     record: &ManagedInputRecord,
     redacted_json: Option<&str>,
-) -> Result<()> {
+) -> Result<bool> {
     let written: Option<i32> = sqlx::query_scalar(
         "UPDATE m3rs_rounds SET status = $3, record_json = $4, \
          redacted_responses_json = COALESCE($5, redacted_responses_json), \
@@ -182,12 +180,26 @@ async fn store_round(
     .bind(record.lease.expires_at)
     .bind(record.updated_at)
     .bind(previous)
-    .fetch_optional(&mut *conn)
+    .fetch_optional(conn)
     .await
     .map_err(db("cannot write the managed-input round"))?;
-    written
-        .map(|_| ())
-        .ok_or_else(|| Error::storage("the managed-input round changed under its row lock"))
+    Ok(written.is_some())
+}
+
+/// [`write_round`] on a row the caller has locked: a change behind the lock is an error.
+async fn store_round(
+    conn: &mut PgConnection,
+    previous: &str,
+    record: &ManagedInputRecord,
+    redacted_json: Option<&str>,
+) -> Result<()> {
+    if write_round(conn, previous, record, redacted_json).await? {
+        Ok(())
+    } else {
+        Err(Error::storage(
+            "the managed-input round changed under its row lock",
+        ))
+    }
 }
 
 /// Fails every unresolved, readable round of `execution_id` with `recovery_unavailable`
@@ -230,66 +242,10 @@ async fn server_now(conn: &mut PgConnection) -> Result<OffsetDateTime> {
 #[async_trait]
 impl ManagedInputStore for PgManagedInputStore {
     async fn create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
-        let new = prepare_create(request)?;
-        let round = new.round();
-        let mut tx = self
-            .shared
-            .pool
-            .begin()
-            .await
-            .map_err(db("cannot begin a transaction"))?;
-        let server_now: OffsetDateTime = sqlx::query_scalar(
-            "SELECT clock_timestamp() FROM (SELECT pg_advisory_xact_lock($1, hashtext($2))) AS locked",
-        )
-        .bind(CREATE_LOCK_CLASS)
-        .bind(&round.execution_id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db("cannot lock the execution's rounds"))?;
-        let existing: Option<String> = sqlx::query_scalar(
-            "SELECT record_json FROM m3rs_rounds WHERE execution_id = $1 AND round_id = $2",
-        )
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db("cannot read the managed-input round"))?;
-        if let Some(stored) = existing {
-            return replay_create(decode(&stored)?, &new);
-        }
-        let index_taken: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM m3rs_rounds WHERE execution_id = $1 AND round_index = $2)",
-        )
-        .bind(&round.execution_id)
-        .bind(i64::from(new.request.round_index))
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db("cannot read the execution's rounds"))?;
-        if index_taken {
-            return Err(round_index_taken(&new));
-        }
-        let record = new.record_at(self.shared.now(server_now))?;
-        sqlx::query(
-            "INSERT INTO m3rs_rounds (execution_id, round_id, round_index, status, record_json, \
-             lease_expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(record.execution_id())
-        .bind(record.round_id())
-        .bind(i64::from(record.round_index))
-        .bind(record.status.as_str())
-        .bind(encode(&record)?)
-        .bind(record.lease.expires_at)
-        .bind(record.created_at)
-        .bind(record.updated_at)
-        .execute(&mut *tx)
-        .await
-        .map_err(db("cannot insert the managed-input round"))?;
-        tx.commit()
-            .await
-            .map_err(db("cannot commit the managed-input round"))?;
-        let change = Change::new(round.execution_id.clone(), ChangeKind::Round);
-        self.shared.signal.announce(&change).await;
-        Ok(record)
+        let execution_id = request.pending.execution_id.clone();
+        let done = self.do_create_round(request).await;
+        let change = Change::new(execution_id, ChangeKind::Round);
+        self.shared.announced(done, |_| change).await
     }
 
     async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>> {
@@ -326,25 +282,10 @@ impl ManagedInputStore for PgManagedInputStore {
     }
 
     async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(&claim.owner_id, "owner_id")?;
-        rules::optional_text(
-            claim.expected_lease_token.as_deref(),
-            "expected_lease_token",
-        )?;
-        rules::require_lease_duration(claim.lease_duration)?;
+        check_claim_args(round, &claim)?;
         let done = self
             .update(round, |current, now| {
-                let next = check_claim(current, &claim, now)?;
-                let expires = lease_expiry(now, claim.lease_duration)?;
-                Ok(RoundWrite::record(apply_claim(
-                    current,
-                    &claim,
-                    next,
-                    new_lease_token()?,
-                    expires,
-                    now,
-                )))
+                RoundWrite::claim(current, &claim, now)
             })
             .await;
         self.shared.announced(done, |_| round_change(round)).await
@@ -356,13 +297,9 @@ impl ManagedInputStore for PgManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_lease(lease)?;
-        rules::require_lease_duration(lease_duration)?;
+        check_renew_args(round, lease, lease_duration)?;
         self.update(round, |current, now| {
-            check_renew(current, lease, now)?;
-            let expires = lease_expiry(now, lease_duration)?;
-            Ok(RoundWrite::record(apply_renew(current, expires, now)))
+            RoundWrite::renew(current, lease, lease_duration, now)
         })
         .await
     }
@@ -373,9 +310,7 @@ impl ManagedInputStore for PgManagedInputStore {
         lease: &LeaseRef,
         submission: ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(&submission.idempotency_key, "response_idempotency_key")?;
-        require_lease(lease)?;
+        check_submit_args(round, lease, &submission)?;
         let done = self
             .update(round, |current, now| {
                 RoundWrite::submission(current, lease, &submission, now)
@@ -419,16 +354,10 @@ impl ManagedInputStore for PgManagedInputStore {
         lease: &LeaseRef,
         failure: RoundFailure,
     ) -> Result<ManagedInputRecord> {
-        require_text(&failure.code, "code")?;
-        require_text(&failure.message, "message")?;
-        require_round(round)?;
-        require_lease(lease)?;
+        check_fail_args(round, lease, &failure)?;
         let done = self
             .update(round, |current, now| {
-                let decided = check_fail(current, lease, &failure, now)?;
-                Ok(RoundWrite::decided(decided, || {
-                    apply_fail(current, &failure.code, &failure.message, now)
-                }))
+                RoundWrite::fail(current, lease, &failure, now)
             })
             .await;
         self.shared.announced(done, |_| round_change(round)).await
@@ -440,15 +369,10 @@ impl ManagedInputStore for PgManagedInputStore {
         expected_lease_token: &str,
         message: &str,
     ) -> Result<ManagedInputRecord> {
-        require_round(round)?;
-        require_text(expected_lease_token, "expected_lease_token")?;
-        require_text(message, "message")?;
+        check_fail_recovery_args(round, expected_lease_token, message)?;
         let done = self
             .update(round, |current, now| {
-                let decided = check_fail_recovery(current, expected_lease_token, now)?;
-                Ok(RoundWrite::decided(decided, || {
-                    apply_recovery_failure(current, message, now)
-                }))
+                RoundWrite::fail_recovery(current, expected_lease_token, message, now)
             })
             .await;
         self.shared.announced(done, |_| round_change(round)).await

@@ -5,6 +5,8 @@
 //!   object's own subscriptions at once and sends the change with `pg_notify` in a statement
 //!   of its own, with `synchronous_commit` off (a hint needs no flush), before the store call
 //!   returns: a process that exits right after its commit (`m3 respond`) has announced it.
+//!   The statement is sent by one task per store object, so the announcements of
+//!   concurrent writes go out together.
 //!   The `NOTIFY` is deliberately not inside the data transaction: PostgreSQL serializes
 //!   every committing transaction that has notified under one cluster-wide lock held
 //!   through its WAL flush, which turns concurrent commits into a queue (measured in
@@ -14,19 +16,21 @@
 //!   [`PgListener`] on its own connection, `LISTEN`ing on the schema's channel, publishing
 //!   every change it hears from another store object into the hub. After connecting (and
 //!   after every reconnect) it publishes [`Change::any`], so waiters re-read whatever
-//!   committed while nobody listened. A lost connection is re-established with backoff;
-//!   meanwhile the fallback poll covers.
+//!   committed while nobody listened, and marks the hub live (waiters re-read on their own
+//!   only every [`SAFETY_POLL`](crate::signal::SAFETY_POLL)). A lost connection marks it
+//!   not live (which wakes every waiter: notifications may have been lost) and is
+//!   re-established with backoff; meanwhile waiters poll every second.
 //! - **Isolation.** The channel is named after the schema ([`channel_name`]), and
 //!   notifications stay inside their database, so tenants never wake each other.
 //!
 //! Notifications need a session that stays connected: not through a transaction-mode pooler,
 //! not on a read replica (see `docs/postgres.md`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::connect::Shared;
@@ -83,8 +87,15 @@ pub(crate) struct PgSignal {
     pool: PgPool,
     connect: PgConnectOptions,
     listener: OnceLock<Option<ListenerTask>>,
-    connected: Arc<AtomicBool>,
+    /// The queue of the task that sends concurrent announcements together.
+    sender: OnceLock<Option<mpsc::UnboundedSender<Queued>>>,
 }
+
+/// An announcement waiting for the sender task: its payload, and who to tell once sent.
+type Queued = (String, oneshot::Sender<()>);
+
+/// Most announcements one statement sends.
+const BATCH: usize = 256;
 
 impl PgSignal {
     /// The signal of a store in `schema` on `pool` (whose connections `connect` opens).
@@ -100,7 +111,8 @@ impl PgSignal {
             // Without an origin tag the own echo is only one spurious wake-up more.
             Err(_) => "00000000".to_owned(),
         };
-        // Live (waiters re-read only at the safety poll) only while the listener is connected.
+        // Not live until the listener is `LISTEN`ing: until then (and whenever it is not)
+        // only the fallback poll sees other store objects' commits.
         let hub = ChangeHub::new();
         hub.set_live(false);
         Self {
@@ -111,13 +123,13 @@ impl PgSignal {
             pool,
             connect,
             listener: OnceLock::new(),
-            connected: Arc::new(AtomicBool::new(false)),
+            sender: OnceLock::new(),
         }
     }
 
     /// Whether this object's listener is connected and `LISTEN`ing now.
     pub(crate) fn is_listening(&self) -> bool {
-        self.connected.load(Ordering::SeqCst)
+        self.hub.is_live()
     }
 
     /// Wakes this object's subscriptions matching `change`, then sends it to every other
@@ -125,9 +137,36 @@ impl PgSignal {
     /// announcement is covered by the fallback poll.
     pub(crate) async fn announce(&self, change: &Change) {
         self.hub.publish(change);
-        if self.cross_process {
-            send(&self.pool, &self.channel, vec![self.payload(change)]).await;
+        if !self.cross_process {
+            return;
         }
+        let payload = self.payload(change);
+        let payload = match self.sender() {
+            Some(queue) => {
+                let (sent, done) = oneshot::channel();
+                match queue.send((payload, sent)) {
+                    // Dropped unsent (its runtime is shutting down): the poll covers it.
+                    Ok(()) => return done.await.unwrap_or(()),
+                    Err(mpsc::error::SendError((payload, _))) => payload,
+                }
+            }
+            None => payload,
+        };
+        send(&self.pool, &self.channel, vec![payload]).await;
+    }
+
+    /// The sender task's queue, started on first use in the current tokio runtime: the
+    /// announcements of concurrent writes share one statement (and one turn of the server's
+    /// notification lock).
+    fn sender(&self) -> Option<&mpsc::UnboundedSender<Queued>> {
+        self.sender
+            .get_or_init(|| {
+                let runtime = tokio::runtime::Handle::try_current().ok()?;
+                let (queue, queued) = mpsc::unbounded_channel();
+                runtime.spawn(send_loop(self.pool.clone(), self.channel.clone(), queued));
+                Some(queue)
+            })
+            .as_ref()
     }
 
     /// The notification payload of `change`: this object's origin tag, then the change.
@@ -154,7 +193,6 @@ impl PgSignal {
                 channel: self.channel.clone(),
                 origin: self.origin.clone(),
                 hub: self.hub.clone(),
-                connected: Arc::clone(&self.connected),
             };
             Some(ListenerTask(runtime.spawn(listen.run())))
         });
@@ -215,6 +253,19 @@ impl Drop for ListenerTask {
     }
 }
 
+/// Sends what is queued, up to [`BATCH`] announcements per statement, and tells each
+/// writer its announcement went out; ends when its store object is dropped.
+async fn send_loop(pool: PgPool, channel: String, mut queued: mpsc::UnboundedReceiver<Queued>) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while queued.recv_many(&mut batch, BATCH).await > 0 {
+        let (payloads, writers): (Vec<String>, Vec<oneshot::Sender<()>>) = batch.drain(..).unzip();
+        send(&pool, &channel, payloads).await;
+        for writer in writers {
+            let _ = writer.send(());
+        }
+    }
+}
+
 /// Sends `payloads` on `channel`; a failure is logged only (waiters fall back to polling).
 async fn send(pool: &PgPool, channel: &str, payloads: Vec<String>) {
     let sent = sqlx::query(NOTIFY)
@@ -233,7 +284,6 @@ struct Listen {
     channel: String,
     origin: String,
     hub: ChangeHub,
-    connected: Arc<AtomicBool>,
 }
 
 impl Listen {
@@ -247,14 +297,11 @@ impl Listen {
                     backoff = FIRST_BACKOFF;
                     // Whatever committed before LISTEN took effect: re-read.
                     self.hub.publish(&Change::any());
-                    self.connected.store(true, Ordering::SeqCst);
                     self.hub.set_live(true);
                     self.receive(&mut listener).await;
-                    self.connected.store(false, Ordering::SeqCst);
-                    // Notifications may have been lost with the connection; until it is
-                    // back, waiters re-read at the short fallback poll.
+                    // Notifications may have been lost with the connection: this wakes
+                    // every waiter, and they poll until the listener is back.
                     self.hub.set_live(false);
-                    self.hub.publish(&Change::any());
                 }
                 Err(error) => {
                     tracing::debug!(%error, channel = %self.channel,

@@ -6,7 +6,8 @@ use sqlx::SqliteConnection;
 use sqlx::query::Query;
 use sqlx::sqlite::{Sqlite, SqliteArguments};
 
-use super::codec::{decode_record, record_columns};
+use super::codec::decode_record;
+use super::columns::record_columns;
 use super::error::storage;
 use crate::managed_input::rules::missing_round;
 use crate::{LeaseRef, RoundRef};

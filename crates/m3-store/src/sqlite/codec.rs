@@ -13,15 +13,6 @@ use time::OffsetDateTime;
 
 pub(crate) use crate::managed_input::rules::stored_invalid;
 
-/// The columns every read selects (a macro so SQL text can be built with `concat!`, since
-/// sqlx only accepts `&'static str` statements).
-macro_rules! record_columns {
-    () => {
-        "execution_id,round_id,round_index,round_limit,pending_json,status,responses_json,response_idempotency_key,owner_id,lease_token,lease_expires_at,harness_session_id,native_resume_token,delivery_idempotency_key,session_id,turn_id,operation_parameters_json,delivery_attempts,created_at,updated_at,response_validated_at,delivery_started_at,delivered_at,resolved_at,failed_at,failure_code,failure_message"
-    };
-}
-pub(crate) use record_columns;
-
 /// Stored timestamp text: fixed-width UTC with microseconds (`2026-11-29T17:40:10.123456+00:00`),
 /// so SQL string comparison equals time order (also against the Python original's shorter
 /// form without microseconds).
@@ -87,7 +78,7 @@ fn parse_object<T: serde::de::DeserializeOwned>(raw: &str, column: &str) -> Resu
     serde_json::from_str(raw).map_err(|e| stored_invalid(format!("column {column}: {e}")))
 }
 
-/// Decodes one row selected with `record_columns!()` into a validated record: the same
+/// Decodes one row selected with `record_columns!()` (see `columns`) into a validated record: the same
 /// strict rules as the original's model validation, read straight from the columns.
 pub(crate) fn decode_record(row: &SqliteRow) -> Result<ManagedInputRecord> {
     let status = text(row, "status")?;

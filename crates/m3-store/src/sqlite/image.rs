@@ -22,52 +22,8 @@ use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteRow};
 
 use time::OffsetDateTime;
 
+use super::columns::{GUARDED, Kind};
 use crate::{LeaseRef, RoundRef};
-
-/// The `WHERE` tail that pins every stored column of the round to its image (the key columns
-/// `execution_id` and `round_id` are bound by the lease guard before it). Binds with
-/// [`RowImage::bind`], in this order.
-macro_rules! image_guard {
-    () => {
-        " AND round_index IS ? AND round_limit IS ? AND pending_json IS ? AND status IS ? AND responses_json IS ? AND response_idempotency_key IS ? AND owner_id IS ? AND lease_token IS ? AND lease_expires_at IS ? AND harness_session_id IS ? AND native_resume_token IS ? AND delivery_idempotency_key IS ? AND session_id IS ? AND turn_id IS ? AND operation_parameters_json IS ? AND delivery_attempts IS ? AND created_at IS ? AND updated_at IS ? AND response_validated_at IS ? AND delivery_started_at IS ? AND delivered_at IS ? AND resolved_at IS ? AND failed_at IS ? AND failure_code IS ? AND failure_message IS ?"
-    };
-}
-pub(crate) use image_guard;
-
-/// The guarded columns, in [`image_guard!`] order, with their stored kind.
-const COLUMNS: [(&str, Kind); 25] = [
-    ("round_index", Kind::Integer),
-    ("round_limit", Kind::Integer),
-    ("pending_json", Kind::Text),
-    ("status", Kind::Text),
-    ("responses_json", Kind::Text),
-    ("response_idempotency_key", Kind::Text),
-    ("owner_id", Kind::Text),
-    ("lease_token", Kind::Text),
-    ("lease_expires_at", Kind::Text),
-    ("harness_session_id", Kind::Text),
-    ("native_resume_token", Kind::Text),
-    ("delivery_idempotency_key", Kind::Text),
-    ("session_id", Kind::Text),
-    ("turn_id", Kind::Text),
-    ("operation_parameters_json", Kind::Text),
-    ("delivery_attempts", Kind::Integer),
-    ("created_at", Kind::Text),
-    ("updated_at", Kind::Text),
-    ("response_validated_at", Kind::Text),
-    ("delivery_started_at", Kind::Text),
-    ("delivered_at", Kind::Text),
-    ("resolved_at", Kind::Text),
-    ("failed_at", Kind::Text),
-    ("failure_code", Kind::Text),
-    ("failure_message", Kind::Text),
-];
-
-#[derive(Debug, Clone, Copy)]
-enum Kind {
-    Integer,
-    Text,
-}
 
 /// A new stored value for [`RowImage::changed`].
 #[derive(Debug, Clone, Copy)]
@@ -82,7 +38,7 @@ enum Stored {
     Text(Option<String>),
 }
 
-/// The stored values of one row, in [`image_guard!`] order.
+/// The stored values of one row, in `image_guard!` order.
 #[derive(Debug)]
 pub(crate) struct RowImage {
     values: Vec<Stored>,
@@ -93,7 +49,7 @@ impl RowImage {
     /// value has another storage class than its column's (such a row does not decode
     /// anyway).
     fn capture(row: &SqliteRow) -> Option<Self> {
-        let values = COLUMNS
+        let values = GUARDED
             .iter()
             .map(|(column, kind)| match kind {
                 Kind::Integer => row.try_get::<i64, _>(*column).ok().map(Stored::Integer),
@@ -108,7 +64,7 @@ impl RowImage {
 
     /// The image after an UPDATE that matched it set `changes` (column, new integer or text).
     pub(crate) fn changed(&self, changes: &[(&str, Change<'_>)]) -> Self {
-        let values = COLUMNS
+        let values = GUARDED
             .iter()
             .zip(&self.values)
             .map(|((column, _), value)| {
@@ -122,7 +78,7 @@ impl RowImage {
         Self { values }
     }
 
-    /// Binds the image's values for an [`image_guard!`] tail.
+    /// Binds the image's values for an `image_guard!` tail.
     pub(crate) fn bind<'q>(
         &'q self,
         mut query: Query<'q, Sqlite, SqliteArguments>,

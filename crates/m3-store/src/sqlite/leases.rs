@@ -4,17 +4,20 @@ use std::time::Duration;
 
 use m3_types::{ManagedInputRecord, Result};
 use sqlx::SqliteConnection;
+use sqlx::query::Query;
+use sqlx::sqlite::{Sqlite, SqliteArguments};
 use time::OffsetDateTime;
 
 use super::checks::{bind_lease_guard, fetch_existing};
-use super::codec::{decode_record, record_columns, timestamp_text};
+use super::codec::{decode_record, timestamp_text};
+use super::columns::record_columns;
 use super::error::storage;
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{
-    Decision, apply_claim, check_claim, check_claim_args, check_fail, check_fail_recovery,
-    check_fail_recovery_args, check_lease_args, check_renew, lease_expiry, new_lease_token, raced,
-    require_lease_duration, require_text,
+    Decision, apply_claim, check_claim, check_claim_args, check_fail, check_fail_args,
+    check_fail_recovery, check_fail_recovery_args, check_renew, check_renew_args, lease_expiry,
+    new_lease_token, raced, require_text,
 };
 use crate::{ClaimRound, LeaseRef, RoundFailure, RoundRef};
 
@@ -56,6 +59,22 @@ fn single(
         }
         _ => Err(raced(what)),
     }
+}
+
+/// Runs a guarded `UPDATE ... RETURNING` and takes the one row it changed ([`single`]);
+/// `failure` names the operation in a storage error.
+async fn update_one(
+    conn: &mut SqliteConnection,
+    images: &ImageCache,
+    update: Query<'_, Sqlite, SqliteArguments>,
+    failure: &'static str,
+    what: &'static str,
+) -> Result<ManagedInputRecord> {
+    let rows = update
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| storage(failure, e))?;
+    single(&rows, images, what)
 }
 
 const FAIL_UNRESOLVED: &str = "UPDATE m3_managed_input_rounds SET status='failed',failed_at=?,failure_code='recovery_unavailable',failure_message=?,updated_at=? WHERE execution_id=? AND status IN ('pending','response_validated','delivery_started','delivered')";
@@ -120,8 +139,7 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        check_lease_args(round, lease)?;
-        require_lease_duration(lease_duration)?;
+        check_renew_args(round, lease, lease_duration)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
@@ -140,9 +158,7 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         failure: &RoundFailure,
     ) -> Result<ManagedInputRecord> {
-        require_text(&failure.code, "code")?;
-        require_text(&failure.message, "message")?;
-        check_lease_args(round, lease)?;
+        check_fail_args(round, lease, failure)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
@@ -194,7 +210,7 @@ async fn claim_in_tx(
     let expires = lease_expiry(now, claim.lease_duration)?;
     let delivered_at = apply_claim(&current, claim, next, token.clone(), expires, now).delivered_at;
     let now_text = timestamp_text(now);
-    let rows = sqlx::query(CLAIM)
+    let update = sqlx::query(CLAIM)
         .bind(next.as_str())
         .bind(delivered_at.map(timestamp_text))
         .bind(&claim.owner_id)
@@ -206,11 +222,15 @@ async fn claim_in_tx(
         .bind(&current.lease.owner_id)
         .bind(&current.lease.lease_token)
         .bind(current.status.as_str())
-        .bind(&now_text)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| storage("cannot claim a managed-input round", e))?;
-    single(&rows, images, "claim")
+        .bind(&now_text);
+    update_one(
+        conn,
+        images,
+        update,
+        "cannot claim a managed-input round",
+        "claim",
+    )
+    .await
 }
 
 async fn renew_in_tx(
@@ -225,18 +245,15 @@ async fn renew_in_tx(
     check_renew(&current, lease, now)?;
     let expires = lease_expiry(now, lease_duration)?;
     let now_text = timestamp_text(now);
-    let rows = bind_lease_guard(
-        sqlx::query(RENEW)
-            .bind(timestamp_text(expires))
-            .bind(&now_text),
+    let expires_text = timestamp_text(expires);
+    let update = bind_lease_guard(
+        sqlx::query(RENEW).bind(&expires_text).bind(&now_text),
         round,
         lease,
         &now_text,
-    )
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(|e| storage("cannot renew a managed-input lease", e))?;
-    single(&rows, images, "lease renewal")
+    );
+    let failure = "cannot renew a managed-input lease";
+    update_one(conn, images, update, failure, "lease renewal").await
 }
 
 async fn fail_in_tx(
@@ -252,20 +269,14 @@ async fn fail_in_tx(
         return Ok(current);
     }
     let now_text = timestamp_text(now);
-    let rows = bind_lease_guard(
-        sqlx::query(FAIL)
-            .bind(&now_text)
-            .bind(&failure.code)
-            .bind(&failure.message)
-            .bind(&now_text),
-        round,
-        lease,
-        &now_text,
-    )
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(|e| storage("cannot fail a managed-input round", e))?;
-    single(&rows, images, "failure")
+    let update = sqlx::query(FAIL)
+        .bind(&now_text)
+        .bind(&failure.code)
+        .bind(&failure.message)
+        .bind(&now_text);
+    let update = bind_lease_guard(update, round, lease, &now_text);
+    let failed = "cannot fail a managed-input round";
+    update_one(conn, images, update, failed, "failure").await
 }
 
 async fn fail_recovery_in_tx(
@@ -281,16 +292,14 @@ async fn fail_recovery_in_tx(
         return Ok(current);
     }
     let now_text = timestamp_text(now);
-    let rows = sqlx::query(FAIL_RECOVERY)
+    let update = sqlx::query(FAIL_RECOVERY)
         .bind(&now_text)
         .bind(message)
         .bind(&now_text)
         .bind(&round.execution_id)
         .bind(&round.round_id)
         .bind(expected_lease_token)
-        .bind(&now_text)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| storage("cannot record a managed-input recovery failure", e))?;
-    single(&rows, images, "recovery decision")
+        .bind(&now_text);
+    let failed = "cannot record a managed-input recovery failure";
+    update_one(conn, images, update, failed, "recovery decision").await
 }

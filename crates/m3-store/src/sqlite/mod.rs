@@ -7,6 +7,7 @@
 
 mod checks;
 mod codec;
+mod columns;
 pub(crate) mod connect;
 pub(crate) mod error;
 mod execution;

@@ -5,14 +5,14 @@ use m3_types::{ManagedInputRecord, ManagedInputStatus, Result};
 use time::OffsetDateTime;
 
 use super::checks::{begin_and_fetch_existing, bind_lease_guard};
-use super::codec::{decode_record, record_columns, timestamp_text};
+use super::codec::{decode_record, timestamp_text};
+use super::columns::{image_guard, record_columns};
 use super::connect::ScriptTx;
 use super::error::storage;
-use super::image::{ImageCache, image_guard};
+use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{
-    EncodedSubmission, Submission, check_lease_args, check_submission, encode_submission, raced,
-    require_text,
+    EncodedSubmission, Submission, check_submission, check_submit_args, encode_submission, raced,
 };
 use crate::{LeaseRef, ResponseSubmission, RoundRef};
 
@@ -60,8 +60,7 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         submission: ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
-        check_lease_args(round, lease)?;
-        require_text(&submission.idempotency_key, "response_idempotency_key")?;
+        check_submit_args(round, lease, &submission)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         if let Some(record) = self.imaged_submit(round, lease, &submission).await? {

@@ -5,7 +5,8 @@ use serde_json::{Map, Value};
 use sqlx::{Row, SqliteConnection};
 
 use super::checks::fetch_round;
-use super::codec::{decode_record, record_columns, timestamp_text};
+use super::codec::{decode_record, timestamp_text};
+use super::columns::record_columns;
 use super::connect::ScriptTx;
 use super::error::{is_integrity_violation, storage};
 use super::image::ImageCache;

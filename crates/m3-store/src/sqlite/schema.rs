@@ -8,82 +8,9 @@
 
 use sqlx::{AssertSqlSafe, Row, SqliteConnection};
 
+use super::columns::{COLUMN_MIGRATIONS, CREATE_ROUNDS};
 use super::error::storage;
 use m3_types::Result;
-
-/// `CREATE TABLE` of the rounds table, verbatim from the Python original.
-pub(crate) const CREATE_ROUNDS: &str = "CREATE TABLE IF NOT EXISTS m3_managed_input_rounds (
-  execution_id TEXT NOT NULL,
-  round_id TEXT NOT NULL,
-  round_index INTEGER NOT NULL CHECK(round_index >= 0),
-  round_limit INTEGER NOT NULL CHECK(round_limit > 0),
-  pending_json TEXT NOT NULL,
-  status TEXT NOT NULL CHECK(status IN ('pending','response_validated','delivery_started','delivered','resolved','failed')),
-  responses_json TEXT,
-  response_idempotency_key TEXT,
-  owner_id TEXT NOT NULL,
-  lease_token TEXT NOT NULL,
-  lease_expires_at TEXT NOT NULL,
-  harness_session_id TEXT,
-  native_resume_token TEXT,
-  delivery_idempotency_key TEXT,
-  session_id TEXT,
-  turn_id TEXT,
-  operation_parameters_json TEXT NOT NULL,
-  delivery_attempts INTEGER NOT NULL DEFAULT 0 CHECK(delivery_attempts >= 0),
-  created_at TEXT NOT NULL,
-  updated_at TEXT NOT NULL,
-  response_validated_at TEXT,
-  delivery_started_at TEXT,
-  delivered_at TEXT,
-  resolved_at TEXT,
-  failed_at TEXT,
-  failure_code TEXT,
-  failure_message TEXT,
-  PRIMARY KEY(execution_id, round_id),
-  UNIQUE(execution_id, round_index)
-)";
-
-/// Column definitions used when a pre-existing table lacks a column (same defaults as the
-/// Python original, in the same order).
-pub(crate) const COLUMN_MIGRATIONS: [(&str, &str); 27] = [
-    ("execution_id", "TEXT NOT NULL DEFAULT ''"),
-    ("round_id", "TEXT NOT NULL DEFAULT ''"),
-    ("round_index", "INTEGER NOT NULL DEFAULT 0"),
-    ("round_limit", "INTEGER NOT NULL DEFAULT 1"),
-    ("pending_json", "TEXT NOT NULL DEFAULT '{}'"),
-    ("status", "TEXT NOT NULL DEFAULT 'pending'"),
-    ("responses_json", "TEXT"),
-    ("response_idempotency_key", "TEXT"),
-    ("owner_id", "TEXT NOT NULL DEFAULT ''"),
-    ("lease_token", "TEXT NOT NULL DEFAULT ''"),
-    (
-        "lease_expires_at",
-        "TEXT NOT NULL DEFAULT '1970-01-01T00:00:00+00:00'",
-    ),
-    ("harness_session_id", "TEXT"),
-    ("native_resume_token", "TEXT"),
-    ("delivery_idempotency_key", "TEXT"),
-    ("session_id", "TEXT"),
-    ("turn_id", "TEXT"),
-    ("operation_parameters_json", "TEXT NOT NULL DEFAULT '{}'"),
-    ("delivery_attempts", "INTEGER NOT NULL DEFAULT 0"),
-    (
-        "created_at",
-        "TEXT NOT NULL DEFAULT '1970-01-01T00:00:00+00:00'",
-    ),
-    (
-        "updated_at",
-        "TEXT NOT NULL DEFAULT '1970-01-01T00:00:00+00:00'",
-    ),
-    ("response_validated_at", "TEXT"),
-    ("delivery_started_at", "TEXT"),
-    ("delivered_at", "TEXT"),
-    ("resolved_at", "TEXT"),
-    ("failed_at", "TEXT"),
-    ("failure_code", "TEXT"),
-    ("failure_message", "TEXT"),
-];
 
 const CREATE_PENDING_INDEX: &str = "CREATE INDEX IF NOT EXISTS m3_managed_input_pending ON m3_managed_input_rounds(execution_id, status, round_index)";
 const CREATE_DIAGNOSTICS: &str = "CREATE TABLE IF NOT EXISTS m3_managed_input_diagnostics (execution_id TEXT NOT NULL, round_id TEXT NOT NULL, responses_redacted_json TEXT NOT NULL, PRIMARY KEY(execution_id, round_id))";

@@ -5,9 +5,10 @@ use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
 use super::checks::{bind_lease_guard, fetch_existing};
-use super::codec::{decode_record, record_columns, stored_invalid, timestamp_text};
+use super::codec::{decode_record, stored_invalid, timestamp_text};
+use super::columns::{image_guard, record_columns};
 use super::error::storage;
-use super::image::{Change, ImageCache, image_guard};
+use super::image::{Change, ImageCache};
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{
     Decision, Transition, check_lease_args, check_transition, raced,

@@ -20,16 +20,29 @@ const TOOL_TIMEOUT_SECONDS: i64 = 3600;
 /// Name of the provider table M3 writes when the selection overrides the provider.
 const PROVIDER_ID: &str = "m3";
 
-/// One MCP server as Codex will start it: the relay in front of the real command.
+/// One MCP server as Codex will reach it: through one of M3's relays.
 #[derive(Debug, Clone)]
 pub(super) struct RelayedServer {
-    /// The binding (name, command, args; env and cwd travel in the handoff).
-    pub(super) binding: StdioServer,
-    /// The relay argv prefix plus `--handoff FILE --` and the real command.
-    pub(super) argv: Vec<String>,
+    /// The binding name (the `mcp_servers` key).
+    pub(super) name: String,
+    /// The era Codex speaks to it.
+    pub(super) era: CodexMcpProtocol,
+    /// How Codex reaches the relay.
+    pub(super) launch: Launch,
 }
 
-/// The era a binding runs in: its own `CODEX_MCP_PROTOCOL_VERSION`, else the selection's.
+/// How Codex reaches one relayed server.
+#[derive(Debug, Clone)]
+pub(super) enum Launch {
+    /// A stdio server: the relay argv prefix plus `--handoff FILE --` and the real
+    /// command (env and cwd travel in the handoff).
+    Command(Vec<String>),
+    /// A Streamable HTTP server: the loopback URL of the in-process HTTP relay.
+    Url(String),
+}
+
+/// The era a stdio binding runs in: its own `CODEX_MCP_PROTOCOL_VERSION`, else the
+/// selection's.
 pub(super) fn binding_era(binding: &StdioServer, selection: &CodexSelection) -> CodexMcpProtocol {
     match binding.env.get(PROTOCOL_VARIABLE).map(String::as_str) {
         Some(ProtocolEra::MODERN_VERSION) => CodexMcpProtocol::V2026_07_28,
@@ -51,7 +64,7 @@ pub(super) fn config_toml(
     root.insert("suppress_unstable_features_warning".into(), true.into());
     let any_2026 = servers
         .iter()
-        .any(|s| binding_era(&s.binding, selection) == CodexMcpProtocol::V2026_07_28);
+        .any(|s| s.era == CodexMcpProtocol::V2026_07_28);
     let mut features = Table::new();
     features.insert("plugins".into(), false.into());
     features.insert("apps".into(), false.into());
@@ -81,8 +94,8 @@ pub(super) fn config_toml(
     let mut mcp_servers = Table::new();
     for server in servers {
         mcp_servers.insert(
-            server.binding.name.clone(),
-            Value::Table(server_table(server, selection, tools)?),
+            server.name.clone(),
+            Value::Table(server_table(server, tools)?),
         );
     }
     root.insert("mcp_servers".into(), Value::Table(mcp_servers));
@@ -90,34 +103,36 @@ pub(super) fn config_toml(
         .map_err(|e| Error::model_validation("cannot write codex config.toml").with_source(e))
 }
 
-fn server_table(
-    server: &RelayedServer,
-    selection: &CodexSelection,
-    tools: Option<&ToolSelection>,
-) -> Result<Table> {
-    let (program, args) = server
-        .argv
-        .split_first()
-        .ok_or_else(|| Error::model_validation("codex relay argv is empty"))?;
+fn server_table(server: &RelayedServer, tools: Option<&ToolSelection>) -> Result<Table> {
     let mut table = Table::new();
-    table.insert("command".into(), program.clone().into());
-    table.insert(
-        "args".into(),
-        Value::Array(args.iter().cloned().map(Value::from).collect()),
-    );
-    table.insert("required".into(), true.into());
-    table.insert("tool_timeout_sec".into(), TOOL_TIMEOUT_SECONDS.into());
-    let version = match binding_era(&server.binding, selection) {
+    let version = match server.era {
         CodexMcpProtocol::V2026_07_28 => ProtocolEra::MODERN_VERSION,
         CodexMcpProtocol::Legacy => CODEX_LEGACY_VERSION,
     };
-    let mut env = Table::new();
-    env.insert(PROTOCOL_VARIABLE.into(), version.into());
-    table.insert("env".into(), Value::Table(env));
+    match &server.launch {
+        Launch::Command(argv) => {
+            let (program, args) = argv
+                .split_first()
+                .ok_or_else(|| Error::model_validation("codex relay argv is empty"))?;
+            table.insert("command".into(), program.clone().into());
+            table.insert(
+                "args".into(),
+                Value::Array(args.iter().cloned().map(Value::from).collect()),
+            );
+            let mut env = Table::new();
+            env.insert(PROTOCOL_VARIABLE.into(), version.into());
+            table.insert("env".into(), Value::Table(env));
+        }
+        Launch::Url(url) => {
+            table.insert("url".into(), url.clone().into());
+        }
+    }
+    table.insert("required".into(), true.into());
+    table.insert("tool_timeout_sec".into(), TOOL_TIMEOUT_SECONDS.into());
     if let Some(selection) = tools {
         let names: Vec<Value> = selection
             .iter()
-            .filter(|t| t.server == server.binding.name)
+            .filter(|t| t.server == server.name)
             .map(|t| Value::from(t.tool.clone()))
             .collect();
         if !names.is_empty() {
@@ -202,9 +217,14 @@ mod tests {
     use crate::selection::CodexProvider;
 
     fn relayed(name: &str) -> RelayedServer {
+        relayed_in(name, CodexMcpProtocol::V2026_07_28)
+    }
+
+    fn relayed_in(name: &str, era: CodexMcpProtocol) -> RelayedServer {
         RelayedServer {
-            binding: StdioServer::new(name, "python3").with_args(["server.py"]),
-            argv: vec![
+            name: name.to_owned(),
+            era,
+            launch: Launch::Command(vec![
                 "/usr/bin/m3".into(),
                 "mcp-relay".into(),
                 "--handoff".into(),
@@ -212,7 +232,7 @@ mod tests {
                 "--".into(),
                 "python3".into(),
                 "server.py".into(),
-            ],
+            ]),
         }
     }
 
@@ -259,7 +279,13 @@ mod tests {
     #[test]
     fn legacy_era_and_no_selection() {
         let selection = CodexSelection::new("m").with_mcp_protocol(CodexMcpProtocol::Legacy);
-        let text = config_toml(&selection, "m", &[relayed("shipping")], None).unwrap();
+        let text = config_toml(
+            &selection,
+            "m",
+            &[relayed_in("shipping", CodexMcpProtocol::Legacy)],
+            None,
+        )
+        .unwrap();
         let parsed: Table = toml::from_str(&text).unwrap();
         assert!(parsed.get("model_provider").is_none());
         assert_eq!(parsed["features"]["mcp_2026_07_28"].as_bool(), Some(false));
@@ -278,5 +304,28 @@ mod tests {
             binding_era(&binding, &selection),
             CodexMcpProtocol::V2026_07_28
         );
+    }
+
+    #[test]
+    fn an_http_binding_is_configured_by_its_relay_url() {
+        let selection = CodexSelection::new("m");
+        let server = RelayedServer {
+            name: "shipping".to_owned(),
+            era: CodexMcpProtocol::V2026_07_28,
+            launch: Launch::Url("http://127.0.0.1:4000/abc".to_owned()),
+        };
+        let tools = ToolSelection::parse(&["shipping:book_shipment"]).unwrap();
+        let text = config_toml(&selection, "m", &[server], Some(&tools)).unwrap();
+        let parsed: Table = toml::from_str(&text).unwrap();
+        let shipping = &parsed["mcp_servers"]["shipping"];
+        assert_eq!(shipping["url"].as_str(), Some("http://127.0.0.1:4000/abc"));
+        assert!(shipping.get("command").is_none());
+        assert!(
+            shipping.get("env").is_none(),
+            "env is for stdio servers only"
+        );
+        assert_eq!(shipping["required"].as_bool(), Some(true));
+        assert_eq!(shipping["enabled_tools"].as_array().unwrap().len(), 1);
+        assert_eq!(parsed["features"]["mcp_2026_07_28"].as_bool(), Some(true));
     }
 }

@@ -30,14 +30,14 @@ mod version;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use m3_types::{Error, Result};
+use m3_types::{Error, Result, ServerBinding, ToolSelection};
 
-use crate::relay::RelayObserver;
+use crate::relay::{HttpRelay, RelayObserver};
 use crate::selection::CodexSelection;
 
 use super::{AgentSession, Harness, InputPolicy};
 use app_server::AppServer;
-use home::RelayedServer;
+use home::{Launch, RelayedServer};
 use observe::WireTracker;
 use protocol::{
     ApprovalPolicy, ClientCapabilities, ClientInfo, GranularApproval, InitializeParams,
@@ -117,34 +117,18 @@ impl Harness for CodexHarness {
             })?;
         let layout = Layout::create(root.path())?;
         let mut observer = RelayObserver::bind(&layout.relay).await?;
-        let mut servers = Vec::new();
-        for binding in session.bindings() {
-            let Some(binding) = binding.as_stdio() else {
-                return Err(Error::model_validation(format!(
-                    "MCP server '{}' is an HTTP binding; the codex harness binds stdio servers only",
-                    binding.name()
-                )));
-            };
-            let allowed = session.tool_selection().map(|tools| {
-                tools
-                    .iter()
-                    .filter(|t| t.server == binding.name)
-                    .map(|t| t.tool.clone())
-                    .collect::<Vec<_>>()
-            });
-            let handoff = observer.handoff(&binding.name, binding, allowed)?;
-            let mut argv = relay.clone();
-            argv.extend([
-                "--handoff".to_owned(),
-                handoff.display().to_string(),
-                "--".to_owned(),
-            ]);
-            argv.push(binding.command.clone());
-            argv.extend(binding.args.iter().cloned());
-            servers.push(RelayedServer {
-                binding: binding.clone(),
-                argv,
-            });
+        let (servers, http_relays) = relay_servers(
+            &self.selection,
+            &relay,
+            &observer,
+            session.bindings(),
+            session.tool_selection(),
+        )
+        .await?;
+        for http_relay in &http_relays {
+            session
+                .operation_log()
+                .add_secrets(http_relay.secret_values());
         }
         let config =
             home::config_toml(&self.selection, &model, &servers, session.tool_selection())?;
@@ -243,6 +227,61 @@ impl CodexHarness {
             .await?;
         Ok(end.text)
     }
+}
+
+/// Puts one of M3's relays in front of every binding: `m3 mcp-relay` for a stdio
+/// server, an in-process [`HttpRelay`] for a Streamable HTTP one (kept running as
+/// long as the returned relays live).
+async fn relay_servers(
+    selection: &CodexSelection,
+    relay: &[String],
+    observer: &RelayObserver,
+    bindings: &[ServerBinding],
+    tools: Option<&ToolSelection>,
+) -> Result<(Vec<RelayedServer>, Vec<HttpRelay>)> {
+    let mut servers = Vec::new();
+    let mut http_relays = Vec::new();
+    for binding in bindings {
+        let allowed = tools.map(|tools| {
+            tools
+                .iter()
+                .filter(|t| t.server == binding.name())
+                .map(|t| t.tool.clone())
+                .collect::<Vec<_>>()
+        });
+        let (era, launch) = match binding {
+            ServerBinding::Stdio(stdio) => {
+                let handoff = observer.handoff(&stdio.name, stdio, allowed)?;
+                let mut argv = relay.to_vec();
+                argv.extend([
+                    "--handoff".to_owned(),
+                    handoff.display().to_string(),
+                    "--".to_owned(),
+                ]);
+                argv.push(stdio.command.clone());
+                argv.extend(stdio.args.iter().cloned());
+                (home::binding_era(stdio, selection), Launch::Command(argv))
+            }
+            ServerBinding::Http(http) => {
+                let relayed = observer.http_relay(&http.name, http, allowed).await?;
+                let url = relayed.url().to_owned();
+                http_relays.push(relayed);
+                (selection.mcp_protocol, Launch::Url(url))
+            }
+            other => {
+                return Err(Error::model_validation(format!(
+                    "MCP server '{}': the codex harness cannot relay this kind of binding",
+                    other.name()
+                )));
+            }
+        };
+        servers.push(RelayedServer {
+            name: binding.name().to_owned(),
+            era,
+            launch,
+        });
+    }
+    Ok((servers, http_relays))
 }
 
 /// The directories of one session, all inside a private temporary root.

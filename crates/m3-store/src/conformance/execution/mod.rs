@@ -31,7 +31,6 @@ pub mod signals;
 mod support;
 
 use std::any::Any;
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -39,26 +38,18 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use m3_types::{Clock, ManualClock, Result};
 
-use super::{CaseFailure, CaseResult, ConformanceReport};
+use super::{CaseFailure, CaseResult, ConformanceReport, Guard};
 use crate::ExecutionStore;
 
 /// What a backend's factory builds for one case.
+#[derive(Debug)]
 #[non_exhaustive]
 pub struct ExecutionBackend {
     /// The store under test, reading the factory's clock.
     pub store: Arc<dyn ExecutionStore>,
     /// A second, independent store object on the same data and clock.
     pub peer: Arc<dyn ExecutionStore>,
-    guard: Option<Box<dyn Any + Send + Sync>>,
-}
-
-impl fmt::Debug for ExecutionBackend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ExecutionBackend")
-            .field("store", &self.store)
-            .field("peer", &self.peer)
-            .finish_non_exhaustive()
-    }
+    guard: Guard,
 }
 
 impl ExecutionBackend {
@@ -67,19 +58,20 @@ impl ExecutionBackend {
         Self {
             store,
             peer,
-            guard: None,
+            guard: Guard::default(),
         }
     }
 
     /// Keeps `guard` (for example a temporary directory) alive as long as the backend.
     #[must_use]
     pub fn with_guard(mut self, guard: impl Any + Send + Sync) -> Self {
-        self.guard = Some(Box::new(guard));
+        self.guard = Guard::keep(guard);
         self
     }
 }
 
 /// What one case runs against.
+#[derive(Debug)]
 #[non_exhaustive]
 pub struct ExecutionHarness {
     /// The store under test.
@@ -89,15 +81,6 @@ pub struct ExecutionHarness {
     /// The manual clock both read.
     pub clock: ManualClock,
     _backend: ExecutionBackend,
-}
-
-impl fmt::Debug for ExecutionHarness {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ExecutionHarness")
-            .field("store", &self.store)
-            .field("clock", &self.clock)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Builds a fresh, empty [`ExecutionBackend`] for one case; implemented for every

@@ -8,6 +8,12 @@
 //! Take "now" from [`store_now`](crate::store_now).
 
 pub mod errors;
+mod steps;
+
+pub use steps::{
+    ExecutionSlot, append_step, cancel_step, check_release, finish_step, granted_lease, lease_step,
+    release_step, renewed_lease, transition_step,
+};
 
 use std::time::Duration;
 

@@ -26,7 +26,9 @@ use m3_types::{
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::request::{ClaimRound, CreateRound, LeaseRef, RoundRef};
+use super::request::{
+    ClaimRound, CreateRound, LeaseRef, ResponseSubmission, RoundFailure, RoundRef,
+};
 
 pub use m3_types::RECOVERY_UNAVAILABLE;
 
@@ -125,6 +127,42 @@ pub fn check_claim_args(round: &RoundRef, claim: &ClaimRound) -> Result<()> {
 pub fn check_lease_args(round: &RoundRef, lease: &LeaseRef) -> Result<()> {
     require_round(round)?;
     require_lease(lease)
+}
+
+/// `renew`'s argument checks: [`check_lease_args`], then a positive duration.
+///
+/// # Errors
+/// `managed_input_invalid` ([`Reason::EmptyArgument`], [`Reason::InvalidLeaseDuration`]).
+pub fn check_renew_args(
+    round: &RoundRef,
+    lease: &LeaseRef,
+    lease_duration: Duration,
+) -> Result<()> {
+    check_lease_args(round, lease)?;
+    require_lease_duration(lease_duration)
+}
+
+/// `submit_responses`' argument checks: [`check_lease_args`], then the idempotency key.
+///
+/// # Errors
+/// `managed_input_invalid` / [`Reason::EmptyArgument`].
+pub fn check_submit_args(
+    round: &RoundRef,
+    lease: &LeaseRef,
+    submission: &ResponseSubmission,
+) -> Result<()> {
+    check_lease_args(round, lease)?;
+    require_text(&submission.idempotency_key, "response_idempotency_key")
+}
+
+/// `fail`'s argument checks: the failure's code and message, then [`check_lease_args`].
+///
+/// # Errors
+/// `managed_input_invalid` / [`Reason::EmptyArgument`].
+pub fn check_fail_args(round: &RoundRef, lease: &LeaseRef, failure: &RoundFailure) -> Result<()> {
+    require_text(&failure.code, "code")?;
+    require_text(&failure.message, "message")?;
+    check_lease_args(round, lease)
 }
 
 /// `fail_recovery`'s argument checks.

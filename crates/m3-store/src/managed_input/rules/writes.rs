@@ -1,11 +1,18 @@
 //! What a backend's read-decide-write stores: the shapes every backend's `update` step
 //! returns, so no backend spells them out again.
 
+use std::time::Duration;
+
 use m3_types::{ManagedInputRecord, Result};
 use time::OffsetDateTime;
 
-use super::steps::{Decision, Submission, apply_submission, check_submission};
-use crate::managed_input::request::{LeaseRef, ResponseSubmission};
+use super::steps::{
+    Decision, Submission, Transition, apply_fail, apply_recovery_failure, apply_submission,
+    check_fail, check_fail_recovery, check_submission, check_transition,
+};
+use super::token::new_lease_token;
+use super::{apply_claim, apply_renew, check_claim, check_renew, lease_expiry};
+use crate::managed_input::request::{ClaimRound, LeaseRef, ResponseSubmission, RoundFailure};
 
 /// One mutation's write: the next record and, after an accepted submission, the redacted
 /// projection of its responses as canonical JSON text (store it beside the record).
@@ -54,5 +61,88 @@ impl RoundWrite {
             }),
             _ => None,
         })
+    }
+
+    /// `claim_round`'s write on `current`: [`check_claim`], then the claimed record under
+    /// a new lease token expiring `claim.lease_duration` after `now`.
+    ///
+    /// # Errors
+    /// As [`check_claim`] and [`lease_expiry`]; `storage_error` if no token can be drawn.
+    pub fn claim(
+        current: &ManagedInputRecord,
+        claim: &ClaimRound,
+        now: OffsetDateTime,
+    ) -> Result<Option<Self>> {
+        let next = check_claim(current, claim, now)?;
+        let expires = lease_expiry(now, claim.lease_duration)?;
+        let token = new_lease_token()?;
+        Ok(Self::record(apply_claim(
+            current, claim, next, token, expires, now,
+        )))
+    }
+
+    /// `renew`'s write on `current`: [`check_renew`], then the lease extended to
+    /// `lease_duration` after `now`.
+    ///
+    /// # Errors
+    /// As [`check_renew`] and [`lease_expiry`].
+    pub fn renew(
+        current: &ManagedInputRecord,
+        lease: &LeaseRef,
+        lease_duration: Duration,
+        now: OffsetDateTime,
+    ) -> Result<Option<Self>> {
+        check_renew(current, lease, now)?;
+        let expires = lease_expiry(now, lease_duration)?;
+        Ok(Self::record(apply_renew(current, expires, now)))
+    }
+
+    /// A lease-holding transition's write on `current`: [`check_transition`], then
+    /// [`Transition::apply`]; none for an idempotent repeat.
+    ///
+    /// # Errors
+    /// As [`check_transition`].
+    pub fn transition(
+        current: &ManagedInputRecord,
+        lease: &LeaseRef,
+        transition: Transition,
+        now: OffsetDateTime,
+    ) -> Result<Option<Self>> {
+        let decided = check_transition(current, lease, now, transition)?;
+        Ok(Self::decided(decided, || transition.apply(current, now)))
+    }
+
+    /// `fail`'s write on `current`: [`check_fail`], then [`apply_fail`]; none for an
+    /// idempotent repeat.
+    ///
+    /// # Errors
+    /// As [`check_fail`].
+    pub fn fail(
+        current: &ManagedInputRecord,
+        lease: &LeaseRef,
+        failure: &RoundFailure,
+        now: OffsetDateTime,
+    ) -> Result<Option<Self>> {
+        let decided = check_fail(current, lease, failure, now)?;
+        Ok(Self::decided(decided, || {
+            apply_fail(current, &failure.code, &failure.message, now)
+        }))
+    }
+
+    /// `fail_recovery`'s write on `current`: [`check_fail_recovery`], then
+    /// [`apply_recovery_failure`]; none for an idempotent repeat.
+    ///
+    /// # Errors
+    /// As [`check_fail_recovery`].
+    pub fn fail_recovery(
+        current: &ManagedInputRecord,
+        expected_lease_token: &str,
+        message: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<Self>> {
+        let decided = check_fail_recovery(current, expected_lease_token, now)?;
+        Ok(Self::decided(decided, || {
+            apply_recovery_failure(current, message, now)
+        }))
     }
 }

@@ -1,0 +1,186 @@
+//! Whole write steps on a backend's [`ExecutionSlot`]: a backend that reads the record,
+//! decides and writes in one critical section (a lock, a transaction) hands the rules its
+//! slot and stores what they changed, so no backend spells a step out again.
+
+use m3_types::{ExecutionStatus, Result};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::{
+    TerminalData, check_fence, check_finish, check_transition, diagnose, errors, mark_finished,
+    state_changed_payload,
+};
+use crate::execution::record::{
+    EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease,
+    ExecutionLeaseRef, ExecutionRecord, FinishExecution,
+};
+use crate::managed_input::rules::Decision;
+
+/// One execution as a backend holds it inside a read-decide-write: its record and its
+/// event log. The steps below change the record only through [`record_mut`](Self::record_mut),
+/// after every check passed, so a backend that writes only changed records can track that.
+pub trait ExecutionSlot {
+    /// The record as read.
+    fn record(&self) -> &ExecutionRecord;
+    /// The record, to be changed (and stored).
+    fn record_mut(&mut self) -> &mut ExecutionRecord;
+    /// Appends an event with the record's next sequence number (and advances the record's
+    /// `sequence` to it).
+    fn append_event(&mut self, kind: &str, payload: Value, now: OffsetDateTime) -> ExecutionEvent;
+}
+
+/// `transition`: [`check_transition`], then the new lifecycle and its
+/// `execution.state_changed` event; returns the changed record.
+///
+/// # Errors
+/// As [`check_transition`].
+pub fn transition_step(
+    slot: &mut impl ExecutionSlot,
+    to: ExecutionStatus,
+    lease: Option<&ExecutionLeaseRef>,
+    now: OffsetDateTime,
+) -> Result<ExecutionRecord> {
+    check_transition(slot.record(), to, lease, now)?;
+    let record = slot.record_mut();
+    record.lifecycle = to;
+    record.updated_at = now;
+    slot.append_event(
+        EVENT_EXECUTION_STATE_CHANGED,
+        state_changed_payload(to),
+        now,
+    );
+    Ok(slot.record().clone())
+}
+
+/// `finish`: [`check_finish`] against `stored` (the terminal data of a finished record),
+/// then the terminal record and its `execution.finished` event with `payload`. Returns the
+/// decision (an idempotent repeat changes nothing) and the record.
+///
+/// # Errors
+/// As [`check_finish`].
+pub fn finish_step(
+    slot: &mut impl ExecutionSlot,
+    stored: Option<&TerminalData>,
+    requested: &TerminalData,
+    request: &FinishExecution,
+    payload: Value,
+    now: OffsetDateTime,
+) -> Result<(Decision, ExecutionRecord)> {
+    let decided = check_finish(
+        slot.record(),
+        stored,
+        requested,
+        request.lease.as_ref(),
+        now,
+    )?;
+    if decided == Decision::Apply {
+        let (error, result) = (request.error.clone(), request.result.clone());
+        mark_finished(slot.record_mut(), request.outcome, error, result, now);
+        slot.append_event(EVENT_EXECUTION_FINISHED, payload, now);
+    }
+    Ok((decided, slot.record().clone()))
+}
+
+/// `request_cancel`: the first request on an unfinished execution records when and why;
+/// any other is a no-op. Returns the record.
+pub fn cancel_step(
+    slot: &mut impl ExecutionSlot,
+    reason: Option<&str>,
+    now: OffsetDateTime,
+) -> ExecutionRecord {
+    let current = slot.record();
+    if current.cancel_requested_at.is_none() && !current.is_finished() {
+        let record = slot.record_mut();
+        record.cancel_requested_at = Some(now);
+        record.cancel_reason = reason.map(str::to_owned);
+        record.updated_at = now;
+    }
+    slot.record().clone()
+}
+
+/// `append_event` (kind and payload already checked): the execution is not finished and
+/// the fence holds; then the event is appended.
+///
+/// # Errors
+/// `managed_input_state` ([`Reason::Finished`](m3_types::Reason::Finished)); the fence's
+/// errors.
+pub fn append_step(
+    slot: &mut impl ExecutionSlot,
+    kind: &str,
+    payload: Value,
+    lease: Option<&ExecutionLeaseRef>,
+    now: OffsetDateTime,
+) -> Result<ExecutionEvent> {
+    let record = slot.record();
+    if record.is_finished() {
+        return Err(errors::finished(&record.execution_id));
+    }
+    check_fence(record, lease, now)?;
+    Ok(slot.append_event(kind, payload, now))
+}
+
+/// `release_lease`'s decision on the stored record (`None`: no such execution): a finished
+/// execution without a lease is an idempotent repeat; an unfinished one whose fence holds
+/// is released ([`release_step`]); anything else is diagnosed.
+///
+/// # Errors
+/// As [`diagnose`].
+pub fn check_release(
+    record: Option<&ExecutionRecord>,
+    lease: &ExecutionLeaseRef,
+    now: OffsetDateTime,
+) -> Result<Decision> {
+    match record {
+        Some(r) if r.is_finished() && r.lease.is_none() => Ok(Decision::AlreadyDone),
+        Some(r) if !r.is_finished() && check_fence(r, Some(lease), now).is_ok() => {
+            Ok(Decision::Apply)
+        }
+        other => Err(diagnose(other, &lease.execution_id, Some(lease), now)),
+    }
+}
+
+/// `release_lease` after [`check_release`] said [`Decision::Apply`]: the lease is gone.
+pub fn release_step(slot: &mut impl ExecutionSlot, now: OffsetDateTime) {
+    let record = slot.record_mut();
+    record.lease = None;
+    record.updated_at = now;
+}
+
+/// `acquire_lease` and `renew_lease` after their checks: the record holds `lease` from
+/// `now` on. Returns the lease.
+pub fn lease_step(
+    slot: &mut impl ExecutionSlot,
+    lease: ExecutionLease,
+    now: OffsetDateTime,
+) -> ExecutionLease {
+    let record = slot.record_mut();
+    record.lease = Some(lease.clone());
+    record.updated_at = now;
+    lease
+}
+
+/// The lease `acquire_lease` grants: `owner_id` holds `execution_id` under `lease_token`
+/// until `expires_at`.
+pub fn granted_lease(
+    execution_id: &str,
+    owner_id: String,
+    lease_token: String,
+    expires_at: OffsetDateTime,
+) -> ExecutionLease {
+    ExecutionLease {
+        execution_id: execution_id.to_owned(),
+        owner_id,
+        lease_token,
+        expires_at,
+    }
+}
+
+/// The lease `renew_lease` stores: the presented one, expiring at `expires_at`.
+pub fn renewed_lease(lease: &ExecutionLeaseRef, expires_at: OffsetDateTime) -> ExecutionLease {
+    granted_lease(
+        &lease.execution_id,
+        lease.owner_id.clone(),
+        lease.lease_token.clone(),
+        expires_at,
+    )
+}
