@@ -16,7 +16,7 @@ pub const RECOVERY_UNAVAILABLE: &str = "recovery_unavailable";
 
 /// The `failure_code` of a failed round.
 ///
-/// Not a [`wire_enum!`]: one variant carries the [`ErrorCode`] of the error that failed the
+/// Not a `wire_enum!`: one variant carries the [`ErrorCode`] of the error that failed the
 /// round, so its strings are [`RECOVERY_UNAVAILABLE`] plus every error code's.
 ///
 /// ```

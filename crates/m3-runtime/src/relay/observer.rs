@@ -149,7 +149,7 @@ impl RelayObserver {
     }
 
     /// Starts an in-process HTTP relay for the Streamable HTTP binding `server`: a
-    /// loopback endpoint (its URL in [`HttpRelay::url`]) that forwards to the real one
+    /// loopback endpoint (its URL in [`HttpRelay::url`](super::HttpRelay::url)) that forwards to the real one
     /// and reports to this observer under `connection_id`, enforcing `allowed_tools`
     /// as the stdio relay does. The binding is resolved and checked against its trust
     /// level, and its `${NAME}` headers resolved, as M3's own client does; the relay
