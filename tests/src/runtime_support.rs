@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use m3_kit::{
     AgentSelection, AsyncAgent, AsyncExecutionHandle, AsyncMcpTestKit, ExecutionTrace,
-    RoundDiagnostics, Script,
+    RoundDiagnostics, Script, SubmitOptions,
 };
 use m3_runtime::mcp::{AttemptOutcome, LogicalOperation};
 use m3_types::{
-    ElicitationResponse, ErrorInfo, ExecutionOutcome, ExecutionResult, ManagedInputStatus,
-    PendingElicitationRound, ResponseMap, StdioServer,
+    ElicitationResponse, ErrorInfo, ExecutionOutcome, ExecutionResult, HumanInput,
+    ManagedInputStatus, PendingElicitationRound, ResponseMap, StdioServer,
 };
 use serde_json::{Map, Value, json};
 use tempfile::TempDir;
@@ -44,6 +44,32 @@ pub fn address(key: &str, city: &str) -> ResponseMap {
     content.insert("street".into(), json!("1 Main Street"));
     content.insert("city".into(), json!(city));
     ResponseMap::from([(key.to_owned(), ElicitationResponse::accept(content))])
+}
+
+/// Submits "Book a shipment." to `kit` as a managed execution calling `book_shipment` once
+/// on the shipping server binary `exe` in the 2026-07-28 era.
+pub async fn submit_booking(
+    kit: &AsyncMcpTestKit,
+    exe: &str,
+) -> m3_types::Result<AsyncExecutionHandle> {
+    let agent = only_agent(kit.agents([call("book_shipment")])?)?;
+    agent
+        .submit(
+            "Book a shipment.",
+            SubmitOptions::new()
+                .server(shipping(exe, "modern"))
+                .human_input(HumanInput::Managed),
+        )
+        .await
+}
+
+fn only_agent(mut agents: Vec<AsyncAgent>) -> m3_types::Result<AsyncAgent> {
+    agents.pop().ok_or_else(|| {
+        m3_types::Error::from_code(
+            m3_types::ErrorCode::InvalidArgument,
+            "the kit built no agent for one selection",
+        )
+    })
 }
 
 /// A kit on the store `db` names (a SQLite file path or a store URL).

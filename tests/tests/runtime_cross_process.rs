@@ -11,10 +11,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use m3_kit::SubmitOptions;
-use m3_tests::runtime_support::{WAIT, address, call, completes, kit, shipping};
+use m3_tests::runtime_support::{WAIT, address, completes, kit, submit_booking};
 use m3_tests::store_support::TestDb;
-use m3_types::{ExecutionOutcome, HumanInput, ManagedInputStatus};
+use m3_types::{ExecutionOutcome, ManagedInputStatus};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_m3-test-shipping-server");
 const RESPONDER: &str = env!("CARGO_BIN_EXE_m3-test-responder");
@@ -34,16 +33,7 @@ async fn response_from_another_process(backend: TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let db = backend.location(dir.path()).unwrap();
     let kit = kit(&db).await.unwrap();
-    let agent = kit.agents([call("book_shipment")]).unwrap().remove(0);
-    let handle = agent
-        .submit(
-            "Book a shipment.",
-            SubmitOptions::new()
-                .server(shipping(SERVER, "modern"))
-                .human_input(HumanInput::Managed),
-        )
-        .await
-        .unwrap();
+    let handle = submit_booking(&kit, SERVER).await.unwrap();
     let output = tokio::process::Command::new(RESPONDER)
         .args([db.as_str(), handle.execution_id(), "Nagpur"])
         .output()

@@ -10,7 +10,9 @@ use m3_kit::{AsyncMcpTestKit, SubmitOptions};
 use m3_store::{
     AcquireLease, ExecutionStore, NewExecution, SqliteExecutionStore, SqliteStoreOptions,
 };
-use m3_tests::runtime_support::{WAIT, address, call, lifecycle, pending, shipping};
+use m3_tests::runtime_support::{
+    WAIT, address, call, lifecycle, pending, shipping, submit_booking,
+};
 use m3_types::{ExecutionOutcome, ExecutionStatus, HumanInput, ManagedInputStatus};
 use serde_json::json;
 use sqlx::sqlite::SqliteConnectOptions;
@@ -89,15 +91,7 @@ async fn a_kit_opens_and_reads_a_store_whose_write_lock_is_held() -> TestResult 
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("m3.sqlite");
     let kit = busy_kit(&db).await?;
-    let agent = kit.agents([call("book_shipment")])?.remove(0);
-    let handle = agent
-        .submit(
-            "Book a shipment.",
-            SubmitOptions::new()
-                .server(shipping(SERVER, "modern"))
-                .human_input(HumanInput::Managed),
-        )
-        .await?;
+    let handle = submit_booking(&kit, SERVER).await?;
     let round = pending(&handle).await;
 
     let lock = hold(&db).await?;

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use m3_kit::{AsyncMcpTestKit, ExecutionTrace, SubmitOptions};
+use m3_kit::{AsyncMcpTestKit, ExecutionTrace};
 use m3_store::signal::{SIGNAL_ENV, Topic, Wake};
 use m3_store::{ExecutionStore, NewExecution, SqliteExecutionStore, SqliteStoreOptions};
-use m3_tests::runtime_support::{WAIT, call, shipping};
-use m3_types::{ExecutionOutcome, HumanInput, ManagedInputStatus};
+use m3_tests::runtime_support::{WAIT, submit_booking};
+use m3_types::{ExecutionOutcome, ManagedInputStatus};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_store_execution_probe");
 const RESPONDER: &str = env!("CARGO_BIN_EXE_m3-test-responder");
@@ -108,16 +108,7 @@ async fn with_the_signal_off_an_answer_from_another_process_still_completes_the_
         .await
         .unwrap();
     assert_eq!(kit.store().change_signal().mechanism(), "in-process");
-    let agent = kit.agents([call("book_shipment")]).unwrap().remove(0);
-    let handle = agent
-        .submit(
-            "Book a shipment.",
-            SubmitOptions::new()
-                .server(shipping(SERVER, "modern"))
-                .human_input(HumanInput::Managed),
-        )
-        .await
-        .unwrap();
+    let handle = submit_booking(&kit, SERVER).await.unwrap();
     let output = tokio::process::Command::new(RESPONDER)
         .args([db.to_str().unwrap(), handle.execution_id(), "Nagpur"])
         .env(SIGNAL_ENV, "off")
