@@ -10,13 +10,7 @@ fn doctor_passes_on_a_fresh_directory_and_on_an_existing_store() {
     let store = Store::new();
     let report = store.m3(&["--json", "doctor"]).expect_code(0).json();
     assert_eq!(report["demo_ready"], true);
-    let checks = report["checks"].as_array().unwrap();
-    let status = |name: &str| {
-        checks
-            .iter()
-            .find(|check| check["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} check: {report}"))
-    };
+    let status = |name: &str| check(&report, name);
     assert_eq!(status("store")["status"], "ok", "{report}");
     assert!(status("store")["detail"].as_str().unwrap().contains("yet"));
     assert_eq!(status("example server")["status"], "ok", "{report}");
@@ -34,16 +28,8 @@ fn doctor_passes_on_a_fresh_directory_and_on_an_existing_store() {
     assert!(!store.db().exists());
     store.m3(&["demo"]).expect_code(0);
     let human = store.m3(&["doctor"]).expect_code(0);
-    assert!(
-        human.stdout.contains("(1 executions, SQLite journal: WAL)"),
-        "{}",
-        human.stdout
-    );
-    assert!(
-        human.stdout.contains("m3 demo will work"),
-        "{}",
-        human.stdout
-    );
+    assert_contains(&human.stdout, "(1 executions, SQLite journal: WAL)");
+    assert_contains(&human.stdout, "m3 demo will work");
 }
 
 #[test]
@@ -60,22 +46,15 @@ fn doctor_fails_with_a_fix_when_the_store_cannot_be_created() {
         .output()
         .unwrap();
     let done = common::Done::from(output).expect_code(1);
-    assert!(done.stdout.contains("fail  store"), "{}", done.stdout);
-    assert!(
-        done.stdout.contains("fix: give a writable place"),
-        "{}",
-        done.stdout
-    );
-    assert!(
-        done.stdout.contains("m3 demo will not work"),
-        "{}",
-        done.stdout
-    );
-    assert!(
-        done.stderr.contains("error[doctor_failed]"),
-        "{}",
-        done.stderr
-    );
+    assert_contains(&done.stdout, "fail  store");
+    assert_contains(&done.stdout, "fix: give a writable place");
+    assert_contains(&done.stdout, "m3 demo will not work");
+    assert_contains(&done.stderr, "error[doctor_failed]");
+}
+
+/// Fails with the whole `text` unless it contains `part`.
+fn assert_contains(text: &str, part: &str) {
+    assert!(text.contains(part), "{part:?} not in:\n{text}");
 }
 
 fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
