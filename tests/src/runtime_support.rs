@@ -72,6 +72,30 @@ fn only_agent(mut agents: Vec<AsyncAgent>) -> m3_types::Result<AsyncAgent> {
     })
 }
 
+/// Runs the responder binary `exe` (`m3-test-responder`: it answers the pending round of
+/// `execution` in the store `db` with `city`) as another process with the extra `env`,
+/// fails unless it succeeds, and returns what it printed (the round id).
+pub async fn respond_from_another_process(
+    exe: &str,
+    db: &str,
+    execution: &str,
+    city: &str,
+    env: &[(&str, &str)],
+) -> String {
+    let output = tokio::process::Command::new(exe)
+        .args([db, execution, city])
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .unwrap_or_else(|error| panic!("cannot run {exe}: {error}"));
+    assert!(
+        output.status.success(),
+        "responder failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
 /// A kit on the store `db` names (a SQLite file path or a store URL).
 pub async fn kit(db: impl AsRef<Path>) -> m3_types::Result<AsyncMcpTestKit> {
     AsyncMcpTestKit::builder().database(db).build().await

@@ -11,7 +11,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use m3_tests::runtime_support::{WAIT, address, completes, kit, submit_booking};
+use m3_tests::runtime_support::{
+    WAIT, address, completes, kit, respond_from_another_process, submit_booking,
+};
 use m3_tests::store_support::TestDb;
 use m3_types::{ExecutionOutcome, ManagedInputStatus};
 
@@ -34,17 +36,8 @@ async fn response_from_another_process(backend: TestDb) {
     let db = backend.location(dir.path()).unwrap();
     let kit = kit(&db).await.unwrap();
     let handle = submit_booking(&kit, SERVER).await.unwrap();
-    let output = tokio::process::Command::new(RESPONDER)
-        .args([db.as_str(), handle.execution_id(), "Nagpur"])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "responder failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let round_id = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    let round_id =
+        respond_from_another_process(RESPONDER, &db, handle.execution_id(), "Nagpur", &[]).await;
 
     let trace = completes(&handle, WAIT).await.unwrap();
     let call = trace.tool_calls().next().unwrap();

@@ -13,7 +13,7 @@ use std::time::Duration;
 use m3_kit::{AsyncMcpTestKit, ExecutionTrace};
 use m3_store::signal::{SIGNAL_ENV, Topic, Wake};
 use m3_store::{ExecutionStore, NewExecution, SqliteExecutionStore, SqliteStoreOptions};
-use m3_tests::runtime_support::{WAIT, submit_booking};
+use m3_tests::runtime_support::{WAIT, respond_from_another_process, submit_booking};
 use m3_types::{ExecutionOutcome, ManagedInputStatus};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_store_execution_probe");
@@ -109,17 +109,14 @@ async fn with_the_signal_off_an_answer_from_another_process_still_completes_the_
         .unwrap();
     assert_eq!(kit.store().change_signal().mechanism(), "in-process");
     let handle = submit_booking(&kit, SERVER).await.unwrap();
-    let output = tokio::process::Command::new(RESPONDER)
-        .args([db.to_str().unwrap(), handle.execution_id(), "Nagpur"])
-        .env(SIGNAL_ENV, "off")
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "responder failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    respond_from_another_process(
+        RESPONDER,
+        db.to_str().unwrap(),
+        handle.execution_id(),
+        "Nagpur",
+        &[(SIGNAL_ENV, "off")],
+    )
+    .await;
     assert!(sockets(&db).is_empty(), "no process bound a socket");
     let result = handle.result(Some(WAIT)).await.unwrap();
     assert_eq!(
