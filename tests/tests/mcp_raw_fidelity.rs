@@ -2,28 +2,74 @@
 //! validated against, in both eras: every JSON Schema keyword validation uses,
 //! `x-` extensions, `_meta` and `task` survive the trip into the store, content the
 //! schema forbids is refused, and the accepted answer reaches the server unchanged.
+//! Over stdio, and over Streamable HTTP answered with plain `application/json`
+//! (the legacy era's `elicitation/create` then comes on the GET event stream).
 
 // Helpers outside #[test] fns fail the test on purpose (clippy.toml only relaxes
 // these lints inside test functions).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use m3_kit::{AgentSelection, AsyncExecutionHandle, Script, SubmitOptions};
-use m3_tests::runtime_support::{WAIT, completes, kit, pending, python};
-use m3_types::{ElicitationRequest, ElicitationResponse, HumanInput, ResponseMap, StdioServer};
+use m3_tests::http_support::{HttpPeer, free_port};
+use m3_tests::runtime_support::{WAIT, completes, ends, failure, kit, pending, python};
+use m3_types::{
+    ElicitationRequest, ElicitationResponse, ExecutionOutcome, HttpServer, HumanInput, ResponseMap,
+    ServerBinding, ServerTrust, StdioServer,
+};
 use serde_json::{Map, Value, json};
 
-fn raw_server(era: &str, params: &Value) -> StdioServer {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/peers/raw_elicitation_server.py"
-    );
-    StdioServer::new("raw", python()).with_args([
-        script.to_owned(),
+const SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/peers/raw_elicitation_server.py"
+);
+
+/// How the raw server is reached.
+#[derive(Clone, Copy, Debug)]
+enum Transport {
+    Stdio,
+    PlainJsonHttp,
+}
+
+fn script_args(era: &str, params: &Value) -> Vec<String> {
+    vec![
+        SCRIPT.to_owned(),
         "--era".to_owned(),
         era.to_owned(),
         "--params".to_owned(),
         params.to_string(),
-    ])
+    ]
+}
+
+/// The raw server serving plain-JSON Streamable HTTP with `extra` arguments, and
+/// its loopback binding.
+async fn raw_http(era: &str, params: &Value, extra: &[&str]) -> (HttpPeer, HttpServer) {
+    let port = free_port().unwrap();
+    let mut command = tokio::process::Command::new(python());
+    command
+        .args(script_args(era, params))
+        .args(["--http", &port.to_string()])
+        .args(extra);
+    let peer = HttpPeer::start(command, port).await.unwrap();
+    let server = HttpServer::new("raw", peer.url()).with_trust(ServerTrust::Loopback);
+    (peer, server)
+}
+
+/// The raw server's binding, and its process when it serves HTTP.
+async fn raw_server(
+    era: &str,
+    transport: Transport,
+    params: &Value,
+) -> (ServerBinding, Option<HttpPeer>) {
+    match transport {
+        Transport::Stdio => {
+            let server = StdioServer::new("raw", python()).with_args(script_args(era, params));
+            (server.into(), None)
+        }
+        Transport::PlainJsonHttp => {
+            let (peer, server) = raw_http(era, params, &[]).await;
+            (server.into(), Some(peer))
+        }
+    }
 }
 
 /// Every keyword validation uses, plus `x-` extensions kept as data.
@@ -57,11 +103,17 @@ fn content(value: Value) -> Map<String, Value> {
 
 struct Started {
     _dir: tempfile::TempDir,
+    _peer: Option<HttpPeer>,
     kit: m3_kit::AsyncMcpTestKit,
     handle: AsyncExecutionHandle,
 }
 
-async fn start(era: &str, params: &Value) -> Started {
+async fn start(era: &str, transport: Transport, params: &Value) -> Started {
+    let (server, peer) = raw_server(era, transport, params).await;
+    submit(server, peer).await
+}
+
+async fn submit(server: ServerBinding, peer: Option<HttpPeer>) -> Started {
     let dir = tempfile::tempdir().unwrap();
     let kit = kit(&dir.path().join("m3.sqlite")).await.unwrap();
     let agent = kit
@@ -72,12 +124,13 @@ async fn start(era: &str, params: &Value) -> Started {
         .unwrap()
         .remove(0);
     let options = SubmitOptions::new()
-        .server(raw_server(era, params))
+        .server(server)
         .tools(["raw:ask"])
         .human_input(HumanInput::Managed);
     let handle = agent.submit("Ask the raw server.", options).await.unwrap();
     Started {
         _dir: dir,
+        _peer: peer,
         kit,
         handle,
     }
@@ -92,14 +145,19 @@ async fn delivered(handle: &AsyncExecutionHandle) -> Value {
     serde_json::from_str(text).unwrap()
 }
 
-async fn form_fidelity(era: &str) {
+async fn form_fidelity(era: &str, transport: Transport) {
     let params = json!({
         "message": "Fill the raw form.",
         "requestedSchema": schema(),
         "_meta": meta(),
         "task": task(),
     });
-    let Started { _dir, kit, handle } = start(era, &params).await;
+    let Started {
+        _dir,
+        _peer,
+        kit,
+        handle,
+    } = start(era, transport, &params).await;
     let round = pending(&handle).await;
     let (key, request) = round.requests.iter().next().unwrap();
     let ElicitationRequest::Form(form) = request else {
@@ -109,10 +167,18 @@ async fn form_fidelity(era: &str) {
     assert_eq!(
         Value::Object(form.requested_schema.clone()),
         schema(),
-        "{era}"
+        "{era} {transport:?}"
     );
-    assert_eq!(form.meta.clone().map(Value::Object), Some(meta()), "{era}");
-    assert_eq!(form.task.clone().map(Value::Object), Some(task()), "{era}");
+    assert_eq!(
+        form.meta.clone().map(Value::Object),
+        Some(meta()),
+        "{era} {transport:?}"
+    );
+    assert_eq!(
+        form.task.clone().map(Value::Object),
+        Some(task()),
+        "{era} {transport:?}"
+    );
 
     let forbidden = [
         ("pattern", json!({"s": "bbb"})),
@@ -158,7 +224,7 @@ async fn form_fidelity(era: &str) {
     kit.close().await.unwrap();
 }
 
-async fn url_task_context(era: &str) {
+async fn url_task_context(era: &str, transport: Transport) {
     let params = json!({
         "mode": "url",
         "message": "Verify on the web.",
@@ -167,7 +233,12 @@ async fn url_task_context(era: &str) {
         "_meta": meta(),
         "task": task(),
     });
-    let Started { _dir, kit, handle } = start(era, &params).await;
+    let Started {
+        _dir,
+        _peer,
+        kit,
+        handle,
+    } = start(era, transport, &params).await;
     let round = pending(&handle).await;
     let (key, request) = round.requests.iter().next().unwrap();
     let ElicitationRequest::Url(url) = request else {
@@ -175,8 +246,16 @@ async fn url_task_context(era: &str) {
     };
     assert_eq!(url.url, "https://example.test/verify/1");
     assert_eq!(url.elicitation_id.as_deref(), Some("el-1"));
-    assert_eq!(url.meta.clone().map(Value::Object), Some(meta()), "{era}");
-    assert_eq!(url.task.clone().map(Value::Object), Some(task()), "{era}");
+    assert_eq!(
+        url.meta.clone().map(Value::Object),
+        Some(meta()),
+        "{era} {transport:?}"
+    );
+    assert_eq!(
+        url.task.clone().map(Value::Object),
+        Some(task()),
+        "{era} {transport:?}"
+    );
     let answer = ResponseMap::from([(key.clone(), ElicitationResponse::accept_url())]);
     handle
         .respond_elicitation(&round.round_id, answer, "url")
@@ -188,20 +267,88 @@ async fn url_task_context(era: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_form_schema_survives_and_is_enforced_modern_era() {
-    form_fidelity("modern").await;
+    form_fidelity("modern", Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_form_schema_survives_and_is_enforced_legacy_era() {
-    form_fidelity("legacy").await;
+    form_fidelity("legacy", Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_url_request_keeps_task_and_meta_modern_era() {
-    url_task_context("modern").await;
+    url_task_context("modern", Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_url_request_keeps_task_and_meta_legacy_era() {
-    url_task_context("legacy").await;
+    url_task_context("legacy", Transport::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_form_schema_survives_a_plain_json_http_answer_modern_era() {
+    form_fidelity("modern", Transport::PlainJsonHttp).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_form_schema_survives_a_plain_json_http_server_legacy_era() {
+    form_fidelity("legacy", Transport::PlainJsonHttp).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_url_request_keeps_task_and_meta_over_plain_json_http_modern_era() {
+    url_task_context("modern", Transport::PlainJsonHttp).await;
+}
+
+/// A server that copies a resolved `${NAME}` header value into its question gets
+/// its request refused before any round is stored: the value reaches neither the
+/// store nor the error.
+async fn header_secret_is_refused(era: &str) {
+    let params = json!({"message": "Your token is", "requestedSchema": schema()});
+    let (peer, server) = raw_http(era, &params, &["--echo-header", "X-Token"]).await;
+    let server = server.with_header("X-Token", "Bearer ${PATH}");
+    let secret = std::env::var("PATH").unwrap();
+    let Started {
+        _dir: dir,
+        _peer,
+        kit,
+        handle,
+    } = submit(server.into(), Some(peer)).await;
+    let result = ends(&handle, WAIT, ExecutionOutcome::Failed).await.unwrap();
+    let error = failure(&result, "protocol_error", "request_carries_header_secret").unwrap();
+    assert!(!format!("{error:?}").contains(&secret), "{era}: {error:?}");
+    assert!(handle.rounds().await.unwrap().is_empty(), "{era}");
+    kit.close().await.unwrap();
+    for path in files_under(dir.path()) {
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{era}: the header value is in {}",
+            path.display()
+        );
+    }
+}
+
+/// Every regular file below `dir` (the database, its WAL, anything else).
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else if path.is_file() {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_carrying_a_resolved_header_value_is_refused_modern_era() {
+    header_secret_is_refused("modern").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_carrying_a_resolved_header_value_is_refused_legacy_era() {
+    header_secret_is_refused("legacy").await;
 }
