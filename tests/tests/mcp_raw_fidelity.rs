@@ -136,6 +136,24 @@ async fn submit(server: ServerBinding, peer: Option<HttpPeer>) -> Started {
     }
 }
 
+/// The request's `_meta` and `task` are the ones the server sent.
+fn assert_context(
+    meta: Option<&Map<String, Value>>,
+    task: Option<&Map<String, Value>>,
+    case: &str,
+) {
+    assert_eq!(
+        meta.cloned().map(Value::Object),
+        Some(self::meta()),
+        "{case}"
+    );
+    assert_eq!(
+        task.cloned().map(Value::Object),
+        Some(self::task()),
+        "{case}"
+    );
+}
+
 /// The text the server returned: the JSON of the answer it received.
 async fn delivered(handle: &AsyncExecutionHandle) -> Value {
     let trace = completes(handle, WAIT).await.unwrap();
@@ -152,13 +170,9 @@ async fn form_fidelity(era: &str, transport: Transport) {
         "_meta": meta(),
         "task": task(),
     });
-    let Started {
-        _dir,
-        _peer,
-        kit,
-        handle,
-    } = start(era, transport, &params).await;
-    let round = pending(&handle).await;
+    let run = start(era, transport, &params).await;
+    let case = format!("{era} {transport:?}");
+    let round = pending(&run.handle).await;
     let (key, request) = round.requests.iter().next().unwrap();
     let ElicitationRequest::Form(form) = request else {
         panic!("form expected, got {request:?}")
@@ -167,18 +181,9 @@ async fn form_fidelity(era: &str, transport: Transport) {
     assert_eq!(
         Value::Object(form.requested_schema.clone()),
         schema(),
-        "{era} {transport:?}"
+        "{case}"
     );
-    assert_eq!(
-        form.meta.clone().map(Value::Object),
-        Some(meta()),
-        "{era} {transport:?}"
-    );
-    assert_eq!(
-        form.task.clone().map(Value::Object),
-        Some(task()),
-        "{era} {transport:?}"
-    );
+    assert_context(form.meta.as_ref(), form.task.as_ref(), &case);
 
     let forbidden = [
         ("pattern", json!({"s": "bbb"})),
@@ -198,7 +203,8 @@ async fn form_fidelity(era: &str, transport: Transport) {
             key.clone(),
             ElicitationResponse::accept(content(bad.clone())),
         )]);
-        let error = handle
+        let error = run
+            .handle
             .respond_elicitation(&round.round_id, answer, &format!("bad-{keyword}"))
             .await
             .expect_err(&format!("{era}: {keyword} must refuse {bad}"));
@@ -213,15 +219,15 @@ async fn form_fidelity(era: &str, transport: Transport) {
         key.clone(),
         ElicitationResponse::accept(content(good.clone())),
     )]);
-    handle
+    run.handle
         .respond_elicitation(&round.round_id, answer, "good")
         .await
         .unwrap();
     assert_eq!(
-        delivered(&handle).await,
+        delivered(&run.handle).await,
         json!({"action": "accept", "content": good})
     );
-    kit.close().await.unwrap();
+    run.kit.close().await.unwrap();
 }
 
 async fn url_task_context(era: &str, transport: Transport) {
@@ -233,36 +239,23 @@ async fn url_task_context(era: &str, transport: Transport) {
         "_meta": meta(),
         "task": task(),
     });
-    let Started {
-        _dir,
-        _peer,
-        kit,
-        handle,
-    } = start(era, transport, &params).await;
-    let round = pending(&handle).await;
+    let run = start(era, transport, &params).await;
+    let case = format!("{era} {transport:?}");
+    let round = pending(&run.handle).await;
     let (key, request) = round.requests.iter().next().unwrap();
     let ElicitationRequest::Url(url) = request else {
         panic!("URL request expected, got {request:?}")
     };
     assert_eq!(url.url, "https://example.test/verify/1");
     assert_eq!(url.elicitation_id.as_deref(), Some("el-1"));
-    assert_eq!(
-        url.meta.clone().map(Value::Object),
-        Some(meta()),
-        "{era} {transport:?}"
-    );
-    assert_eq!(
-        url.task.clone().map(Value::Object),
-        Some(task()),
-        "{era} {transport:?}"
-    );
+    assert_context(url.meta.as_ref(), url.task.as_ref(), &case);
     let answer = ResponseMap::from([(key.clone(), ElicitationResponse::accept_url())]);
-    handle
+    run.handle
         .respond_elicitation(&round.round_id, answer, "url")
         .await
         .unwrap();
-    assert_eq!(delivered(&handle).await, json!({"action": "accept"}));
-    kit.close().await.unwrap();
+    assert_eq!(delivered(&run.handle).await, json!({"action": "accept"}));
+    run.kit.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -286,23 +279,24 @@ async fn raw_url_request_keeps_task_and_meta_legacy_era() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn raw_form_schema_survives_a_plain_json_http_answer_modern_era() {
-    form_fidelity("modern", Transport::PlainJsonHttp).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn raw_form_schema_survives_a_plain_json_http_server_legacy_era() {
-    form_fidelity("legacy", Transport::PlainJsonHttp).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn raw_url_request_keeps_task_and_meta_over_plain_json_http_modern_era() {
-    url_task_context("modern", Transport::PlainJsonHttp).await;
+async fn raw_form_schema_survives_a_plain_json_http_answer_in_both_eras() {
+    // Legacy: the answer to the tools/call is plain JSON, the elicitation/create
+    // comes on the GET event stream.
+    for era in ["modern", "legacy"] {
+        form_fidelity(era, Transport::PlainJsonHttp).await;
+    }
 }
 
 /// A server that copies a resolved `${NAME}` header value into its question gets
 /// its request refused before any round is stored: the value reaches neither the
 /// store nor the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_carrying_a_resolved_header_value_is_refused_in_both_eras() {
+    for era in ["modern", "legacy"] {
+        header_secret_is_refused(era).await;
+    }
+}
+
 async fn header_secret_is_refused(era: &str) {
     let params = json!({"message": "Your token is", "requestedSchema": schema()});
     let (peer, server) = raw_http(era, &params, &["--echo-header", "X-Token"]).await;
@@ -344,11 +338,6 @@ fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_carrying_a_resolved_header_value_is_refused_modern_era() {
-    header_secret_is_refused("modern").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_carrying_a_resolved_header_value_is_refused_legacy_era() {
-    header_secret_is_refused("legacy").await;
+async fn raw_url_request_keeps_task_and_meta_over_plain_json_http() {
+    url_task_context("modern", Transport::PlainJsonHttp).await;
 }

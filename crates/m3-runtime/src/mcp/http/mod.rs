@@ -192,6 +192,14 @@ fn status_of(error: &HttpError) -> Option<u16> {
 }
 
 impl ObservedClient {
+    /// The bounds of every answer: the connection's frame bound.
+    fn limits(&self) -> StreamableHttpResponseLimits {
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = self.max_bytes;
+        limits.max_json_response_size = self.max_bytes;
+        limits
+    }
+
     /// The connection fault for a failed POST.
     fn fault_for(&self, error: &HttpError) -> ConnectionFault {
         let server = &self.server;
@@ -308,6 +316,9 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 impl StreamableHttpClient for ObservedClient {
     type Error = reqwest::Error;
 
+    // Only the required methods are ours: the bounds are the connection's own
+    // (`limits`, the same the transport is configured with), so rmcp's default
+    // `_with_` variants, which forward here, lose nothing.
     async fn post_message(
         &self,
         uri: Arc<str>,
@@ -315,27 +326,6 @@ impl StreamableHttpClient for ObservedClient {
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> std::result::Result<StreamableHttpPostResponse, HttpError> {
-        let limits = StreamableHttpResponseLimits::default();
-        self.post_message_with_response_limits(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            custom_headers,
-            limits,
-        )
-        .await
-    }
-
-    async fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
     ) -> std::result::Result<StreamableHttpPostResponse, HttpError> {
         if !post::is_ours(&message) {
             let response = self
@@ -346,7 +336,7 @@ impl StreamableHttpClient for ObservedClient {
                     session_id,
                     auth_header,
                     custom_headers,
-                    limits,
+                    self.limits(),
                 )
                 .await;
             return self.observe_post(&message, response);
@@ -357,7 +347,7 @@ impl StreamableHttpClient for ObservedClient {
             session_id: session_id.as_deref(),
             auth_header,
             headers: custom_headers,
-            limits,
+            limits: self.limits(),
         };
         let response = post::send(&self.inner, post, &self.raw).await;
         self.observe_post(&message, response)
@@ -388,27 +378,6 @@ impl StreamableHttpClient for ObservedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> std::result::Result<BoxStream<'static, std::result::Result<Sse, SseError>>, HttpError>
     {
-        self.get_stream_with_max_sse_event_size(
-            uri,
-            session_id,
-            last_event_id,
-            auth_header,
-            custom_headers,
-            self.max_bytes,
-        )
-        .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> std::result::Result<BoxStream<'static, std::result::Result<Sse, SseError>>, HttpError>
-    {
         let stream = self
             .inner
             .get_stream_with_max_sse_event_size(
@@ -417,7 +386,7 @@ impl StreamableHttpClient for ObservedClient {
                 last_event_id,
                 auth_header,
                 custom_headers,
-                max_sse_event_size,
+                self.max_bytes,
             )
             .await?;
         Ok(self.observed(stream))
