@@ -307,8 +307,8 @@ impl ExecutionStore for MemoryExecutionStore {
         ttl: Duration,
     ) -> Result<Vec<Result<ExecutionLease>>> {
         let now = self.now();
-        let expires_at = lease_expiry(now, ttl)?;
         let mut executions = self.lock();
+        let expires_at = lease_expiry(now, ttl)?;
         Ok(leases
             .iter()
             .map(|lease| {

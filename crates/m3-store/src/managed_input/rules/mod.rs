@@ -580,7 +580,7 @@ mod steps;
 mod token;
 mod writes;
 
-pub use writes::RoundWrite;
+pub use writes::{RoundWrite, renew_item};
 
 pub use steps::{
     Decision, EncodedSubmission, Submission, Transition, apply_fail, apply_recovery_failure,

@@ -28,7 +28,7 @@ use crate::signal::datagram::DatagramSignal;
 use crate::signal::{Announce, Change, ChangeKind, ChangeSignal};
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
-use crate::sqlite::error::storage;
+use crate::sqlite::error::{single_outcome, storage};
 use crate::sqlite::file::{WriteGate, write_gate};
 
 /// SQLite backend of [`ExecutionStore`].
@@ -243,7 +243,7 @@ impl ExecutionStore for SqliteExecutionStore {
         lease: &ExecutionLeaseRef,
         ttl: Duration,
     ) -> Result<ExecutionLease> {
-        self.do_renew_lease(lease, ttl).await
+        single_outcome(self.renew_batch(std::slice::from_ref(lease), ttl).await)
     }
 
     #[instrument(skip_all, fields(leases = leases.len()), err)]
@@ -252,7 +252,7 @@ impl ExecutionStore for SqliteExecutionStore {
         leases: &[ExecutionLeaseRef],
         ttl: Duration,
     ) -> Result<Vec<Result<ExecutionLease>>> {
-        self.do_renew_leases(leases, ttl).await
+        self.renew_batch(leases, ttl).await
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
