@@ -17,7 +17,7 @@ use m3_store::{
     AcquireLease, CreateRound, ExecutionStore, ManagedInputStore, NewExecution,
     SqliteExecutionStore, SqliteStoreOptions,
 };
-use m3_tests::runtime_support::{WAIT, address, call, pending, shipping};
+use m3_tests::runtime_support::{WAIT, address, call, completes, pending, shipping};
 use m3_tests::store_support::address_round;
 use m3_types::{ExecutionOutcome, HumanInput, ManagedInputStatus, ManualClock};
 use serde_json::json;
@@ -74,13 +74,7 @@ async fn the_shipping_scenario_keeps_its_round_in_the_custom_store() {
         .respond_elicitation(&round.round_id, address("shipping_address", "Pune"), "k-1")
         .await
         .unwrap();
-    let result = handle.result(Some(WAIT)).await.unwrap();
-    assert_eq!(
-        result.outcome(),
-        Some(ExecutionOutcome::Completed),
-        "{:?}",
-        result.error
-    );
+    completes(&handle, WAIT).await.unwrap();
     // The round lives in the custom store, and the SQLite file's own rounds store has none.
     let custom = rounds.list_rounds(handle.execution_id()).await.unwrap();
     assert_eq!(custom.len(), 1);

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use m3_kit::{AsyncMcpTestKit, ExecutionTrace};
+use m3_kit::AsyncMcpTestKit;
 use m3_store::signal::{SIGNAL_ENV, Topic, Wake};
 use m3_store::{ExecutionStore, NewExecution, SqliteExecutionStore, SqliteStoreOptions};
-use m3_tests::runtime_support::{WAIT, respond_from_another_process, submit_booking};
-use m3_types::{ExecutionOutcome, ManagedInputStatus};
+use m3_tests::runtime_support::{WAIT, completes, respond_from_another_process, submit_booking};
+use m3_types::ManagedInputStatus;
 
 const PROBE: &str = env!("CARGO_BIN_EXE_store_execution_probe");
 const RESPONDER: &str = env!("CARGO_BIN_EXE_m3-test-responder");
@@ -118,14 +118,7 @@ async fn with_the_signal_off_an_answer_from_another_process_still_completes_the_
     )
     .await;
     assert!(sockets(&db).is_empty(), "no process bound a socket");
-    let result = handle.result(Some(WAIT)).await.unwrap();
-    assert_eq!(
-        result.outcome(),
-        Some(ExecutionOutcome::Completed),
-        "{:?}",
-        result.error
-    );
-    let trace = ExecutionTrace::of(&result).unwrap();
+    let trace = completes(&handle, WAIT).await.unwrap();
     let retry = trace.tool_calls().next().unwrap().attempts[1]
         .input_responses
         .clone()

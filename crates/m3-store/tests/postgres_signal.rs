@@ -8,22 +8,15 @@
 // these lints inside test functions).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
+use m3_store::conformance::{sample_round, sample_submission};
 use m3_store::postgres::testing::{fresh_schema, isolated_options, test_server_url};
 use m3_store::postgres::{PgExecutionStore, PgStoreOptions, channel_name};
 use m3_store::signal::{ChangeSubscription, Topic, Wake};
-use m3_store::{
-    CreateRound, ExecutionStore, FinishExecution, LeaseRef, NewExecution, ResponseSubmission,
-    RoundRef,
-};
-use m3_types::{
-    Clock, ElicitationRequest, ElicitationResponse, ExecutionOutcome, ExecutionStatus,
-    FormElicitationRequest, ManagedInputStatus, OperationKind, PendingElicitationRound,
-    SystemClock,
-};
-use serde_json::{Map, Value, json};
+use m3_store::{CreateRound, ExecutionStore, FinishExecution, LeaseRef, NewExecution, RoundRef};
+use m3_types::{ExecutionOutcome, ExecutionStatus, ManagedInputStatus};
+use serde_json::json;
 
 /// Upper bound of every wait, so a broken signal fails the test instead of hanging it.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -56,38 +49,6 @@ async fn signalled(subscription: &mut ChangeSubscription, what: &str) {
     assert!(woken.is_ok(), "{what}: no notification woke the waiter");
 }
 
-fn form(execution_id: &str, round_id: &str) -> PendingElicitationRound {
-    let schema = match json!({"type": "object", "properties": {"city": {"type": "string"}},
-                             "required": ["city"]})
-    {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    };
-    let request = FormElicitationRequest::new("address", "Where to?", schema);
-    let mut requests = BTreeMap::new();
-    requests.insert("address".to_owned(), ElicitationRequest::Form(request));
-    PendingElicitationRound {
-        round_id: round_id.to_owned(),
-        execution_id: execution_id.to_owned(),
-        logical_operation_id: "tool-1".to_owned(),
-        server: "shipping".to_owned(),
-        operation_kind: OperationKind::Tool,
-        operation_name: "book_shipment".to_owned(),
-        request_state: None,
-        requests,
-        created_at: SystemClock.now(),
-        deadline: None,
-    }
-}
-
-fn answer() -> ResponseSubmission {
-    let content = match json!({"city": "Pune"}) {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    };
-    ResponseSubmission::single("address", ElicitationResponse::accept(content), "key-1")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_in_another_store_object_wake_the_waiter_by_notify() {
     let options = isolated_options().unwrap();
@@ -116,7 +77,11 @@ async fn commits_in_another_store_object_wake_the_waiter_by_notify() {
 
     let committed_rounds = committer.managed_input_store().await.unwrap();
     let created = committed_rounds
-        .create_round(CreateRound::new(form(&id, "r1"), "worker-a", PATIENCE))
+        .create_round(CreateRound::new(
+            sample_round(&id, "r1"),
+            "worker-a",
+            PATIENCE,
+        ))
         .await
         .unwrap();
     signalled(&mut rounds, "a created round").await;
@@ -124,7 +89,11 @@ async fn commits_in_another_store_object_wake_the_waiter_by_notify() {
 
     let round = RoundRef::new(id.clone(), "r1");
     committed_rounds
-        .submit_responses(&round, &LeaseRef::of(&created.lease), answer())
+        .submit_responses(
+            &round,
+            &LeaseRef::of(&created.lease),
+            sample_submission("key-1"),
+        )
         .await
         .unwrap();
     signalled(&mut execution, "a committed response").await;

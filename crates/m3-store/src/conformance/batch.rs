@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use m3_types::{ManagedInputRecord, Reason};
 
-use super::check::{CaseFailure, ensure, expect_error};
+use super::check::{ensure, expect_batch, expect_error};
 use super::fixture::{
     LEASE, OWNER, Step, address_round, advance, cancelled, lease, pending, reload, round_ref,
     start_time,
@@ -47,17 +47,7 @@ pub async fn renew_leases_decides_each_item_like_renew(h: &Harness) -> CaseResul
         (RoundRef::new("", "round-1"), lease()),
     ];
     let duration = Duration::from_secs(60);
-    let mut outcomes = h.store.renew_leases(&batch, duration).await?.into_iter();
-    ensure!(
-        outcomes.len() == batch.len(),
-        "one outcome per item expected"
-    );
-    let now = start_time() + Duration::from_secs(35);
-    let renewed = outcomes.next().transpose()?;
-    ensure!(
-        renewed.as_ref().map(|r| r.lease.expires_at) == Some(now + duration),
-        "the live lease must expire at now + 60 s, got {renewed:?}"
-    );
+    let outcomes = h.store.renew_leases(&batch, duration).await?;
     let refusals = [
         (CONFLICT, Some(Reason::LeaseExpired)),
         (CONFLICT, Some(Reason::LeaseNotHeld)),
@@ -65,12 +55,13 @@ pub async fn renew_leases_decides_each_item_like_renew(h: &Harness) -> CaseResul
         (NOT_FOUND, None),
         (INVALID, Some(Reason::EmptyArgument)),
     ];
-    for (code, reason) in refusals {
-        let outcome = outcomes
-            .next()
-            .ok_or_else(|| CaseFailure::new("an outcome is missing"))?;
-        expect_error(outcome, code, reason)?;
-    }
+    let renewed = expect_batch(outcomes, &refusals)?;
+    let now = start_time() + Duration::from_secs(35);
+    ensure!(
+        renewed.lease.expires_at == now + duration,
+        "the live lease must expire at now + 60 s, got {:?}",
+        renewed.lease
+    );
     let stored = reload(h).await?;
     ensure!(
         stored.lease.expires_at == now + duration && stored.updated_at == now,

@@ -109,3 +109,24 @@ pub(crate) fn expect_same(
     );
     Ok(())
 }
+
+/// Checks a batch's outcomes: one per item, the first `Ok` (returned), each of the others
+/// the error `refusals` names (code, reason), in order.
+pub(crate) fn expect_batch<T: fmt::Debug>(
+    outcomes: Vec<m3_types::Result<T>>,
+    refusals: &[(&str, Option<Reason>)],
+) -> Result<T, CaseFailure> {
+    ensure!(
+        outcomes.len() == refusals.len() + 1,
+        "one outcome per item expected, got {}",
+        outcomes.len()
+    );
+    let mut outcomes = outcomes.into_iter();
+    let first = outcomes
+        .next()
+        .ok_or_else(|| CaseFailure::new("the batch has no outcome"))??;
+    for (outcome, (code, reason)) in outcomes.zip(refusals) {
+        expect_error(outcome, code, *reason)?;
+    }
+    Ok(first)
+}

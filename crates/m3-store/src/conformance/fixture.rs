@@ -63,6 +63,17 @@ pub(crate) fn address_round(execution_id: &str, round_id: &str) -> PendingElicit
     }
 }
 
+/// The suites' sample round for other tests and benchmarks: one form request
+/// (`shipping_address`, street and city required) of round `round_id` of `execution_id`.
+pub fn sample_round(execution_id: &str, round_id: &str) -> PendingElicitationRound {
+    address_round(execution_id, round_id)
+}
+
+/// A valid answer to [`sample_round`] (1 Main Street, Pune) under `idempotency_key`.
+pub fn sample_submission(idempotency_key: &str) -> ResponseSubmission {
+    submission(idempotency_key)
+}
+
 /// A two-request round: a form (`address`) and a URL (`payment`).
 pub(crate) fn form_and_url_round() -> PendingElicitationRound {
     let mut pending = address_round(EXECUTION, ROUND);

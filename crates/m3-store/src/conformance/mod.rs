@@ -61,7 +61,7 @@ use m3_types::{Clock, ManualClock, Result};
 use crate::{ManagedInputStore, RoundRef};
 
 pub use check::CaseFailure;
-pub use fixture::start_time;
+pub use fixture::{sample_round, sample_submission, start_time};
 
 /// What a backend's factory builds for one case.
 #[non_exhaustive]

@@ -125,14 +125,6 @@ impl MemoryExecutionStore {
         crate::store_now(self.inner.clock.as_ref())
     }
 
-    /// The change of `record` to announce: queued or another execution change.
-    fn change_of(record: &ExecutionRecord) -> Change {
-        Change::new(
-            record.execution_id.clone(),
-            ChangeKind::of_lifecycle(record.lifecycle),
-        )
-    }
-
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Stored>> {
         self.inner
             .executions
@@ -189,7 +181,7 @@ impl MemoryExecutionStore {
 impl ExecutionStore for MemoryExecutionStore {
     async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
         self.insert_execution(new)
-            .announce(&self.inner.hub, Self::change_of)
+            .announce(&self.inner.hub, Change::of_execution)
     }
 
     async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRecord>> {
@@ -307,8 +299,8 @@ impl ExecutionStore for MemoryExecutionStore {
         ttl: Duration,
     ) -> Result<Vec<Result<ExecutionLease>>> {
         let now = self.now();
-        let expires_at = lease_expiry(now, ttl)?;
         let mut executions = self.lock();
+        let expires_at = lease_expiry(now, ttl)?;
         Ok(leases
             .iter()
             .map(|lease| {
@@ -346,7 +338,7 @@ impl ExecutionStore for MemoryExecutionStore {
         self.with_existing(execution_id, |stored, now| {
             transition_step(stored, to, lease, now)
         })
-        .announce(&self.inner.hub, Self::change_of)
+        .announce(&self.inner.hub, Change::of_execution)
     }
 
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
@@ -367,7 +359,7 @@ impl ExecutionStore for MemoryExecutionStore {
             }
             Ok(record)
         })
-        .announce(&self.inner.hub, Self::change_of)
+        .announce(&self.inner.hub, Change::of_execution)
     }
 
     async fn request_cancel(
@@ -378,7 +370,7 @@ impl ExecutionStore for MemoryExecutionStore {
         self.with_existing(execution_id, |stored, now| {
             Ok(cancel_step(stored, reason, now))
         })
-        .announce(&self.inner.hub, Self::change_of)
+        .announce(&self.inner.hub, Change::of_execution)
     }
 
     async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {
@@ -460,7 +452,7 @@ impl ExecutionStore for MemoryExecutionStore {
             if done.rounds_failed > 0 {
                 self.inner.rounds.announce_round(&done.record.execution_id);
             }
-            Self::change_of(&done.record)
+            Change::of_execution(&done.record)
         })
     }
 

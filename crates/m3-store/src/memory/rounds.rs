@@ -16,8 +16,8 @@ use time::OffsetDateTime;
 
 use crate::managed_input::rules::{
     self, RoundWrite, Transition, apply_recovery_failure, check_claim_args, check_fail_args,
-    check_fail_recovery_args, check_lease_args, check_renew_args, check_submit_args,
-    prepare_create, replay_create, require_round, require_text, round_index_taken, stored_invalid,
+    check_fail_recovery_args, check_lease_args, check_submit_args, prepare_create, replay_create,
+    require_round, require_text, round_index_taken, stored_invalid,
 };
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind};
 use crate::{
@@ -141,19 +141,18 @@ impl MemoryManagedInputStore {
     /// renewals: nobody waits for them).
     fn renew_locked(
         rounds: &mut BTreeMap<Key, Slot>,
-        round: &RoundRef,
-        lease: &LeaseRef,
+        item: (&RoundRef, &LeaseRef),
         lease_duration: Duration,
         now: OffsetDateTime,
     ) -> Result<ManagedInputRecord> {
-        check_renew_args(round, lease, lease_duration)?;
-        let slot = rounds
-            .get_mut(&key(round))
-            .ok_or_else(|| rules::missing_round(round))?;
-        let current = slot.record.clone().map_err(stored_invalid)?;
-        let write = RoundWrite::renew(&current, lease, lease_duration, now)?;
-        let record = write.map_or(current, |write| write.record);
-        slot.record = Ok(record.clone());
+        let slot = rounds.get_mut(&key(item.0));
+        let read = slot
+            .as_ref()
+            .map(|s| s.record.clone().map_err(stored_invalid));
+        let record = rules::renew_item(item, lease_duration, read, now)?;
+        if let Some(slot) = slot {
+            slot.record = Ok(record.clone());
+        }
         Ok(record)
     }
 
@@ -242,7 +241,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        Self::renew_locked(&mut self.lock(), round, lease, lease_duration, self.now())
+        Self::renew_locked(&mut self.lock(), (round, lease), lease_duration, self.now())
     }
 
     /// The whole batch under one lock: one atomic step.
@@ -257,7 +256,7 @@ impl ManagedInputStore for MemoryManagedInputStore {
         Ok(leases
             .iter()
             .map(|(round, lease)| {
-                Self::renew_locked(&mut rounds, round, lease, lease_duration, now)
+                Self::renew_locked(&mut rounds, (round, lease), lease_duration, now)
             })
             .collect())
     }

@@ -273,7 +273,7 @@ pub(super) async fn insert_event(conn: &mut PgConnection, event: &ExecutionEvent
 impl ExecutionStore for PgExecutionStore {
     async fn create_execution(&self, new: NewExecution) -> Result<ExecutionRecord> {
         let done = self.do_create_execution(new).await;
-        self.shared.announced(done, change_of).await
+        self.shared.announced(done, Change::of_execution).await
     }
 
     async fn get_execution(&self, execution_id: &str) -> Result<Option<ExecutionRecord>> {
@@ -360,12 +360,12 @@ impl ExecutionStore for PgExecutionStore {
         lease: Option<&ExecutionLeaseRef>,
     ) -> Result<ExecutionRecord> {
         let done = self.do_transition(execution_id, to, lease).await;
-        self.shared.announced(done, change_of).await
+        self.shared.announced(done, Change::of_execution).await
     }
 
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
         let done = self.do_finish(request).await;
-        self.shared.announced(done, change_of).await
+        self.shared.announced(done, Change::of_execution).await
     }
 
     async fn request_cancel(
@@ -374,7 +374,7 @@ impl ExecutionStore for PgExecutionStore {
         reason: Option<&str>,
     ) -> Result<ExecutionRecord> {
         let done = self.do_request_cancel(execution_id, reason).await;
-        self.shared.announced(done, change_of).await
+        self.shared.announced(done, Change::of_execution).await
     }
 
     async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {
@@ -447,7 +447,10 @@ impl ExecutionStore for PgExecutionStore {
             let rounds = Change::new(done.record.execution_id.clone(), ChangeKind::Round);
             self.shared.signal.announce(&rounds).await;
         }
-        self.shared.signal.announce(&change_of(&done.record)).await;
+        self.shared
+            .signal
+            .announce(&Change::of_execution(&done.record))
+            .await;
         Ok(done)
     }
 
@@ -464,12 +467,4 @@ impl ExecutionStore for PgExecutionStore {
     fn change_signal(&self) -> Arc<dyn ChangeSignal> {
         Arc::clone(&self.shared.signal) as Arc<dyn ChangeSignal>
     }
-}
-
-/// The change to announce after a commit that left an execution as `record`.
-fn change_of(record: &ExecutionRecord) -> Change {
-    Change::new(
-        record.execution_id.clone(),
-        ChangeKind::of_lifecycle(record.lifecycle),
-    )
 }

@@ -12,7 +12,7 @@ use super::error::db;
 use super::executions::{Pending, PgExecutionStore, commit, decode as decode_execution, encode};
 use super::rounds::{PgManagedInputStore, decode, encode as encode_round};
 use crate::execution::rules::{lease_expiry, renew_step};
-use crate::managed_input::rules::{self, RoundWrite, check_renew_args, require_lease_duration};
+use crate::managed_input::rules::{renew_item, require_lease_duration};
 use crate::{ExecutionLease, ExecutionLeaseRef, LeaseRef, ManagedInputStore, RoundRef};
 
 type RoundKey = (String, String);
@@ -34,13 +34,10 @@ impl PgManagedInputStore {
         lease_duration: Duration,
     ) -> Result<Vec<Result<ManagedInputRecord>>> {
         require_lease_duration(lease_duration)?;
-        if leases.is_empty() {
-            return Ok(Vec::new());
-        }
         let (mut read, now) = self.read_batch(leases).await?;
         let mut outcomes: Vec<Result<ManagedInputRecord>> = leases
             .iter()
-            .map(|(round, lease)| renew_read(&mut read, round, lease, lease_duration, now))
+            .map(|item| renew_read(&mut read, item, lease_duration, now))
             .collect();
         let written = self.write_batch(&read).await?;
         for (outcome, (round, lease)) in outcomes.iter_mut().zip(leases) {
@@ -156,24 +153,20 @@ fn key(round: &RoundRef) -> RoundKey {
 /// `renew` of one item on the rounds read (the rules decide; nothing is written yet).
 fn renew_read(
     read: &mut HashMap<RoundKey, ReadRound>,
-    round: &RoundRef,
-    lease: &LeaseRef,
+    item: &(RoundRef, LeaseRef),
     lease_duration: Duration,
     now: OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
-    check_renew_args(round, lease, lease_duration)?;
-    let slot = read
-        .get_mut(&key(round))
-        .ok_or_else(|| rules::missing_round(round))?;
-    let current = match &slot.renewed {
-        Some(record) => record.clone(),
-        None => decode(&slot.stored)?,
-    };
-    let Some(write) = RoundWrite::renew(&current, lease, lease_duration, now)? else {
-        return Ok(current);
-    };
-    slot.renewed = Some(write.record.clone());
-    Ok(write.record)
+    let slot = read.get_mut(&key(&item.0));
+    let current = slot.as_ref().map(|slot| match &slot.renewed {
+        Some(record) => Ok(record.clone()),
+        None => decode(&slot.stored),
+    });
+    let record = renew_item((&item.0, &item.1), lease_duration, current, now)?;
+    if let Some(slot) = slot {
+        slot.renewed = Some(record.clone());
+    }
+    Ok(record)
 }
 
 impl PgExecutionStore {

@@ -129,6 +129,15 @@ pub struct Change {
 const MAX_WIRE_ID: usize = 512;
 
 impl Change {
+    /// The change a commit that left an execution as `record` announces (its kind from
+    /// [`ChangeKind::of_lifecycle`]).
+    pub fn of_execution(record: &crate::ExecutionRecord) -> Self {
+        Self::new(
+            record.execution_id.clone(),
+            ChangeKind::of_lifecycle(record.lifecycle),
+        )
+    }
+
     /// A change of `kind` to execution `execution_id`.
     pub fn new(execution_id: impl Into<String>, kind: ChangeKind) -> Self {
         Self {

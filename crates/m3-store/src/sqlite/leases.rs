@@ -133,27 +133,9 @@ impl SqliteManagedInputStore {
         write.finish(result).await
     }
 
-    pub(crate) async fn renew_impl(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        lease_duration: Duration,
-    ) -> Result<ManagedInputRecord> {
-        check_renew_args(round, lease, lease_duration)?;
-        self.ensure_schema().await?;
-        let inner = self.inner();
-        let mut write = inner.begin_write().await?;
-        let result = match inner.now() {
-            Ok(now) => {
-                renew_in_tx(&mut write, &inner.images, round, lease, lease_duration, now).await
-            }
-            Err(error) => Err(error),
-        };
-        write.finish(result).await
-    }
-
-    /// `renew_leases`: every lease of the batch in one write transaction.
-    pub(crate) async fn renew_leases_impl(
+    /// `renew_leases` (and `renew`, a batch of one): every lease of the batch in one write
+    /// transaction.
+    pub(super) async fn renew_batch(
         &self,
         leases: &[(RoundRef, LeaseRef)],
         lease_duration: Duration,

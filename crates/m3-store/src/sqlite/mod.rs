@@ -36,6 +36,7 @@ pub use store::SqliteManagedInputStore;
 
 use crate::managed_input::rules::Transition;
 use crate::signal::{Announce, Change, ChangeKind};
+use crate::sqlite::error::single_outcome;
 use crate::{
     ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
     RoundRef, RoundScan,
@@ -72,7 +73,8 @@ impl ManagedInputStore for SqliteManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        self.renew_impl(round, lease, lease_duration).await
+        let item = [(round.clone(), lease.clone())];
+        single_outcome(self.renew_batch(&item, lease_duration).await)
     }
 
     async fn renew_leases(
@@ -80,7 +82,7 @@ impl ManagedInputStore for SqliteManagedInputStore {
         leases: &[(RoundRef, LeaseRef)],
         lease_duration: Duration,
     ) -> Result<Vec<Result<ManagedInputRecord>>> {
-        self.renew_leases_impl(leases, lease_duration).await
+        self.renew_batch(leases, lease_duration).await
     }
 
     async fn submit_responses(

@@ -9,7 +9,7 @@ use super::ExecutionHarness;
 use super::support::{
     CONFLICT, INVALID_ARGUMENT, NOT_FOUND, STATE, TTL, advance, create, lease, read,
 };
-use crate::conformance::check::{ensure, expect_error};
+use crate::conformance::check::{ensure, expect_batch, expect_error};
 use crate::conformance::{CaseResult, start_time};
 use crate::{ExecutionLeaseRef, FinishExecution};
 
@@ -39,29 +39,18 @@ pub async fn renew_leases_decides_each_item_like_renew_lease(h: &ExecutionHarnes
         finished.to_ref(),
         ExecutionLeaseRef::new("missing", "worker-a", "t"),
     ];
-    let mut outcomes = h.store.renew_leases(&batch, TTL).await?.into_iter();
-    ensure!(
-        outcomes.len() == batch.len(),
-        "one outcome per item expected"
-    );
-    let now = start_time() + Duration::from_secs(35);
-    let renewed = outcomes.next().transpose()?;
-    ensure!(
-        renewed.as_ref().map(|l| l.expires_at) == Some(now + TTL),
-        "the live lease must expire at now + ttl, got {renewed:?}"
-    );
     let refusals = [
         (CONFLICT, Some(Reason::LeaseExpired)),
         (CONFLICT, Some(Reason::LeaseNotHeld)),
         (STATE, Some(Reason::Finished)),
         (NOT_FOUND, None),
     ];
-    for (code, reason) in refusals {
-        let outcome = outcomes
-            .next()
-            .ok_or_else(|| crate::conformance::CaseFailure::new("missing outcome"))?;
-        expect_error(outcome, code, reason)?;
-    }
+    let renewed = expect_batch(h.store.renew_leases(&batch, TTL).await?, &refusals)?;
+    let now = start_time() + Duration::from_secs(35);
+    ensure!(
+        renewed.expires_at == now + TTL,
+        "the live lease must expire at now + ttl, got {renewed:?}"
+    );
     ensure!(
         read(h, &live_id).await?.lease.map(|l| l.expires_at) == Some(now + TTL),
         "the renewal of the live lease is not stored"

@@ -247,35 +247,25 @@ impl PreparedRound {
     pub fn record_at(&self, now: OffsetDateTime) -> Result<ManagedInputRecord> {
         let request = &self.request;
         let expires_at = lease_expiry(now, request.lease_duration)?;
-        Ok(ManagedInputRecord {
-            pending: request.pending.clone(),
-            round_index: request.round_index,
-            round_limit: request.round_limit,
-            status: ManagedInputStatus::Pending,
-            lease: m3_types::ManagedInputLease::new(
-                request.owner_id.clone(),
-                self.lease_token.clone(),
-                expires_at,
-            ),
-            responses: None,
-            response_idempotency_key: None,
-            harness_session_id: request.harness_session_id.clone(),
-            native_resume_token: request.native_resume_token.clone(),
-            delivery_idempotency_key: request.delivery_idempotency_key.clone(),
-            session_id: request.session_id.clone(),
-            turn_id: request.turn_id.clone(),
-            operation_parameters: request.operation_parameters.clone(),
-            delivery_attempts: 0,
-            created_at: now,
-            updated_at: now,
-            response_validated_at: None,
-            delivery_started_at: None,
-            delivered_at: None,
-            resolved_at: None,
-            failed_at: None,
-            failure_code: None,
-            failure_message: None,
-        })
+        let lease = m3_types::ManagedInputLease::new(
+            request.owner_id.clone(),
+            self.lease_token.clone(),
+            expires_at,
+        );
+        let mut record = ManagedInputRecord::new_pending(
+            request.pending.clone(),
+            request.round_index,
+            request.round_limit,
+            lease,
+            now,
+        )?;
+        record.harness_session_id = request.harness_session_id.clone();
+        record.native_resume_token = request.native_resume_token.clone();
+        record.delivery_idempotency_key = request.delivery_idempotency_key.clone();
+        record.session_id = request.session_id.clone();
+        record.turn_id = request.turn_id.clone();
+        record.operation_parameters = request.operation_parameters.clone();
+        Ok(record)
     }
 }
 
@@ -580,7 +570,7 @@ mod steps;
 mod token;
 mod writes;
 
-pub use writes::RoundWrite;
+pub use writes::{RoundWrite, renew_item};
 
 pub use steps::{
     Decision, EncodedSubmission, Submission, Transition, apply_fail, apply_recovery_failure,

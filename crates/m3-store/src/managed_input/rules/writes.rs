@@ -11,8 +11,13 @@ use super::steps::{
     check_fail, check_fail_recovery, check_submission, check_transition,
 };
 use super::token::new_lease_token;
-use super::{apply_claim, apply_renew, check_claim, check_renew, lease_expiry};
-use crate::managed_input::request::{ClaimRound, LeaseRef, ResponseSubmission, RoundFailure};
+use super::{
+    apply_claim, apply_renew, check_claim, check_renew, check_renew_args, lease_expiry,
+    missing_round,
+};
+use crate::managed_input::request::{
+    ClaimRound, LeaseRef, ResponseSubmission, RoundFailure, RoundRef,
+};
 
 /// One mutation's write: the next record and, after an accepted submission, the redacted
 /// projection of its responses as canonical JSON text (store it beside the record).
@@ -145,4 +150,23 @@ impl RoundWrite {
             apply_recovery_failure(current, message, now)
         }))
     }
+}
+
+/// One renewal (`renew`, or one item of `renew_leases`) on what a backend read for
+/// `round` (`None`: no such round; `Err`: a stored row that does not decode):
+/// [`check_renew_args`], then [`RoundWrite::renew`]. Returns the renewed record to store.
+///
+/// # Errors
+/// As [`check_renew_args`] and [`RoundWrite::renew`]; `not_found` for `None`; the read's
+/// own error.
+pub fn renew_item(
+    (round, lease): (&RoundRef, &LeaseRef),
+    lease_duration: Duration,
+    read: Option<Result<ManagedInputRecord>>,
+    now: OffsetDateTime,
+) -> Result<ManagedInputRecord> {
+    check_renew_args(round, lease, lease_duration)?;
+    let current = read.ok_or_else(|| missing_round(round))??;
+    let write = RoundWrite::renew(&current, lease, lease_duration, now)?;
+    Ok(write.map_or(current, |write| write.record))
 }

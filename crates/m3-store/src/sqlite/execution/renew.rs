@@ -14,21 +14,9 @@ use crate::execution::rules::{check_lease_write, lease_expiry, renewed_lease};
 use crate::sqlite::error::{batch_item, storage};
 
 impl SqliteExecutionStore {
-    /// `renew_lease` in its own write transaction.
-    pub(super) async fn do_renew_lease(
-        &self,
-        lease: &ExecutionLeaseRef,
-        ttl: Duration,
-    ) -> Result<ExecutionLease> {
-        let now = self.now();
-        let expires_at = lease_expiry(now, ttl)?;
-        let mut tx = self.begin_write().await?;
-        let result = renew_in_tx(&mut tx, lease, expires_at, now).await;
-        tx.finish(result).await
-    }
-
-    /// `renew_leases`: every lease of the batch in one write transaction.
-    pub(super) async fn do_renew_leases(
+    /// `renew_leases` (and `renew_lease`, a batch of one): every lease of the batch in one
+    /// write transaction.
+    pub(super) async fn renew_batch(
         &self,
         leases: &[ExecutionLeaseRef],
         ttl: Duration,

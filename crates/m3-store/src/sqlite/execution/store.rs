@@ -28,7 +28,7 @@ use crate::signal::datagram::DatagramSignal;
 use crate::signal::{Announce, Change, ChangeKind, ChangeSignal};
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
-use crate::sqlite::error::storage;
+use crate::sqlite::error::{single_outcome, storage};
 use crate::sqlite::file::{WriteGate, write_gate};
 
 /// SQLite backend of [`ExecutionStore`].
@@ -155,7 +155,7 @@ impl ExecutionStore for SqliteExecutionStore {
         tracing::Span::current().record("execution.id", execution_id.as_str());
         self.create(execution_id, new)
             .await
-            .announce(self.signal(), change_of)
+            .announce(self.signal(), Change::of_execution)
     }
 
     #[instrument(skip(self), err)]
@@ -243,7 +243,7 @@ impl ExecutionStore for SqliteExecutionStore {
         lease: &ExecutionLeaseRef,
         ttl: Duration,
     ) -> Result<ExecutionLease> {
-        self.do_renew_lease(lease, ttl).await
+        single_outcome(self.renew_batch(std::slice::from_ref(lease), ttl).await)
     }
 
     #[instrument(skip_all, fields(leases = leases.len()), err)]
@@ -252,7 +252,7 @@ impl ExecutionStore for SqliteExecutionStore {
         leases: &[ExecutionLeaseRef],
         ttl: Duration,
     ) -> Result<Vec<Result<ExecutionLease>>> {
-        self.do_renew_leases(leases, ttl).await
+        self.renew_batch(leases, ttl).await
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
@@ -297,14 +297,14 @@ impl ExecutionStore for SqliteExecutionStore {
     ) -> Result<ExecutionRecord> {
         self.do_transition(execution_id, to, lease)
             .await
-            .announce(self.signal(), change_of)
+            .announce(self.signal(), Change::of_execution)
     }
 
     #[instrument(skip_all, fields(execution.id = %request.execution_id), err)]
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
         self.do_finish(request)
             .await
-            .announce(self.signal(), change_of)
+            .announce(self.signal(), Change::of_execution)
     }
 
     #[instrument(skip(self), err)]
@@ -315,7 +315,7 @@ impl ExecutionStore for SqliteExecutionStore {
     ) -> Result<ExecutionRecord> {
         self.do_request_cancel(execution_id, reason)
             .await
-            .announce(self.signal(), change_of)
+            .announce(self.signal(), Change::of_execution)
     }
 
     #[instrument(skip(self), err)]
@@ -390,7 +390,7 @@ impl ExecutionStore for SqliteExecutionStore {
                         ChangeKind::Round,
                     ));
                 }
-                change_of(&done.record)
+                Change::of_execution(&done.record)
             })
     }
 
@@ -408,14 +408,6 @@ impl ExecutionStore for SqliteExecutionStore {
     fn change_signal(&self) -> Arc<dyn ChangeSignal> {
         Arc::clone(&self.inner.signal) as Arc<dyn ChangeSignal>
     }
-}
-
-/// The change to announce after a commit that left an execution as `record`.
-fn change_of(record: &ExecutionRecord) -> Change {
-    Change::new(
-        record.execution_id.clone(),
-        ChangeKind::of_lifecycle(record.lifecycle),
-    )
 }
 
 /// The rows that decode; each one that does not is reported (a warning naming it) and
