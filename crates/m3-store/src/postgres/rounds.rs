@@ -6,7 +6,8 @@
 //! `UPDATE ... WHERE record_json = <the record read> RETURNING` (autocommit). When a
 //! concurrent writer changed the round in between, nothing is written and the step is
 //! decided again on the new record, so two racing writers behave as if serialized. Creates
-//! (`round_create.rs`) are serialized per execution by a transaction advisory lock.
+//! (`round_create.rs`) are one `INSERT ... ON CONFLICT DO NOTHING` under the table's unique
+//! keys.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,13 +94,22 @@ impl PgManagedInputStore {
         Arc::clone(&self.shared.signal) as Arc<dyn ChangeSignal>
     }
 
-    /// Locks `round`, applies `step` to its record, and stores what `step` returns, in one
-    /// transaction. `None` leaves the round as it is.
+    /// Reads `round`, applies `step` to its record, and stores what `step` returns with a
+    /// compare-and-set on the record read (deciding again when another writer came first).
+    /// `None` leaves the round as it is.
     async fn update(
         &self,
         round: &RoundRef,
         step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
     ) -> Result<ManagedInputRecord> {
+        // One connection for the read and the write: each pool checkout costs a round trip
+        // of sqlx's when the connection goes back.
+        let mut conn = self
+            .shared
+            .pool
+            .acquire()
+            .await
+            .map_err(db("cannot connect to PostgreSQL"))?;
         for _ in 0..UPDATE_ATTEMPTS {
             let row: Option<(String, OffsetDateTime)> = sqlx::query_as(
                 "SELECT record_json, clock_timestamp() FROM m3rs_rounds \
@@ -107,7 +117,7 @@ impl PgManagedInputStore {
             )
             .bind(&round.execution_id)
             .bind(&round.round_id)
-            .fetch_optional(&self.shared.pool)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(db("cannot read the managed-input round"))?;
             let (stored, server_now) = row.ok_or_else(|| rules::missing_round(round))?;
@@ -116,7 +126,7 @@ impl PgManagedInputStore {
                 return Ok(current);
             };
             let redacted = write.redacted_json.as_deref();
-            if write_round(&self.shared.pool, &stored, &write.record, redacted).await? {
+            if write_round(&mut *conn, &stored, &write.record, redacted).await? {
                 return Ok(write.record);
             }
             // Another writer changed the round since the read: decide again on its record.
@@ -232,7 +242,7 @@ pub(crate) async fn fail_unresolved(
 }
 
 /// The current server time, read in the caller's transaction.
-async fn server_now(conn: &mut PgConnection) -> Result<OffsetDateTime> {
+pub(super) async fn server_now(conn: &mut PgConnection) -> Result<OffsetDateTime> {
     sqlx::query_scalar("SELECT clock_timestamp()")
         .fetch_one(&mut *conn)
         .await

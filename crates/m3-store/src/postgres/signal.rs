@@ -29,7 +29,9 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::{PgExecutor, Postgres};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -97,6 +99,9 @@ type Queued = (String, oneshot::Sender<()>);
 /// Most announcements one statement sends.
 const BATCH: usize = 256;
 
+/// How long the sender task keeps its pool connection without announcements to send.
+const HOLD_WHILE_IDLE: Duration = Duration::from_millis(50);
+
 impl PgSignal {
     /// The signal of a store in `schema` on `pool` (whose connections `connect` opens).
     pub(crate) fn new(
@@ -152,7 +157,7 @@ impl PgSignal {
             }
             None => payload,
         };
-        send(&self.pool, &self.channel, vec![payload]).await;
+        send(&self.pool, &self.channel, &[payload]).await;
     }
 
     /// The sender task's queue, started on first use in the current tokio runtime: the
@@ -216,7 +221,7 @@ impl ChangeSignal for PgSignal {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (pool, channel) = (self.pool.clone(), self.channel.clone());
             let payload = self.payload(change);
-            runtime.spawn(async move { send(&pool, &channel, vec![payload]).await });
+            runtime.spawn(async move { send(&pool, &channel, &[payload]).await });
         }
     }
 
@@ -254,12 +259,42 @@ impl Drop for ListenerTask {
 }
 
 /// Sends what is queued, up to [`BATCH`] announcements per statement, and tells each
-/// writer its announcement went out; ends when its store object is dropped.
+/// writer its announcement went out; ends when its store object is dropped. While writes
+/// keep coming, and the pool has connections to spare, it keeps one (released after
+/// [`HOLD_WHILE_IDLE`] without announcements): sqlx pings every connection it takes back,
+/// so this saves a round trip per announcement.
 async fn send_loop(pool: PgPool, channel: String, mut queued: mpsc::UnboundedReceiver<Queued>) {
     let mut batch = Vec::with_capacity(BATCH);
-    while queued.recv_many(&mut batch, BATCH).await > 0 {
+    let mut held: Option<PoolConnection<Postgres>> = None;
+    loop {
+        let received = if held.is_some() {
+            match tokio::time::timeout(HOLD_WHILE_IDLE, queued.recv_many(&mut batch, BATCH)).await
+            {
+                Ok(received) => received,
+                Err(_idle) => {
+                    held = None;
+                    continue;
+                }
+            }
+        } else {
+            queued.recv_many(&mut batch, BATCH).await
+        };
+        if received == 0 {
+            return;
+        }
         let (payloads, writers): (Vec<String>, Vec<oneshot::Sender<()>>) = batch.drain(..).unzip();
-        send(&pool, &channel, payloads).await;
+        if held.is_none() {
+            held = pool.acquire().await.ok();
+        }
+        let sent = match held.as_deref_mut() {
+            Some(conn) => send(conn, &channel, &payloads).await,
+            None => send(&pool, &channel, &payloads).await,
+        };
+        if !sent || pool.num_idle() == 0 {
+            // A connection that failed may be broken (the pool tests it when taken back);
+            // and none is kept that a writer may be waiting for.
+            held = None;
+        }
         for writer in writers {
             let _ = writer.send(());
         }
@@ -267,15 +302,17 @@ async fn send_loop(pool: PgPool, channel: String, mut queued: mpsc::UnboundedRec
 }
 
 /// Sends `payloads` on `channel`; a failure is logged only (waiters fall back to polling).
-async fn send(pool: &PgPool, channel: &str, payloads: Vec<String>) {
+/// Returns whether it was sent.
+async fn send<'e>(conn: impl PgExecutor<'e>, channel: &str, payloads: &[String]) -> bool {
     let sent = sqlx::query(NOTIFY)
         .bind(channel)
-        .bind(&payloads)
-        .execute(pool)
+        .bind(payloads)
+        .execute(conn)
         .await;
-    if let Err(error) = sent {
+    if let Err(error) = &sent {
         tracing::debug!(%error, channel, "change notification not sent; waiters poll");
     }
+    sent.is_ok()
 }
 
 /// What the listener task needs.
