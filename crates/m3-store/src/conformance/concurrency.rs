@@ -7,10 +7,11 @@ use m3_types::Reason;
 use super::check::{ensure, expect_error, expect_same, expect_status};
 use super::fixture::other_address;
 use super::fixture::{
-    LEASE, TOKEN, accept_address, advance, create_request, lease, pending, reload, round_ref,
-    submission, validated,
+    EXECUTION, LEASE, OWNER, TOKEN, accept_address, address_round, advance, create_request, lease,
+    pending, reload, round_ref, submission, validated,
 };
 use super::{CaseResult, Harness};
+use crate::CreateRound;
 
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
@@ -196,6 +197,39 @@ pub async fn concurrent_identical_creates_return_one_round(h: &Harness) -> CaseR
     let (a, b) = (a?, b?);
     expect_same(&a, &b, "the two racing creates")?;
     let listed = h.store.list_rounds(super::fixture::EXECUTION).await?;
+    ensure!(listed.len() == 1, "exactly one round, got {}", listed.len());
+    Ok(())
+}
+
+/// Two creates of different rounds at one `round_index` of one execution, racing from two
+/// store objects: one is stored, the other is a `round_index_taken` conflict.
+pub async fn concurrent_creates_at_one_round_index_store_one(h: &Harness) -> CaseResult {
+    let at_zero = |round_id: &str| {
+        CreateRound::new(address_round(EXECUTION, round_id), OWNER, LEASE).with_round_limit(3)
+    };
+    let (a, b) = tokio::join!(
+        h.store.create_round(at_zero("round-a")),
+        h.peer.create_round(at_zero("round-b")),
+    );
+    let refused = match (a, b) {
+        (Ok(_), Err(refused)) | (Err(refused), Ok(_)) => refused,
+        (Ok(_), Ok(_)) => {
+            return Err(super::CaseFailure::new(
+                "both rounds were stored at one index",
+            ));
+        }
+        (Err(a), Err(b)) => {
+            return Err(super::CaseFailure::new(format!(
+                "both creates failed: {a}; {b}"
+            )));
+        }
+    };
+    expect_error(
+        Err::<(), _>(refused),
+        CONFLICT,
+        Some(Reason::RoundIndexTaken),
+    )?;
+    let listed = h.store.list_rounds(EXECUTION).await?;
     ensure!(listed.len() == 1, "exactly one round, got {}", listed.len());
     Ok(())
 }

@@ -268,8 +268,7 @@ async fn send_loop(pool: PgPool, channel: String, mut queued: mpsc::UnboundedRec
     let mut held: Option<PoolConnection<Postgres>> = None;
     loop {
         let received = if held.is_some() {
-            match tokio::time::timeout(HOLD_WHILE_IDLE, queued.recv_many(&mut batch, BATCH)).await
-            {
+            match tokio::time::timeout(HOLD_WHILE_IDLE, queued.recv_many(&mut batch, BATCH)).await {
                 Ok(received) => received,
                 Err(_idle) => {
                     held = None;
