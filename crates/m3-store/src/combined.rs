@@ -69,6 +69,14 @@ impl ExecutionStore for CombinedStore {
         self.executions.renew_lease(lease, ttl).await
     }
 
+    async fn renew_leases(
+        &self,
+        leases: &[ExecutionLeaseRef],
+        ttl: Duration,
+    ) -> Result<Vec<Result<ExecutionLease>>> {
+        self.executions.renew_leases(leases, ttl).await
+    }
+
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
         self.executions.release_lease(lease).await
     }

@@ -34,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod batch;
 mod check;
 pub mod claim;
 pub mod concurrency;
@@ -314,6 +315,8 @@ pub const CASES: &[(&str, Case)] = store_cases![
     leases::renew_refuses_resolved_and_failed_rounds,
     leases::renew_rejects_a_foreign_token,
     leases::renew_rejects_a_zero_lease,
+    batch::renew_leases_decides_each_item_like_renew,
+    batch::renew_leases_accepts_an_empty_batch_and_refuses_a_zero_duration,
     leases::lease_expiry_is_measured_by_the_store_clock,
     leases::fail_marks_the_round_failed_and_keeps_responses,
     leases::fail_is_idempotent_for_the_same_code_and_message,

@@ -116,6 +116,33 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     async fn renew_lease(&self, lease: &ExecutionLeaseRef, ttl: Duration)
     -> Result<ExecutionLease>;
 
+    /// Renews many worker leases in one call (heartbeat of a worker driving many
+    /// executions): for each lease the outcome [`renew_lease`](Self::renew_lease) would
+    /// give, in the same order (`outcomes[i]` belongs to `leases[i]`): the renewed lease
+    /// (expiring at `now + ttl`), or the error that refused that item (missing execution,
+    /// lease not held, expired, execution finished). One refused item never stops the
+    /// others.
+    ///
+    /// Backends override the default (a loop over [`renew_lease`](Self::renew_lease)) to
+    /// renew the batch in one transaction or statement. An empty batch is `Ok(vec![])`.
+    ///
+    /// # Errors
+    /// The call as a whole fails only with `invalid_argument` for a zero ttl (nothing
+    /// renewed) or `storage_error` (a backend that renews in one transaction then renewed
+    /// none of the batch).
+    async fn renew_leases(
+        &self,
+        leases: &[ExecutionLeaseRef],
+        ttl: Duration,
+    ) -> Result<Vec<Result<ExecutionLease>>> {
+        rules::lease_expiry(crate::store_now(self.clock().as_ref()), ttl)?;
+        let mut outcomes = Vec::with_capacity(leases.len());
+        for lease in leases {
+            outcomes.push(self.renew_lease(lease, ttl).await);
+        }
+        Ok(outcomes)
+    }
+
     /// Releases a live lease, leaving the execution unleased. Releasing after
     /// [`finish`](Self::finish) (which ends the lease) succeeds.
     ///

@@ -177,6 +177,34 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord>;
 
+    /// Renews many round leases in one call: for each `(round, lease)` the outcome
+    /// [`renew`](Self::renew) would give, in the same order (`outcomes[i]` belongs to
+    /// `leases[i]`): the renewed record (its new `lease.expires_at`), or the error that
+    /// refused that item (its code and [`Reason`](m3_types::Reason): missing round, foreign
+    /// or expired lease, terminal round, empty id). One refused item never stops the others.
+    ///
+    /// Backends override the default (a loop over [`renew`](Self::renew)) to renew the
+    /// whole batch in one transaction or statement, so a worker holding many waiting
+    /// rounds pays one commit per heartbeat instead of one per round. Renewals announce no
+    /// change (nobody waits for them), as with `renew`. An empty batch is `Ok(vec![])`.
+    ///
+    /// # Errors
+    /// The call as a whole fails only with `managed_input_invalid` for a zero
+    /// `lease_duration` (nothing renewed) or `storage_error` (a backend that renews in one
+    /// transaction then renewed none of the batch).
+    async fn renew_leases(
+        &self,
+        leases: &[(RoundRef, LeaseRef)],
+        lease_duration: Duration,
+    ) -> Result<Vec<Result<ManagedInputRecord>>> {
+        super::rules::require_lease_duration(lease_duration)?;
+        let mut outcomes = Vec::with_capacity(leases.len());
+        for (round, lease) in leases {
+            outcomes.push(self.renew(round, lease, lease_duration).await);
+        }
+        Ok(outcomes)
+    }
+
     /// Validates and stores the responses of a round, idempotently.
     ///
     /// Order: missing → `managed_input_conflict`; `failed` → `managed_input_state` ("failed

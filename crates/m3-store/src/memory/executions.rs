@@ -17,10 +17,10 @@ use time::OffsetDateTime;
 use super::MemoryManagedInputStore;
 use crate::execution::rules::{
     self, Acquire, ExecutionSlot, TerminalData, acquire_token, append_step, cancel_step,
-    check_acquire, check_event_kind, check_lease_write, check_release, check_terminalize,
-    created_payload, created_record, errors, finish_step, finished_payload, granted_lease,
-    lease_expiry, lease_step, mark_finished, release_step, renewed_lease, require_non_empty,
-    state_changed_payload, terminalized_payload, to_canonical, transition_step,
+    check_acquire, check_event_kind, check_release, check_terminalize, created_payload,
+    created_record, errors, finish_step, finished_payload, granted_lease, lease_expiry, lease_step,
+    mark_finished, release_step, renew_step, require_non_empty, state_changed_payload,
+    terminalized_payload, to_canonical, transition_step,
 };
 use crate::managed_input::rules::Decision;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
@@ -292,11 +292,34 @@ impl ExecutionStore for MemoryExecutionStore {
     ) -> Result<ExecutionLease> {
         let now = self.now();
         let expires_at = lease_expiry(now, ttl)?;
+        renew_step(
+            self.lock().get_mut(&lease.execution_id),
+            lease,
+            expires_at,
+            now,
+        )
+    }
+
+    /// The whole batch under one lock: one atomic step.
+    async fn renew_leases(
+        &self,
+        leases: &[ExecutionLeaseRef],
+        ttl: Duration,
+    ) -> Result<Vec<Result<ExecutionLease>>> {
+        let now = self.now();
+        let expires_at = lease_expiry(now, ttl)?;
         let mut executions = self.lock();
-        let stored = executions.get_mut(&lease.execution_id);
-        check_lease_write(stored.as_deref().map(|s| &s.record), lease, now)?;
-        let stored = stored.ok_or_else(|| errors::not_found(&lease.execution_id))?;
-        Ok(lease_step(stored, renewed_lease(lease, expires_at), now))
+        Ok(leases
+            .iter()
+            .map(|lease| {
+                renew_step(
+                    executions.get_mut(&lease.execution_id),
+                    lease,
+                    expires_at,
+                    now,
+                )
+            })
+            .collect())
     }
 
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {

@@ -137,26 +137,24 @@ impl MemoryManagedInputStore {
         Ok(record)
     }
 
-    /// [`update`](Self::update) without announcing the change (lease renewals: nobody
-    /// waits for them).
-    fn update_quietly(
-        &self,
+    /// `renew` of one round in the locked map, without announcing the change (lease
+    /// renewals: nobody waits for them).
+    fn renew_locked(
+        rounds: &mut BTreeMap<Key, Slot>,
         round: &RoundRef,
-        step: impl FnOnce(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>>,
+        lease: &LeaseRef,
+        lease_duration: Duration,
+        now: OffsetDateTime,
     ) -> Result<ManagedInputRecord> {
-        let now = self.now();
-        let mut rounds = self.lock();
+        check_renew_args(round, lease, lease_duration)?;
         let slot = rounds
             .get_mut(&key(round))
             .ok_or_else(|| rules::missing_round(round))?;
         let current = slot.record.clone().map_err(stored_invalid)?;
-        match step(&current, now)? {
-            Some(write) => {
-                slot.record = Ok(write.record.clone());
-                Ok(write.record)
-            }
-            None => Ok(current),
-        }
+        let write = RoundWrite::renew(&current, lease, lease_duration, now)?;
+        let record = write.map_or(current, |write| write.record);
+        slot.record = Ok(record.clone());
+        Ok(record)
     }
 
     /// Tells waiters that a round of `execution_id` changed.
@@ -244,10 +242,24 @@ impl ManagedInputStore for MemoryManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        check_renew_args(round, lease, lease_duration)?;
-        self.update_quietly(round, |current, now| {
-            RoundWrite::renew(current, lease, lease_duration, now)
-        })
+        Self::renew_locked(&mut self.lock(), round, lease, lease_duration, self.now())
+    }
+
+    /// The whole batch under one lock: one atomic step.
+    async fn renew_leases(
+        &self,
+        leases: &[(RoundRef, LeaseRef)],
+        lease_duration: Duration,
+    ) -> Result<Vec<Result<ManagedInputRecord>>> {
+        rules::require_lease_duration(lease_duration)?;
+        let now = self.now();
+        let mut rounds = self.lock();
+        Ok(leases
+            .iter()
+            .map(|(round, lease)| {
+                Self::renew_locked(&mut rounds, round, lease, lease_duration, now)
+            })
+            .collect())
     }
 
     async fn submit_responses(

@@ -19,8 +19,7 @@ use super::PgManagedInputStore;
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
 use crate::execution::rules::{
-    ExecutionSlot, append_step, check_event_kind, check_lease_write, errors, lease_expiry,
-    lease_step, renewed_lease,
+    ExecutionSlot, append_step, check_event_kind, errors, lease_expiry, renew_step,
 };
 use crate::signal::{Change, ChangeKind, ChangeSignal};
 use crate::{
@@ -154,6 +153,11 @@ impl Pending {
             events: Vec::new(),
             changed: false,
         }
+    }
+
+    /// Whether a step changed the record (it must be stored).
+    pub(super) fn is_changed(&self) -> bool {
+        self.changed
     }
 
     /// The changed record, once stored.
@@ -322,14 +326,22 @@ impl ExecutionStore for PgExecutionStore {
     ) -> Result<ExecutionLease> {
         let mut tx = self.begin().await?;
         let (record, now) = self.lock_optional(&mut tx, &lease.execution_id).await?;
-        check_lease_write(record.as_ref(), lease, now)?;
-        let record = record.ok_or_else(|| errors::not_found(&lease.execution_id))?;
         let expires_at = lease_expiry(now, ttl)?;
-        let mut pending = Pending::new(record);
-        let renewed = lease_step(&mut pending, renewed_lease(lease, expires_at), now);
-        pending.store(&mut tx).await?;
+        let mut pending = record.map(Pending::new);
+        let renewed = renew_step(pending.as_mut(), lease, expires_at, now)?;
+        if let Some(pending) = pending {
+            pending.store(&mut tx).await?;
+        }
         commit(tx).await?;
         Ok(renewed)
+    }
+
+    async fn renew_leases(
+        &self,
+        leases: &[ExecutionLeaseRef],
+        ttl: Duration,
+    ) -> Result<Vec<Result<ExecutionLease>>> {
+        self.do_renew_leases(leases, ttl).await
     }
 
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {

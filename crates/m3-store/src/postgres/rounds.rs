@@ -314,6 +314,14 @@ impl ManagedInputStore for PgManagedInputStore {
         .await
     }
 
+    async fn renew_leases(
+        &self,
+        leases: &[(RoundRef, LeaseRef)],
+        lease_duration: Duration,
+    ) -> Result<Vec<Result<ManagedInputRecord>>> {
+        self.do_renew_leases(leases, lease_duration).await
+    }
+
     async fn submit_responses(
         &self,
         round: &RoundRef,

@@ -28,3 +28,12 @@ pub(crate) fn is_integrity_violation(error: &sqlx::Error) -> bool {
         )
     })
 }
+
+/// One item's outcome inside a batch transaction: a `storage_error` fails the whole batch
+/// (the transaction rolls back, nothing of it is written), any other error is that item's.
+pub(crate) fn batch_item<T>(outcome: m3_types::Result<T>) -> m3_types::Result<m3_types::Result<T>> {
+    match outcome {
+        Err(error) if error.error_code() == m3_types::ErrorCode::StorageError => Err(error),
+        other => Ok(other),
+    }
+}

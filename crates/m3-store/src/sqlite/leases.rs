@@ -11,13 +11,13 @@ use time::OffsetDateTime;
 use super::checks::{bind_lease_guard, fetch_existing};
 use super::codec::{decode_record, timestamp_text};
 use super::columns::record_columns;
-use super::error::storage;
+use super::error::{batch_item, storage};
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{
     Decision, apply_claim, check_claim, check_claim_args, check_fail, check_fail_args,
     check_fail_recovery, check_fail_recovery_args, check_renew, check_renew_args, lease_expiry,
-    new_lease_token, raced, require_text,
+    new_lease_token, raced, require_lease_duration, require_text,
 };
 use crate::{ClaimRound, LeaseRef, RoundFailure, RoundRef};
 
@@ -149,6 +149,38 @@ impl SqliteManagedInputStore {
             }
             Err(error) => Err(error),
         };
+        write.finish(result).await
+    }
+
+    /// `renew_leases`: every lease of the batch in one write transaction.
+    pub(crate) async fn renew_leases_impl(
+        &self,
+        leases: &[(RoundRef, LeaseRef)],
+        lease_duration: Duration,
+    ) -> Result<Vec<Result<ManagedInputRecord>>> {
+        require_lease_duration(lease_duration)?;
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.ensure_schema().await?;
+        let inner = self.inner();
+        let mut write = inner.begin_write().await?;
+        let result = async {
+            let now = inner.now()?;
+            let mut outcomes = Vec::with_capacity(leases.len());
+            for (round, lease) in leases {
+                let renewed = match check_renew_args(round, lease, lease_duration) {
+                    Ok(()) => {
+                        renew_in_tx(&mut write, &inner.images, round, lease, lease_duration, now)
+                            .await
+                    }
+                    Err(error) => Err(error),
+                };
+                outcomes.push(batch_item(renewed)?);
+            }
+            Ok(outcomes)
+        }
+        .await;
         write.finish(result).await
     }
 

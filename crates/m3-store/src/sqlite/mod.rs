@@ -75,6 +75,14 @@ impl ManagedInputStore for SqliteManagedInputStore {
         self.renew_impl(round, lease, lease_duration).await
     }
 
+    async fn renew_leases(
+        &self,
+        leases: &[(RoundRef, LeaseRef)],
+        lease_duration: Duration,
+    ) -> Result<Vec<Result<ManagedInputRecord>>> {
+        self.renew_leases_impl(leases, lease_duration).await
+    }
+
     async fn submit_responses(
         &self,
         round: &RoundRef,

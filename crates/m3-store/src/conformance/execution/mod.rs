@@ -22,6 +22,7 @@
 //! # }
 //! ```
 
+pub mod batch;
 pub mod concurrency;
 pub mod leases;
 pub mod lifecycle;
@@ -136,6 +137,8 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     leases::a_released_lease_can_be_acquired_again_and_the_old_token_is_dead,
     leases::leased_writes_need_the_live_lease_and_unleased_writes_need_none,
     leases::finish_with_the_lease_ends_it_and_release_afterwards_succeeds,
+    batch::renew_leases_decides_each_item_like_renew_lease,
+    batch::renew_leases_accepts_an_empty_batch_and_refuses_a_zero_ttl,
     recovery::expired_leases_are_listed_in_expiry_order,
     recovery::terminalize_finishes_an_expired_execution_once,
     recovery::terminalize_fails_the_unresolved_rounds_of_the_same_backend,

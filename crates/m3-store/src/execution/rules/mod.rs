@@ -12,7 +12,7 @@ mod steps;
 
 pub use steps::{
     ExecutionSlot, append_step, cancel_step, check_release, finish_step, granted_lease, lease_step,
-    release_step, renewed_lease, transition_step,
+    release_step, renew_step, renewed_lease, transition_step,
 };
 
 use std::time::Duration;

@@ -7,8 +7,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::{
-    TerminalData, check_fence, check_finish, check_transition, diagnose, errors, mark_finished,
-    state_changed_payload,
+    TerminalData, check_fence, check_finish, check_lease_write, check_transition, diagnose, errors,
+    mark_finished, state_changed_payload,
 };
 use crate::execution::record::{
     EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease,
@@ -157,6 +157,23 @@ pub fn lease_step(
     record.lease = Some(lease.clone());
     record.updated_at = now;
     lease
+}
+
+/// `renew_lease` on the slot read for `lease.execution_id` (`None`: no such execution):
+/// [`check_lease_write`], then the lease extended to `expires_at` (from
+/// [`lease_expiry`](super::lease_expiry)). Returns the renewed lease.
+///
+/// # Errors
+/// As [`check_lease_write`].
+pub fn renew_step<S: ExecutionSlot>(
+    slot: Option<&mut S>,
+    lease: &ExecutionLeaseRef,
+    expires_at: OffsetDateTime,
+    now: OffsetDateTime,
+) -> Result<ExecutionLease> {
+    check_lease_write(slot.as_deref().map(ExecutionSlot::record), lease, now)?;
+    let slot = slot.ok_or_else(|| errors::not_found(&lease.execution_id))?;
+    Ok(lease_step(slot, renewed_lease(lease, expires_at), now))
 }
 
 /// The lease `acquire_lease` grants: `owner_id` holds `execution_id` under `lease_token`

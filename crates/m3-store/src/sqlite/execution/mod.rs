@@ -8,6 +8,7 @@
 mod claim;
 mod lifecycle;
 mod managed;
+mod renew;
 mod rows;
 mod schema;
 mod store;

@@ -23,9 +23,7 @@ use crate::execution::record::{
     Terminalized,
 };
 use crate::execution::rules::errors as error;
-use crate::execution::rules::{
-    Acquire, acquire_token, check_acquire, check_lease_write, diagnose, lease_expiry,
-};
+use crate::execution::rules::{Acquire, acquire_token, check_acquire, diagnose, lease_expiry};
 use crate::signal::datagram::DatagramSignal;
 use crate::signal::{Announce, Change, ChangeKind, ChangeSignal};
 use crate::sqlite::SqliteStoreOptions;
@@ -245,39 +243,16 @@ impl ExecutionStore for SqliteExecutionStore {
         lease: &ExecutionLeaseRef,
         ttl: Duration,
     ) -> Result<ExecutionLease> {
-        let id = lease.execution_id.as_str();
-        let now = self.now();
-        let expires_at = lease_expiry(now, ttl)?;
-        let mut tx = self.begin_write().await?;
-        let result = async {
-            let done = sqlx::query(
-                "UPDATE m3rs_executions SET lease_expires_at = ?, updated_at = ?
-                 WHERE id = ? AND lease_owner_id = ? AND lease_token = ? AND lease_expires_at > ?
-                   AND finished_at IS NULL",
-            )
-            .bind(timestamp::format(expires_at))
-            .bind(timestamp::format(now))
-            .bind(id)
-            .bind(&lease.owner_id)
-            .bind(&lease.lease_token)
-            .bind(timestamp::format(now))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| storage("could not renew the lease", e))?;
-            if done.rows_affected() != 1 {
-                let fresh = fetch(&mut tx, id).await?;
-                check_lease_write(fresh.as_ref(), lease, now)?;
-                return Err(error::concurrent_change(id));
-            }
-            Ok(ExecutionLease {
-                execution_id: id.to_owned(),
-                owner_id: lease.owner_id.clone(),
-                lease_token: lease.lease_token.clone(),
-                expires_at,
-            })
-        }
-        .await;
-        tx.finish(result).await
+        self.do_renew_lease(lease, ttl).await
+    }
+
+    #[instrument(skip_all, fields(leases = leases.len()), err)]
+    async fn renew_leases(
+        &self,
+        leases: &[ExecutionLeaseRef],
+        ttl: Duration,
+    ) -> Result<Vec<Result<ExecutionLease>>> {
+        self.do_renew_leases(leases, ttl).await
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
