@@ -14,8 +14,11 @@ use crate::CreateRound;
 use crate::managed_input::rules::{
     PreparedRound, prepare_create, replay_create, round_index_taken,
 };
+use crate::signal::{Change, ChangeKind};
 
 impl PgManagedInputStore {
+    /// Creates the round and announces an `Ok` (a new round or a replay) on the same
+    /// connection.
     pub(super) async fn do_create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
         let new = prepare_create(request)?;
         let mut conn = self
@@ -24,13 +27,26 @@ impl PgManagedInputStore {
             .acquire()
             .await
             .map_err(db("cannot connect to PostgreSQL"))?;
+        let done = self.create_on(&mut conn, &new).await;
+        if done.is_ok() {
+            let change = Change::new(new.round().execution_id, ChangeKind::Round);
+            self.shared().signal.announce_on(&mut conn, &change).await;
+        }
+        done
+    }
+
+    async fn create_on(
+        &self,
+        conn: &mut PgConnection,
+        new: &PreparedRound,
+    ) -> Result<ManagedInputRecord> {
         let now = match self.shared().injected_now() {
             Some(now) => now,
-            None => self.shared().now(server_now(&mut conn).await?),
+            None => self.shared().now(server_now(conn).await?),
         };
         let record = match new.record_at(now) {
             Ok(record) => record,
-            Err(error) => return not_inserted(&mut conn, &new, error).await,
+            Err(error) => return not_inserted(conn, new, error).await,
         };
         let inserted: Option<i32> = sqlx::query_scalar(
             "INSERT INTO m3rs_rounds (execution_id, round_id, round_index, status, record_json, \
@@ -50,7 +66,7 @@ impl PgManagedInputStore {
         .map_err(db("cannot insert the managed-input round"))?;
         if inserted.is_none() {
             let unexplained = Error::storage("the managed-input round was not inserted");
-            return not_inserted(&mut conn, &new, unexplained).await;
+            return not_inserted(conn, new, unexplained).await;
         }
         Ok(record)
     }

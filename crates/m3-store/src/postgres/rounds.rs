@@ -96,20 +96,36 @@ impl PgManagedInputStore {
 
     /// Reads `round`, applies `step` to its record, and stores what `step` returns with a
     /// compare-and-set on the record read (deciding again when another writer came first).
-    /// `None` leaves the round as it is.
+    /// `None` leaves the round as it is. With `announce`, an `Ok` is announced to waiters
+    /// before this returns.
     async fn update(
         &self,
         round: &RoundRef,
+        announce: bool,
         step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
     ) -> Result<ManagedInputRecord> {
-        // One connection for the read and the write: each pool checkout costs a round trip
-        // of sqlx's when the connection goes back.
+        // One connection for the read, the write and the announcement: each pool checkout
+        // costs a round trip of sqlx's when the connection goes back.
         let mut conn = self
             .shared
             .pool
             .acquire()
             .await
             .map_err(db("cannot connect to PostgreSQL"))?;
+        let done = self.update_on(&mut conn, round, step).await;
+        if announce && done.is_ok() {
+            let change = round_change(round);
+            self.shared.signal.announce_on(&mut conn, &change).await;
+        }
+        done
+    }
+
+    async fn update_on(
+        &self,
+        conn: &mut PgConnection,
+        round: &RoundRef,
+        step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
+    ) -> Result<ManagedInputRecord> {
         for _ in 0..UPDATE_ATTEMPTS {
             let row: Option<(String, OffsetDateTime)> = sqlx::query_as(
                 "SELECT record_json, clock_timestamp() FROM m3rs_rounds \
@@ -145,7 +161,7 @@ impl PgManagedInputStore {
         transition: Transition,
     ) -> Result<ManagedInputRecord> {
         check_lease_args(round, lease)?;
-        self.update(round, |current, now| {
+        self.update(round, true, |current, now| {
             RoundWrite::transition(current, lease, transition, now)
         })
         .await
@@ -252,10 +268,7 @@ pub(super) async fn server_now(conn: &mut PgConnection) -> Result<OffsetDateTime
 #[async_trait]
 impl ManagedInputStore for PgManagedInputStore {
     async fn create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
-        let execution_id = request.pending.execution_id.clone();
-        let done = self.do_create_round(request).await;
-        let change = Change::new(execution_id, ChangeKind::Round);
-        self.shared.announced(done, |_| change).await
+        self.do_create_round(request).await
     }
 
     async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>> {
@@ -293,12 +306,10 @@ impl ManagedInputStore for PgManagedInputStore {
 
     async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
         check_claim_args(round, &claim)?;
-        let done = self
-            .update(round, |current, now| {
-                RoundWrite::claim(current, &claim, now)
-            })
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.update(round, true, |current, now| {
+            RoundWrite::claim(current, &claim, now)
+        })
+        .await
     }
 
     async fn renew(
@@ -308,7 +319,7 @@ impl ManagedInputStore for PgManagedInputStore {
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
         check_renew_args(round, lease, lease_duration)?;
-        self.update(round, |current, now| {
+        self.update(round, false, |current, now| {
             RoundWrite::renew(current, lease, lease_duration, now)
         })
         .await
@@ -329,12 +340,10 @@ impl ManagedInputStore for PgManagedInputStore {
         submission: ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
         check_submit_args(round, lease, &submission)?;
-        let done = self
-            .update(round, |current, now| {
-                RoundWrite::submission(current, lease, &submission, now)
-            })
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.update(round, true, |current, now| {
+            RoundWrite::submission(current, lease, &submission, now)
+        })
+        .await
     }
 
     async fn start_delivery(
@@ -342,10 +351,8 @@ impl ManagedInputStore for PgManagedInputStore {
         round: &RoundRef,
         lease: &LeaseRef,
     ) -> Result<ManagedInputRecord> {
-        let done = self
-            .transition_round(round, lease, Transition::StartDelivery)
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.transition_round(round, lease, Transition::StartDelivery)
+            .await
     }
 
     async fn mark_delivered(
@@ -353,17 +360,13 @@ impl ManagedInputStore for PgManagedInputStore {
         round: &RoundRef,
         lease: &LeaseRef,
     ) -> Result<ManagedInputRecord> {
-        let done = self
-            .transition_round(round, lease, Transition::MarkDelivered)
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.transition_round(round, lease, Transition::MarkDelivered)
+            .await
     }
 
     async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
-        let done = self
-            .transition_round(round, lease, Transition::Resolve)
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.transition_round(round, lease, Transition::Resolve)
+            .await
     }
 
     async fn fail(
@@ -373,12 +376,10 @@ impl ManagedInputStore for PgManagedInputStore {
         failure: RoundFailure,
     ) -> Result<ManagedInputRecord> {
         check_fail_args(round, lease, &failure)?;
-        let done = self
-            .update(round, |current, now| {
-                RoundWrite::fail(current, lease, &failure, now)
-            })
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.update(round, true, |current, now| {
+            RoundWrite::fail(current, lease, &failure, now)
+        })
+        .await
     }
 
     async fn fail_recovery(
@@ -388,12 +389,10 @@ impl ManagedInputStore for PgManagedInputStore {
         message: &str,
     ) -> Result<ManagedInputRecord> {
         check_fail_recovery_args(round, expected_lease_token, message)?;
-        let done = self
-            .update(round, |current, now| {
-                RoundWrite::fail_recovery(current, expected_lease_token, message, now)
-            })
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.update(round, true, |current, now| {
+            RoundWrite::fail_recovery(current, expected_lease_token, message, now)
+        })
+        .await
     }
 
     async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {

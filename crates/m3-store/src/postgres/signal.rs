@@ -5,8 +5,10 @@
 //!   object's own subscriptions at once and sends the change with `pg_notify` in a statement
 //!   of its own, with `synchronous_commit` off (a hint needs no flush), before the store call
 //!   returns: a process that exits right after its commit (`m3 respond`) has announced it.
-//!   The statement is sent by one task per store object, so the announcements of
-//!   concurrent writes go out together.
+//!   A round write sends it on the connection of its commit when no other announcement of
+//!   the store object is under way; otherwise (and for the execution store's writes) it is
+//!   sent by one task per store object, so the announcements of concurrent writes go out
+//!   together.
 //!   The `NOTIFY` is deliberately not inside the data transaction: PostgreSQL serializes
 //!   every committing transaction that has notified under one cluster-wide lock held
 //!   through its WAL flush, which turns concurrent commits into a queue (measured in
@@ -27,11 +29,12 @@
 //! not on a read replica (see `docs/postgres.md`).
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-use sqlx::{PgExecutor, Postgres};
+use sqlx::{PgConnection, PgExecutor, Postgres};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -91,6 +94,28 @@ pub(crate) struct PgSignal {
     listener: OnceLock<Option<ListenerTask>>,
     /// The queue of the task that sends concurrent announcements together.
     sender: OnceLock<Option<mpsc::UnboundedSender<Queued>>>,
+    /// Announcements of this object under way (see [`announce_on`](Self::announce_on)).
+    in_flight: AtomicUsize,
+}
+
+/// One announcement under way, counted in its signal's `in_flight` until dropped.
+struct InFlight<'a> {
+    count: &'a AtomicUsize,
+    /// No other announcement was under way when this one started.
+    alone: bool,
+}
+
+impl<'a> InFlight<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        let alone = count.fetch_add(1, Ordering::AcqRel) == 0;
+        Self { count, alone }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// An announcement waiting for the sender task: its payload, and who to tell once sent.
@@ -129,6 +154,7 @@ impl PgSignal {
             connect,
             listener: OnceLock::new(),
             sender: OnceLock::new(),
+            in_flight: AtomicUsize::new(0),
         }
     }
 
@@ -145,7 +171,31 @@ impl PgSignal {
         if !self.cross_process {
             return;
         }
+        let _announcing = InFlight::enter(&self.in_flight);
+        self.queue_and_send(self.payload(change)).await;
+    }
+
+    /// [`announce`](Self::announce), by a writer that still holds the connection of its
+    /// commit: when no other announcement of this object is under way it is sent on that
+    /// connection (no hand-off to the sender task, no other checkout); otherwise it is
+    /// queued to go out with the others in one statement.
+    pub(crate) async fn announce_on(&self, conn: &mut PgConnection, change: &Change) {
+        self.hub.publish(change);
+        if !self.cross_process {
+            return;
+        }
         let payload = self.payload(change);
+        let announcing = InFlight::enter(&self.in_flight);
+        if announcing.alone {
+            send(conn, &self.channel, &[payload]).await;
+        } else {
+            self.queue_and_send(payload).await;
+        }
+    }
+
+    /// Hands `payload` to the sender task and waits until it went out (sends it directly
+    /// without a runtime for the task).
+    async fn queue_and_send(&self, payload: String) {
         let payload = match self.sender() {
             Some(queue) => {
                 let (sent, done) = oneshot::channel();
