@@ -51,28 +51,47 @@ fn joined(values: impl Iterator<Item = String>) -> String {
     values.collect::<Vec<_>>().join(" ")
 }
 
+/// A pair's summary cells: m3-rs and bare sqlx rates, ratios, median ratio.
+fn cells(pair: &Pair) -> [String; 4] {
+    [
+        joined(pair.runs.iter().map(|(ours, _)| format!("{ours:.1}"))),
+        joined(pair.runs.iter().map(|(_, bare)| format!("{bare:.1}"))),
+        joined(pair.ratios().iter().map(|r| format!("{:.0}%", 100.0 * r))),
+        format!("{:.0}%", 100.0 * pair.median_ratio()),
+    ]
+}
+
 /// Prints the summary: every repetition of every pair, the median ratio, and the two
 /// target ratios (single / bare sqlx; most concurrent / single, on medians).
 pub(crate) fn print_summary(title: &str, single: &Pair, concurrent: &[(usize, Pair)]) {
     println!();
     println!("== summary: {title}");
-    println!(
-        "{:<32} {:>24} {:>24} {:>18} {:>7}",
-        "subject (rounds/s)", "m3-rs each", "bare sqlx each", "ratio each", "median"
-    );
-    let row = |pair: &Pair| {
-        println!(
-            "{:<32} {:>24} {:>24} {:>18} {:>6.0}%",
-            pair.name,
-            joined(pair.runs.iter().map(|(ours, _)| format!("{ours:.1}"))),
-            joined(pair.runs.iter().map(|(_, bare)| format!("{bare:.1}"))),
-            joined(pair.ratios().iter().map(|r| format!("{:.0}%", 100.0 * r))),
-            100.0 * pair.median_ratio()
-        );
+    let pairs: Vec<&Pair> = std::iter::once(single)
+        .chain(concurrent.iter().map(|(_, pair)| pair))
+        .collect();
+    let cells: Vec<[String; 4]> = pairs.iter().map(|pair| cells(pair)).collect();
+    let header = ["m3-rs each", "bare sqlx each", "ratio each", "median"];
+    // Each column as wide as its widest cell, so any number of repetitions lines up.
+    let widths: Vec<usize> = (0..4)
+        .map(|c| {
+            cells
+                .iter()
+                .map(|row| row[c].len())
+                .chain([header[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |name: &str, row: &[&str]| {
+        let mut text = format!("{name:<32}");
+        for (cell, width) in row.iter().zip(&widths) {
+            text.push_str(&format!("  {cell:>width$}"));
+        }
+        println!("{text}");
     };
-    row(single);
-    for (_, pair) in concurrent {
-        row(pair);
+    line("subject (rounds/s)", &header);
+    for (pair, row) in pairs.iter().zip(&cells) {
+        line(&pair.name, &row.each_ref().map(String::as_str));
     }
     if let Some((executions, pair)) = concurrent.iter().max_by_key(|(e, _)| *e) {
         println!(
@@ -109,5 +128,10 @@ mod tests {
         };
         assert!((pair.median_ratio() - 0.5).abs() < 1e-9);
         assert!((pair.median_ours() - 50.0).abs() < 1e-9);
+        let [ours, bare, ratios, median] = cells(&pair);
+        assert_eq!(ours, "50.0 90.0 10.0");
+        assert_eq!(bare, "100.0 100.0 100.0");
+        assert_eq!(ratios, "50% 90% 10%");
+        assert_eq!(median, "50%");
     }
 }

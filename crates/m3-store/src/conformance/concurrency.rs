@@ -4,7 +4,7 @@ use m3_types::ManagedInputStatus;
 
 use m3_types::Reason;
 
-use super::check::{ensure, expect_error, expect_same, expect_status};
+use super::check::{ensure, expect_error, expect_same, expect_status, one_winner};
 use super::fixture::other_address;
 use super::fixture::{
     EXECUTION, LEASE, OWNER, TOKEN, accept_address, address_round, advance, create_request, lease,
@@ -49,26 +49,13 @@ pub async fn concurrent_different_submissions_have_one_winner(h: &Harness) -> Ca
         h.peer.submit_responses(&round, &lease, other.clone()),
     );
     let stored = reload(h).await?;
-    match (a, b) {
-        (Ok(winner), Err(error)) | (Err(error), Ok(winner)) => {
-            ensure!(
-                error.code() == CONFLICT,
-                "the loser must conflict, got {}: {error}",
-                error.code()
-            );
-            expect_same(&winner, &stored, "winner vs stored")?;
-        }
-        (Ok(_), Ok(_)) => {
-            return Err(super::CaseFailure::new(
-                "both different submissions succeeded",
-            ));
-        }
-        (Err(a), Err(b)) => {
-            return Err(super::CaseFailure::new(format!(
-                "both submissions failed: {a}; {b}"
-            )));
-        }
-    }
+    let (winner, error) = one_winner(a, b, "different submissions")?;
+    ensure!(
+        error.code() == CONFLICT,
+        "the loser must conflict, got {}: {error}",
+        error.code()
+    );
+    expect_same(&winner, &stored, "winner vs stored")?;
     let expected_first = stored.response_idempotency_key.as_deref() == Some("key-1")
         && stored.responses.as_ref() == Some(&accept_address());
     let expected_second = stored.response_idempotency_key.as_deref() == Some("key-2")
@@ -211,19 +198,7 @@ pub async fn concurrent_creates_at_one_round_index_store_one(h: &Harness) -> Cas
         h.store.create_round(at_zero("round-a")),
         h.peer.create_round(at_zero("round-b")),
     );
-    let refused = match (a, b) {
-        (Ok(_), Err(refused)) | (Err(refused), Ok(_)) => refused,
-        (Ok(_), Ok(_)) => {
-            return Err(super::CaseFailure::new(
-                "both rounds were stored at one index",
-            ));
-        }
-        (Err(a), Err(b)) => {
-            return Err(super::CaseFailure::new(format!(
-                "both creates failed: {a}; {b}"
-            )));
-        }
-    };
+    let (_, refused) = one_winner(a, b, "creates at one index")?;
     expect_error(
         Err::<(), _>(refused),
         CONFLICT,

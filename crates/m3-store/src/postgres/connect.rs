@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use m3_types::{Clock, Error, Result};
 use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres};
 use time::OffsetDateTime;
 
 use super::error::db;
@@ -171,6 +172,14 @@ impl Shared {
             Some(clock) => crate::store_now(clock.as_ref()),
             None => crate::truncate_to_stored_precision(server_now),
         }
+    }
+
+    /// A connection of the pool, for an operation's statements in a row.
+    pub(crate) async fn connection(&self) -> Result<PoolConnection<Postgres>> {
+        self.pool
+            .acquire()
+            .await
+            .map_err(db("cannot connect to PostgreSQL"))
     }
 
     /// The injected clock's time, for statements that otherwise read the server clock

@@ -21,12 +21,7 @@ impl PgManagedInputStore {
     /// connection.
     pub(super) async fn do_create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
         let new = prepare_create(request)?;
-        let mut conn = self
-            .shared()
-            .pool
-            .acquire()
-            .await
-            .map_err(db("cannot connect to PostgreSQL"))?;
+        let mut conn = self.shared().connection().await?;
         let done = self.create_on(&mut conn, &new).await;
         if done.is_ok() {
             let change = Change::new(new.round().execution_id, ChangeKind::Round);

@@ -106,12 +106,7 @@ impl PgManagedInputStore {
     ) -> Result<ManagedInputRecord> {
         // One connection for the read, the write and the announcement: each pool checkout
         // costs a round trip of sqlx's when the connection goes back.
-        let mut conn = self
-            .shared
-            .pool
-            .acquire()
-            .await
-            .map_err(db("cannot connect to PostgreSQL"))?;
+        let mut conn = self.shared.connection().await?;
         let done = self.update_on(&mut conn, round, step).await;
         if announce && done.is_ok() {
             let change = round_change(round);
