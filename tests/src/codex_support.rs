@@ -8,12 +8,15 @@ use std::time::Duration;
 use m3_fixtures::provider::{ExampleProvider, ProviderScript};
 use m3_kit::{
     AgentSelection, AsyncExecutionHandle, CodexMcpProtocol, CodexProvider, CodexSelection,
-    SubmitOptions,
+    ExecutionTrace, SubmitOptions,
 };
 use m3_types::HumanInput;
 use serde_json::json;
 
-use crate::runtime_support::{TempKit, TestResult, shipping};
+use crate::runtime_support::{
+    TempKit, TestResult, address, completes, final_result, only, pending, resolved_rounds,
+    retried_content, shipping,
+};
 
 /// The Codex version every test runs unless it names another.
 pub const CODEX: &str = "0.169.0";
@@ -194,4 +197,56 @@ pub fn assert_no_authorization_sent(provider: &ExampleProvider) {
             "codex sent an authorization header"
         );
     }
+}
+
+/// Answers the one form round of a managed `shipping:book_shipment` under Codex
+/// (`elicitation` on the legacy era, `shipping_address` on 2026-07-28) with a Pune
+/// address, and checks the booking then completed as one logical tool call: one
+/// attempt answered in-call on the legacy era, a retry carrying the answer on
+/// 2026-07-28. Returns the trace for the caller's own checks.
+///
+/// # Errors
+/// When the round, the answer or the result is not what the flow expects.
+pub async fn answer_the_booking_round(
+    handle: &AsyncExecutionHandle,
+    protocol: CodexMcpProtocol,
+) -> TestResult<ExecutionTrace> {
+    let legacy = protocol == CodexMcpProtocol::Legacy;
+    let round = pending(handle).await;
+    assert_eq!(round.server, "shipping");
+    assert_eq!(round.operation_name, "book_shipment");
+    let key = only(round.requests.keys().cloned().collect())?;
+    assert_eq!(
+        key,
+        if legacy {
+            "elicitation"
+        } else {
+            "shipping_address"
+        }
+    );
+    let idempotency_key = format!("address-{}", round.round_id);
+    handle
+        .respond_elicitation(&round.round_id, address(&key, "Pune"), &idempotency_key)
+        .await?;
+    let trace = completes(handle, CODEX_WAIT).await?;
+    assert_eq!(trace.harness, "codex");
+    assert_eq!(trace.final_text.as_deref(), Some("Shipment booked."));
+    let calls: Vec<_> = trace.tool_calls().collect();
+    assert_eq!(calls.len(), 1, "one logical tool call: {calls:?}");
+    let call = calls[0];
+    assert_eq!(call.operation_name, "book_shipment");
+    if legacy {
+        assert_eq!(call.attempts.len(), 1, "{call:?}");
+        let exchange = &call.attempts[0].rounds[0];
+        let responses = exchange.responses.as_ref().ok_or("no responses")?;
+        let content = responses["elicitation"].content.as_ref();
+        assert_eq!(content.ok_or("no content")?["city"], "Pune");
+    } else {
+        assert_eq!(call.attempts.len(), 2, "{call:?}");
+        assert_eq!(retried_content(call, "shipping_address", "city")?, "Pune");
+    }
+    let (_, is_error) = final_result(call)?;
+    assert!(!is_error, "{call:?}");
+    resolved_rounds(handle, 1).await?;
+    Ok(trace)
 }

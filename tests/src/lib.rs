@@ -5,5 +5,6 @@
 
 pub mod browser_support;
 pub mod codex_support;
+pub mod http_support;
 pub mod runtime_support;
 pub mod store_support;

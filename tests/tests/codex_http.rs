@@ -4,10 +4,8 @@
 
 use m3_fixtures::{Era, ShippingOptions};
 use m3_kit::CodexMcpProtocol;
-use m3_tests::codex_support::{CODEX, CODEX_OLD, CODEX_WAIT, CodexSetup, Peers};
-use m3_tests::runtime_support::{
-    TestResult, address, completes, final_result, only, pending, resolved_rounds, retried_content,
-};
+use m3_tests::codex_support::{CODEX, CODEX_OLD, CodexSetup, Peers, answer_the_booking_round};
+use m3_tests::runtime_support::TestResult;
 use m3_types::{HttpServer, HumanInput, ServerTrust};
 
 const PEERS: Peers = Peers {
@@ -16,7 +14,6 @@ const PEERS: Peers = Peers {
 };
 
 async fn one_form_round_over_http(version: &str, protocol: CodexMcpProtocol) -> TestResult {
-    let legacy = protocol == CodexMcpProtocol::Legacy;
     let server =
         m3_fixtures::serve_shipping_http(ShippingOptions::new(Era::Auto), "127.0.0.1:0".parse()?)
             .await?;
@@ -27,41 +24,7 @@ async fn one_form_round_over_http(version: &str, protocol: CodexMcpProtocol) -> 
     let handle = setup
         .submit_to(binding, agent, &tools, HumanInput::Managed)
         .await?;
-    let round = pending(&handle).await;
-    assert_eq!(round.server, "shipping");
-    assert_eq!(round.operation_name, "book_shipment");
-    let key = only(round.requests.keys().cloned().collect())?;
-    assert_eq!(
-        key,
-        if legacy {
-            "elicitation"
-        } else {
-            "shipping_address"
-        }
-    );
-    let idempotency_key = format!("address-{}", round.round_id);
-    handle
-        .respond_elicitation(&round.round_id, address(&key, "Pune"), &idempotency_key)
-        .await?;
-    let trace = completes(&handle, CODEX_WAIT).await?;
-    assert_eq!(trace.harness, "codex");
-    assert_eq!(trace.final_text.as_deref(), Some("Shipment booked."));
-    let calls: Vec<_> = trace.tool_calls().collect();
-    assert_eq!(calls.len(), 1, "one logical tool call: {calls:?}");
-    let call = calls[0];
-    if legacy {
-        assert_eq!(call.attempts.len(), 1, "{call:?}");
-        let exchange = &call.attempts[0].rounds[0];
-        let responses = exchange.responses.as_ref().ok_or("no responses")?;
-        let content = responses["elicitation"].content.as_ref();
-        assert_eq!(content.ok_or("no content")?["city"], "Pune");
-    } else {
-        assert_eq!(call.attempts.len(), 2, "{call:?}");
-        assert_eq!(retried_content(call, "shipping_address", "city")?, "Pune");
-    }
-    let (_, is_error) = final_result(call)?;
-    assert!(!is_error, "{call:?}");
-    resolved_rounds(&handle, 1).await?;
+    answer_the_booking_round(&handle, protocol).await?;
     server.stop().await?;
     setup.temp.close().await
 }

@@ -9,11 +9,12 @@ use std::time::Duration;
 use m3_kit::CodexMcpProtocol;
 use m3_runtime::mcp::AttemptOutcome;
 use m3_tests::codex_support::{
-    CODEX, CODEX_OLD, CODEX_WAIT, CodexSetup, Peers, assert_no_authorization_sent, booking,
+    CODEX, CODEX_OLD, CODEX_WAIT, CodexSetup, Peers, answer_the_booking_round,
+    assert_no_authorization_sent, booking,
 };
 use m3_tests::runtime_support::{
-    TestResult, accept, address, assert_refused, completes, final_result, first_call, only,
-    pending, resolved_rounds, retried_content,
+    TestResult, accept, address, assert_refused, completes, final_result, first_call, pending,
+    resolved_rounds, retried_content,
 };
 use m3_types::{ElicitationRequest, ElicitationResponse, HumanInput, ResponseMap};
 use serde_json::json;
@@ -25,49 +26,13 @@ const PEERS: Peers = Peers {
 const RESPONDER: &str = env!("CARGO_BIN_EXE_m3-test-responder");
 
 async fn one_form_round(version: &str, protocol: CodexMcpProtocol) -> TestResult {
-    let legacy = protocol == CodexMcpProtocol::Legacy;
     let setup = CodexSetup::new(PEERS, "shipping:book_shipment").await?;
     let agent = setup.agent(version, protocol);
     let tools = ["shipping:book_shipment"];
     let handle = setup.submit(agent, &tools, HumanInput::Managed).await?;
-    let round = pending(&handle).await;
-    assert_eq!(round.server, "shipping");
-    assert_eq!(round.operation_name, "book_shipment");
-    let key = only(round.requests.keys().cloned().collect())?;
-    assert_eq!(
-        key,
-        if legacy {
-            "elicitation"
-        } else {
-            "shipping_address"
-        }
-    );
-    let idempotency_key = format!("address-{}", round.round_id);
-    handle
-        .respond_elicitation(&round.round_id, address(&key, "Pune"), &idempotency_key)
-        .await?;
-    let trace = completes(&handle, CODEX_WAIT).await?;
-    assert_eq!(trace.harness, "codex");
-    assert_eq!(trace.final_text.as_deref(), Some("Shipment booked."));
+    let trace = answer_the_booking_round(&handle, protocol).await?;
     let usage = trace.token_usage.as_ref().ok_or("no token usage")?;
     assert!(usage.to_string().contains("totalTokens"), "{usage}");
-    let calls: Vec<_> = trace.tool_calls().collect();
-    assert_eq!(calls.len(), 1, "one logical tool call: {calls:?}");
-    let call = calls[0];
-    assert_eq!(call.operation_name, "book_shipment");
-    if legacy {
-        assert_eq!(call.attempts.len(), 1);
-        let exchange = &call.attempts[0].rounds[0];
-        let responses = exchange.responses.as_ref().ok_or("no responses")?;
-        let content = responses["elicitation"].content.as_ref();
-        assert_eq!(content.ok_or("no content")?["city"], "Pune");
-    } else {
-        assert_eq!(call.attempts.len(), 2, "{call:?}");
-        assert_eq!(retried_content(call, "shipping_address", "city")?, "Pune");
-    }
-    let (_, is_error) = final_result(call)?;
-    assert!(!is_error, "{call:?}");
-    resolved_rounds(&handle, 1).await?;
     assert_no_authorization_sent(&setup.provider);
     setup.temp.close().await
 }

@@ -10,49 +10,28 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use m3_fixtures::{Era, HttpFixture, ShippingOptions};
+use m3_fixtures::Era;
 use m3_runtime::mcp::{
     ConnectOptions, LEGACY_REQUEST_KEY, McpConnection, OperationRequest, ProtocolEra, ResumeRequest,
 };
-use m3_types::{ElicitationRequest, ElicitationResponse, HttpServer, ResponseMap, ServerTrust};
-use mcp_support::{accept, drive};
+use m3_tests::http_support::{HttpPeer, free_port};
+use m3_types::{ElicitationRequest, ElicitationResponse, HttpServer, ServerTrust};
+use mcp_support::{
+    accept, accept_all, connect_http, drive, http_binding as binding, http_fixture, shipping_tool,
+    tampered,
+};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-async fn fixture(era: Era) -> HttpFixture {
-    m3_fixtures::serve_shipping_http(ShippingOptions::new(era), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap()
-}
-
-fn binding(url: &str) -> HttpServer {
-    HttpServer::new("shipping", url).with_trust(ServerTrust::Loopback)
-}
-
-async fn connect(url: &str, options: ConnectOptions) -> McpConnection {
-    McpConnection::connect_http(
-        &binding(url),
-        options.with_request_timeout(Duration::from_secs(20)),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("connect to {url} failed: {e} {:?}", e.details()))
-}
-
-fn tool(name: &str) -> OperationRequest {
-    let mut arguments = Map::new();
-    arguments.insert("weight_kg".into(), json!(2));
-    OperationRequest::tool(name, arguments)
-}
-
 async fn shipping_flows(era: Era, expected: ProtocolEra) {
-    let server = fixture(era).await;
-    let connection = connect(server.url(), ConnectOptions::new()).await;
+    let server = http_fixture(era).await;
+    let connection = connect_http(server.url(), ConnectOptions::new()).await;
     assert_eq!(connection.era(), expected);
     assert_eq!(connection.pid(), None);
     let tools = connection.list_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "book_shipment"));
-    let (done, rounds) = drive(&connection, tool("book_shipment"), accept)
+    let (done, rounds) = drive(&connection, shipping_tool("book_shipment"), accept)
         .await
         .unwrap();
     assert!(!done.is_error(), "{}", done.text());
@@ -66,20 +45,26 @@ async fn shipping_flows(era: Era, expected: ProtocolEra) {
         (ElicitationResponse::decline(), "declined"),
         (ElicitationResponse::cancel(), "cancelled"),
     ] {
-        let (done, _) = drive(&connection, tool("book_shipment"), |_| answer.clone())
-            .await
-            .unwrap();
+        let (done, _) = drive(&connection, shipping_tool("book_shipment"), |_| {
+            answer.clone()
+        })
+        .await
+        .unwrap();
         assert!(done.is_error(), "{}", done.text());
         assert!(done.text().contains(word), "{word}: {}", done.text());
     }
     // A form round, then a URL round.
     let urls = std::sync::atomic::AtomicUsize::new(0);
-    let (done, rounds) = drive(&connection, tool("book_verified_shipment"), |request| {
-        if matches!(request, ElicitationRequest::Url(_)) {
-            urls.fetch_add(1, Ordering::SeqCst);
-        }
-        accept(request)
-    })
+    let (done, rounds) = drive(
+        &connection,
+        shipping_tool("book_verified_shipment"),
+        |request| {
+            if matches!(request, ElicitationRequest::Url(_)) {
+                urls.fetch_add(1, Ordering::SeqCst);
+            }
+            accept(request)
+        },
+    )
     .await
     .unwrap();
     assert!(!done.is_error(), "{}", done.text());
@@ -106,37 +91,30 @@ async fn a_dual_era_http_server_is_reached_in_the_2026_era() {
 
 #[tokio::test]
 async fn a_tampered_request_state_is_rejected_and_the_stored_one_resumes() {
-    let server = fixture(Era::Modern).await;
-    let connection = connect(server.url(), ConnectOptions::new()).await;
+    let server = http_fixture(Era::Modern).await;
+    let connection = connect_http(server.url(), ConnectOptions::new()).await;
     let round = connection
-        .start(tool("book_shipment"))
+        .start(shipping_tool("book_shipment"))
         .await
         .unwrap()
         .input_round()
         .unwrap();
     let state = round.request_state().unwrap().to_owned();
-    let responses: ResponseMap = round
-        .requests()
-        .iter()
-        .map(|(k, r)| (k.clone(), accept(r)))
-        .collect();
-    let mut bytes = state.clone().into_bytes();
-    let middle = bytes.len() / 2;
-    bytes[middle] = if bytes[middle] == b'A' { b'B' } else { b'A' };
-    let tampered = String::from_utf8(bytes).unwrap();
+    let responses = accept_all(&round);
+    let tampered = tampered(&state);
     let error = connection
         .resume(
-            ResumeRequest::new(tool("book_shipment"), responses.clone())
+            ResumeRequest::new(shipping_tool("book_shipment"), responses.clone())
                 .with_request_state(tampered),
         )
         .await
         .unwrap_err();
     assert_eq!(error.code(), "protocol_error", "{error}");
     // The retry carries the stored state byte for byte, on a fresh connection.
-    let again = connect(server.url(), ConnectOptions::new()).await;
+    let again = connect_http(server.url(), ConnectOptions::new()).await;
     let done = again
         .resume(
-            ResumeRequest::new(tool("book_shipment"), responses)
+            ResumeRequest::new(shipping_tool("book_shipment"), responses)
                 .with_request_state(state.clone())
                 .with_completed_rounds(1),
         )
@@ -158,7 +136,7 @@ async fn a_tampered_request_state_is_rejected_and_the_stored_one_resumes() {
 
 #[tokio::test]
 async fn untrusted_and_public_bindings_refuse_a_loopback_endpoint() {
-    let server = fixture(Era::Modern).await;
+    let server = http_fixture(Era::Modern).await;
     for trust in [ServerTrust::Untrusted, ServerTrust::Public] {
         let binding = HttpServer::new("shipping", server.url()).with_trust(trust);
         let error = McpConnection::connect_http(&binding, ConnectOptions::new())
@@ -179,7 +157,7 @@ async fn untrusted_and_public_bindings_refuse_a_loopback_endpoint() {
 
 #[tokio::test]
 async fn an_unset_header_variable_is_refused_and_a_set_one_is_sent_and_kept_secret() {
-    let server = fixture(Era::Modern).await;
+    let server = http_fixture(Era::Modern).await;
     let binding = binding(server.url()).with_header("X-Token", "${M3_TEST_UNSET_HTTP_TOKEN}");
     let error = McpConnection::connect_http(&binding, ConnectOptions::new())
         .await
@@ -310,9 +288,12 @@ async fn answer(mut stream: TcpStream, misbehaviour: Misbehaviour) {
 }
 
 async fn failing_call(url: &str, options: ConnectOptions) -> m3_types::Error {
-    let connection = connect(url, options).await;
+    let connection = connect_http(url, options).await;
     assert_eq!(connection.era(), ProtocolEra::Modern);
-    let error = connection.start(tool("anything")).await.unwrap_err();
+    let error = connection
+        .start(shipping_tool("anything"))
+        .await
+        .unwrap_err();
     drop(connection);
     error
 }
@@ -372,70 +353,25 @@ async fn a_redirect_to_another_host_is_not_followed() {
     );
 }
 
-/// A free loopback port (the listener is dropped; the peer binds it next).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+async fn python_peer() -> HttpPeer {
+    let port = free_port().unwrap();
+    let mut command = tokio::process::Command::new(mcp_support::python());
+    command
+        .arg(mcp_support::peer_script("dual_era_server.py"))
+        .args(["--http", &port.to_string()]);
+    HttpPeer::start(command, port).await.unwrap()
 }
 
-/// A peer process serving HTTP, killed on drop.
-struct HttpPeer {
-    child: tokio::process::Child,
-    url: String,
-}
-
-impl HttpPeer {
-    async fn start(mut command: tokio::process::Command, port: u16) -> Self {
-        let child = command
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the peer did not listen on {port}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Self {
-            child,
-            url: format!("http://127.0.0.1:{port}/mcp"),
-        }
-    }
-
-    async fn python() -> Self {
-        let port = free_port();
-        let mut command = tokio::process::Command::new(mcp_support::python());
-        command
-            .arg(mcp_support::peer_script("dual_era_server.py"))
-            .args(["--http", &port.to_string()]);
-        Self::start(command, port).await
-    }
-
-    async fn everything() -> Self {
-        let port = free_port();
-        let script = mcp_support::npm_dir()
-            .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-        let mut command = tokio::process::Command::new(mcp_support::on_path("node"));
-        command
-            .arg(script)
-            .arg("streamableHttp")
-            .env("PORT", port.to_string());
-        Self::start(command, port).await
-    }
-}
-
-impl Drop for HttpPeer {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-    }
+async fn everything_peer() -> HttpPeer {
+    let port = free_port().unwrap();
+    let script = mcp_support::npm_dir()
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let mut command = tokio::process::Command::new(mcp_support::on_path("node"));
+    command
+        .arg(script)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string());
+    HttpPeer::start(command, port).await.unwrap()
 }
 
 fn plan(name: &str) -> OperationRequest {
@@ -446,9 +382,9 @@ fn plan(name: &str) -> OperationRequest {
 
 #[tokio::test]
 async fn the_python_sdk_http_server_in_both_eras() {
-    let peer = HttpPeer::python().await;
+    let peer = python_peer().await;
     for era in [ProtocolEra::Modern, ProtocolEra::Legacy] {
-        let connection = connect(&peer.url, ConnectOptions::new().with_era(Some(era))).await;
+        let connection = connect_http(peer.url(), ConnectOptions::new().with_era(Some(era))).await;
         assert_eq!(connection.era(), era);
         let (done, rounds) = drive(&connection, plan("name"), accept).await.unwrap();
         assert_eq!(rounds.len(), 1, "{era}");
@@ -471,15 +407,15 @@ async fn the_python_sdk_http_server_in_both_eras() {
         );
         connection.close().await.unwrap();
     }
-    let negotiated = connect(&peer.url, ConnectOptions::new()).await;
+    let negotiated = connect_http(peer.url(), ConnectOptions::new()).await;
     assert_eq!(negotiated.era(), ProtocolEra::Modern);
     negotiated.close().await.unwrap();
 }
 
 #[tokio::test]
 async fn server_everything_over_http_asks_with_legacy_elicitation() {
-    let peer = HttpPeer::everything().await;
-    let connection = connect(&peer.url, ConnectOptions::new()).await;
+    let peer = everything_peer().await;
+    let connection = connect_http(peer.url(), ConnectOptions::new()).await;
     assert_eq!(connection.era(), ProtocolEra::Legacy);
     // The elicitation tools are registered only after `initialized`.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);

@@ -283,16 +283,8 @@ async fn tampered_request_state_is_rejected_by_the_server() {
         .input_round()
         .unwrap();
     let state = round.request_state().unwrap().to_string();
-    let responses: ResponseMap = round
-        .requests()
-        .iter()
-        .map(|(k, r)| (k.clone(), accept(r)))
-        .collect();
-    // Flip one character in the middle of the sealed state.
-    let mut bytes = state.clone().into_bytes();
-    let middle = bytes.len() / 2;
-    bytes[middle] = if bytes[middle] == b'A' { b'B' } else { b'A' };
-    let tampered = String::from_utf8(bytes).unwrap();
+    let responses = accept_all(&round);
+    let tampered = tampered(&state);
     let error = connection
         .resume(
             ResumeRequest::new(op(OperationKind::Tool, "name"), responses.clone())

@@ -8,34 +8,32 @@ mod mcp_support;
 
 use std::time::Duration;
 
-use m3_fixtures::{Era, HttpFixture, ShippingOptions};
-use m3_runtime::mcp::{ConnectOptions, McpConnection, OperationRequest, ProtocolEra};
-use m3_runtime::relay::{Direction, POLICY_DENIED_MESSAGE, RelayEvent, RelayObserver};
-use m3_types::{HttpServer, ServerTrust};
-use mcp_support::{accept, drive};
-use serde_json::{Map, Value, json};
+use m3_fixtures::{Era, HttpFixture};
+use m3_runtime::mcp::{ConnectOptions, McpConnection, ProtocolEra};
+use m3_runtime::relay::{Direction, HttpRelay, POLICY_DENIED_MESSAGE, RelayEvent, RelayObserver};
+use mcp_support::{
+    accept, connect_http, drive, http_binding as binding, http_fixture, shipping_tool,
+};
+use serde_json::Value;
 
-async fn fixture(era: Era) -> HttpFixture {
-    m3_fixtures::serve_shipping_http(ShippingOptions::new(era), "127.0.0.1:0".parse().unwrap())
+/// The relay for `server` (the selection allows `book_shipment` only) and the
+/// observer it reports to, in a temporary directory.
+async fn relay_for(server: &HttpFixture) -> (tempfile::TempDir, RelayObserver, HttpRelay) {
+    let dir = tempfile::tempdir().unwrap();
+    let observer = RelayObserver::bind(dir.path()).await.unwrap();
+    let relay = observer
+        .http_relay(
+            "shipping",
+            &binding(server.url()),
+            Some(vec!["book_shipment".to_owned()]),
+        )
         .await
-        .unwrap()
-}
-
-fn binding(url: &str) -> HttpServer {
-    HttpServer::new("shipping", url).with_trust(ServerTrust::Loopback)
-}
-
-fn tool(name: &str) -> OperationRequest {
-    let mut arguments = Map::new();
-    arguments.insert("weight_kg".into(), json!(2));
-    OperationRequest::tool(name, arguments)
+        .unwrap();
+    (dir, observer, relay)
 }
 
 async fn connect(url: &str) -> McpConnection {
-    let options = ConnectOptions::new().with_request_timeout(Duration::from_secs(20));
-    McpConnection::connect_http(&binding(url), options)
-        .await
-        .unwrap_or_else(|e| panic!("connect to {url} failed: {e} {:?}", e.details()))
+    connect_http(url, ConnectOptions::new()).await
 }
 
 /// Every event buffered so far (the relay reports before it forwards, so by the time
@@ -64,17 +62,8 @@ fn frames(events: &[RelayEvent], direction: Direction) -> Vec<Value> {
 }
 
 async fn relayed_booking(era: Era, expected: ProtocolEra) {
-    let server = fixture(era).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut observer = RelayObserver::bind(dir.path()).await.unwrap();
-    let relay = observer
-        .http_relay(
-            "shipping",
-            &binding(server.url()),
-            Some(vec!["book_shipment".to_owned()]),
-        )
-        .await
-        .unwrap();
+    let server = http_fixture(era).await;
+    let (_dir, mut observer, relay) = relay_for(&server).await;
     assert!(
         relay.url().starts_with("http://127.0.0.1:"),
         "{}",
@@ -82,7 +71,7 @@ async fn relayed_booking(era: Era, expected: ProtocolEra) {
     );
     let connection = connect(relay.url()).await;
     assert_eq!(connection.era(), expected);
-    let (done, rounds) = drive(&connection, tool("book_shipment"), accept)
+    let (done, rounds) = drive(&connection, shipping_tool("book_shipment"), accept)
         .await
         .unwrap();
     assert!(done.text().contains("Shipment booked"), "{}", done.text());
@@ -149,20 +138,11 @@ async fn the_http_relay_carries_a_legacy_round_over_the_event_stream() {
 
 #[tokio::test]
 async fn the_http_relay_refuses_a_tool_outside_the_selection() {
-    let server = fixture(Era::Modern).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut observer = RelayObserver::bind(dir.path()).await.unwrap();
-    let relay = observer
-        .http_relay(
-            "shipping",
-            &binding(server.url()),
-            Some(vec!["book_shipment".to_owned()]),
-        )
-        .await
-        .unwrap();
+    let server = http_fixture(Era::Modern).await;
+    let (_dir, mut observer, relay) = relay_for(&server).await;
     let connection = connect(relay.url()).await;
     let error = connection
-        .start(tool("book_gift_shipment"))
+        .start(shipping_tool("book_gift_shipment"))
         .await
         .unwrap_err();
     assert!(

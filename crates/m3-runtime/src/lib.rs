@@ -41,6 +41,7 @@
 
 mod coordinator;
 pub mod harness;
+mod lease_keeper;
 mod lease_renewal;
 pub mod mcp;
 mod ndjson;

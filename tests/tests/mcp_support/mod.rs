@@ -6,9 +6,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use m3_runtime::mcp::{
-    CompletedOperation, ConnectOptions, McpConnection, OperationProgress, OperationRequest,
+    CompletedOperation, ConnectOptions, InputRound, McpConnection, OperationProgress,
+    OperationRequest,
 };
-use m3_types::{ElicitationRequest, ElicitationResponse, ResponseMap, StdioServer};
+use m3_types::{
+    ElicitationRequest, ElicitationResponse, HttpServer, ResponseMap, ServerTrust, StdioServer,
+};
 use serde_json::{Map, Value, json};
 
 /// The venv python with mcp==2.3.0: `$M3_TEST_PYTHON`, else the scripts/test.sh location.
@@ -206,4 +209,52 @@ pub async fn gone_within(pid: u32, limit: Duration) -> bool {
 pub fn peer_answers(done: &CompletedOperation) -> Value {
     serde_json::from_str(&done.text())
         .unwrap_or_else(|e| panic!("not peer JSON: {e}: {}", done.text()))
+}
+
+/// Every request of `round` accepted with a fitting value ([`accept`]).
+pub fn accept_all(round: &InputRound) -> ResponseMap {
+    round
+        .requests()
+        .iter()
+        .map(|(k, r)| (k.clone(), accept(r)))
+        .collect()
+}
+
+/// `state` with one character in the middle flipped: a `requestState` the server
+/// must reject.
+pub fn tampered(state: &str) -> String {
+    let mut bytes = state.as_bytes().to_vec();
+    let middle = bytes.len() / 2;
+    bytes[middle] = if bytes[middle] == b'A' { b'B' } else { b'A' };
+    String::from_utf8(bytes).expect("state is ASCII around its middle")
+}
+
+/// The shipping fixture served over Streamable HTTP on a free loopback port.
+pub async fn http_fixture(era: m3_fixtures::Era) -> m3_fixtures::HttpFixture {
+    let address = "127.0.0.1:0".parse().expect("a socket address");
+    m3_fixtures::serve_shipping_http(m3_fixtures::ShippingOptions::new(era), address)
+        .await
+        .expect("the shipping fixture serves HTTP")
+}
+
+/// A loopback-trusted binding named `shipping` for `url`.
+pub fn http_binding(url: &str) -> HttpServer {
+    HttpServer::new("shipping", url).with_trust(ServerTrust::Loopback)
+}
+
+/// A `tools/call` of the shipping fixture's `name` for a 2 kg parcel.
+pub fn shipping_tool(name: &str) -> OperationRequest {
+    let mut arguments = Map::new();
+    arguments.insert("weight_kg".into(), json!(2));
+    OperationRequest::tool(name, arguments)
+}
+
+/// Connect to an HTTP endpoint with test-friendly bounds.
+pub async fn connect_http(url: &str, options: ConnectOptions) -> McpConnection {
+    McpConnection::connect_http(
+        &http_binding(url),
+        options.with_request_timeout(Duration::from_secs(20)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("connect to {url} failed: {e} {:?}", e.details()))
 }

@@ -36,6 +36,9 @@ pub use notify::ResponseNotifier;
 
 use crate::worker::RoundPendingHook;
 use renewal::RecoverySlot;
+pub(crate) use renewal::is_recovery_failed;
+
+use crate::lease_keeper::LeaseKeeper;
 
 pub use m3_types::RECOVERY_UNAVAILABLE;
 
@@ -46,6 +49,8 @@ pub(crate) struct CoordinatorSettings {
     pub(crate) lease: Duration,
     pub(crate) renew_every: Duration,
     pub(crate) input_deadline: Option<Duration>,
+    /// The worker's renewer, which keeps the round leases in batches.
+    pub(crate) keeper: LeaseKeeper,
 }
 
 #[derive(Debug)]
@@ -126,8 +131,8 @@ impl Coordinator {
 
     /// Persists `pending` as the next round and waits for its response.
     ///
-    /// Returns the unredacted responses, with the round in `delivery_started`
-    /// and the lifecycle back in `running_turn`.
+    /// Returns the unredacted responses, with the round in `delivery_started`; the caller
+    /// sends them and runs [`Coordinator::record_delivery`] meanwhile.
     #[instrument(skip_all, fields(execution.id = %pending.execution_id, round.id = %pending.round_id), err)]
     pub(crate) async fn await_round(
         &self,
@@ -213,8 +218,7 @@ impl Coordinator {
         let record = self
             .await_response(&round, deadline, waiters, &recovery)
             .await?;
-        self.hand_over(&round, &lease, round_index, &record, deadline)
-            .await
+        self.hand_over(&round, &lease, &record, deadline).await
     }
 
     /// Stores the round under this coordinator's lease.
@@ -250,6 +254,7 @@ impl Coordinator {
         let recovery = Arc::new(RecoverySlot::default());
         let token = CancellationToken::new();
         renewal::spawn(
+            &self.settings.keeper,
             Arc::clone(&self.store),
             round.clone(),
             lease.clone(),
@@ -284,7 +289,6 @@ impl Coordinator {
         &self,
         round: &RoundRef,
         lease: &LeaseRef,
-        round_index: u32,
         record: &ManagedInputRecord,
         deadline: Option<OffsetDateTime>,
     ) -> Result<Delivery> {
@@ -296,20 +300,30 @@ impl Coordinator {
         {
             return Err(records::deadline_error(round));
         }
-        self.start_delivery(round, lease, round_index).await?;
+        // The compare-and-set that makes this the one delivery attempt; the bookkeeping
+        // that does not guard the retry waits for `record_delivery`.
+        self.store.start_delivery(round, lease).await?;
         Ok(Delivery { responses })
     }
 
-    /// Records the (redacted) response event, starts delivery and resumes the turn.
-    async fn start_delivery(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        round_index: u32,
-    ) -> Result<()> {
+    /// Records the (redacted) response event of the round whose delivery started and resumes
+    /// the turn (`waiting_for_input -> running_turn`). The caller runs it while the MCP retry
+    /// is in flight: neither write guards the retry, and a worker that dies before them is
+    /// failed closed by recovery exactly as one that dies during the retry.
+    pub(crate) async fn record_delivery(&self) -> Result<()> {
+        let Some((round, round_index)) = self
+            .lock()
+            .active
+            .as_ref()
+            .map(|a| (a.round.clone(), a.round_index))
+        else {
+            return Err(Error::managed_input_state(
+                "no managed-input round is being delivered",
+            ));
+        };
         let redacted = self
             .store
-            .redacted_responses(round)
+            .redacted_responses(&round)
             .await?
             .unwrap_or_default();
         self.executions
@@ -320,7 +334,6 @@ impl Coordinator {
                 Some(&self.execution_lease),
             )
             .await?;
-        self.store.start_delivery(round, lease).await?;
         self.executions
             .transition(
                 self.execution_id(),

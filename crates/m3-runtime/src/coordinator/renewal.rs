@@ -8,7 +8,7 @@ use m3_types::{Error, ManagedInputRecord, ManagedInputStatus, Result, RoundFailu
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::lease_renewal::{LeaseDeadline, renew_until_expiry};
+use crate::lease_keeper::{Held, LeaseKeeper, Renewed};
 
 /// Where the renewal task leaves a recovery error for the waiter.
 #[derive(Debug, Default)]
@@ -35,10 +35,13 @@ impl RecoverySlot {
     }
 }
 
-/// Spawns the renewal task: every `every`, `renew` the round lease for `lease`.
-/// A transient failure is retried while the lease is live; a lost or expired lease ends the
-/// round `failed/recovery_unavailable` and wakes the waiter.
+/// Registers the round lease with the worker's [`LeaseKeeper`] (which renews it about every
+/// `every`, in one batch with the worker's other leases) and spawns the task that waits for
+/// it to end: a lost or expired lease, or a renewal failure that outlasted it, ends the round
+/// `failed/recovery_unavailable` and wakes the waiter. Ends quietly when `stop` is cancelled.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn spawn(
+    keeper: &LeaseKeeper,
     store: Arc<dyn ManagedInputStore>,
     round: RoundRef,
     lease_ref: LeaseRef,
@@ -47,62 +50,65 @@ pub(super) fn spawn(
     slot: Arc<RecoverySlot>,
     stop: CancellationToken,
 ) {
+    let held = Held::Round {
+        store: Arc::clone(&store),
+        round: round.clone(),
+        lease: lease_ref.clone(),
+    };
+    let mut holding = keeper.hold(held, lease, every);
     tokio::spawn(async move {
-        let mut deadline = LeaseDeadline::granted_now(lease);
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                _ = ticks.tick() => {}
-            }
-            let renewed = renew_until_expiry(&mut deadline, every, &stop, || {
-                store.renew(&round, &lease_ref, lease)
-            });
-            let Some(renewed) = renewed.await else {
-                return;
-            };
-            let message = match renewed {
-                Ok(record) if is_recovery_failed(&record) => {
-                    "managed interaction cannot be resumed safely after worker loss"
-                }
-                Ok(_) => continue,
-                Err(error) if error.is_state() => match store.get_round(&round).await {
-                    Ok(Some(record)) if is_recovery_failed(&record) => {
-                        "managed interaction cannot be resumed safely after worker loss"
-                    }
-                    // The round advanced concurrently: the terminal transition owns shutdown.
-                    _ => return,
-                },
-                Err(error) if error.is_conflict() => {
-                    tracing::warn!(round.id = %round.round_id, %error, "round lease lost");
-                    "managed interaction cannot be resumed safely after lease loss"
-                }
-                Err(error) => {
-                    tracing::warn!(round.id = %round.round_id, %error, "round lease renewal failed");
-                    "managed interaction cannot be resumed safely after lease renewal failure"
-                }
-            };
-            if stop.is_cancelled() {
-                return;
-            }
-            if let Err(error) = fail_recovery(&*store, &round, &lease_ref, message).await {
-                tracing::warn!(round.id = %round.round_id, %error, "could not record recovery failure");
-                slot.set(Error::managed_input_recovery(
-                    "managed input recovery could not be committed",
-                ));
-            } else {
-                slot.set(
-                    Error::managed_input_recovery(message)
-                        .with_detail("round_id", round.round_id.clone()),
-                );
-            }
+        let ended = tokio::select! {
+            () = stop.cancelled() => return,
+            ended = holding.ended() => ended,
+        };
+        drop(holding);
+        let Some(message) = loss_message(&*store, &round, ended).await else {
             return;
+        };
+        if stop.is_cancelled() {
+            return;
+        }
+        if let Err(error) = fail_recovery(&*store, &round, &lease_ref, message).await {
+            tracing::warn!(round.id = %round.round_id, %error, "could not record recovery failure");
+            slot.set(Error::managed_input_recovery(
+                "managed input recovery could not be committed",
+            ));
+        } else {
+            slot.set(
+                Error::managed_input_recovery(message)
+                    .with_detail("round_id", round.round_id.clone()),
+            );
         }
     });
 }
 
-fn is_recovery_failed(record: &ManagedInputRecord) -> bool {
+/// Why the round cannot go on, from how its lease ended; `None` when the round advanced
+/// concurrently (the terminal transition owns shutdown).
+async fn loss_message(
+    store: &dyn ManagedInputStore,
+    round: &RoundRef,
+    ended: Result<Renewed>,
+) -> Option<&'static str> {
+    const WORKER_LOSS: &str = "managed interaction cannot be resumed safely after worker loss";
+    match ended {
+        Ok(_) => Some(WORKER_LOSS),
+        Err(error) if error.is_state() => match store.get_round(round).await {
+            Ok(Some(record)) if is_recovery_failed(&record) => Some(WORKER_LOSS),
+            _ => None,
+        },
+        Err(error) if error.is_conflict() => {
+            tracing::warn!(round.id = %round.round_id, %error, "round lease lost");
+            Some("managed interaction cannot be resumed safely after lease loss")
+        }
+        Err(error) => {
+            tracing::warn!(round.id = %round.round_id, %error, "round lease renewal failed");
+            Some("managed interaction cannot be resumed safely after lease renewal failure")
+        }
+    }
+}
+
+/// Whether recovery already failed the round closed.
+pub(crate) fn is_recovery_failed(record: &ManagedInputRecord) -> bool {
     record.status == ManagedInputStatus::Failed
         && record.failure() == Some(RoundFailureCode::RecoveryUnavailable)
 }

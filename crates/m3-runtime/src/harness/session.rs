@@ -403,28 +403,25 @@ impl AgentSession {
                 self.coordinator()?.resolve_round(false).await?;
                 delivered = false;
             }
-            let responses = match &mut self.input {
+            let (responses, managed) = match &mut self.input {
                 InputPolicy::Fail => return Err(unexpected_elicitation(&round)),
-                InputPolicy::Plan(plan) => plan
-                    .pop_front()
-                    .ok_or_else(|| unexpected_elicitation(&round))?,
+                InputPolicy::Plan(plan) => (
+                    plan.pop_front()
+                        .ok_or_else(|| unexpected_elicitation(&round))?,
+                    None,
+                ),
                 InputPolicy::Managed(coordinator) => {
                     let coordinator = Arc::clone(coordinator);
                     let pending = self.pending_round(&round, &coordinator)?;
                     let parameters = round.record().arguments.clone().unwrap_or_default();
                     let delivery = coordinator.await_round(pending, parameters).await?;
                     delivered = true;
-                    delivery.responses
+                    (delivery.responses, Some(coordinator))
                 }
             };
-            progress = match round.respond(responses).await {
-                Ok(next) => next,
-                Err(error) => {
-                    if delivered {
-                        self.coordinator()?.fail_round(&error).await;
-                    }
-                    return Err(error);
-                }
+            progress = match managed {
+                None => round.respond(responses).await?,
+                Some(coordinator) => deliver(&coordinator, round, responses).await?,
             };
         }
     }
@@ -455,6 +452,23 @@ impl AgentSession {
         pending.request_state = round.request_state().map(str::to_owned);
         pending.deadline = coordinator.deadline_for(created_at);
         Ok(pending)
+    }
+}
+
+/// Sends a managed round's retry while the coordinator records the delivery: the retry is
+/// polled first, so it leaves before the bookkeeping's commits. Either failing fails the round.
+async fn deliver(
+    coordinator: &Coordinator,
+    round: InputRound,
+    responses: ResponseMap,
+) -> Result<OperationProgress> {
+    let (sent, recorded) = tokio::join!(round.respond(responses), coordinator.record_delivery());
+    match recorded.and(sent) {
+        Ok(next) => Ok(next),
+        Err(error) => {
+            coordinator.fail_round(&error).await;
+            Err(error)
+        }
     }
 }
 

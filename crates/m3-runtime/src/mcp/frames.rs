@@ -28,6 +28,10 @@ use crate::ndjson::{Line, frame_of, read_line};
 /// Size of the in-memory pipe between the reader and rmcp.
 const PIPE_CAPACITY: usize = 64 * 1024;
 
+/// The stdout read buffer. Every waiting execution holds one for its whole life, so it is
+/// small; a longer frame is assembled in the line buffer, which shrinks back after it.
+const READ_BUFFER: usize = 8 * 1024;
+
 /// How long to wait for the exit status after stdout closed, to report it.
 const EXIT_STATUS_WAIT: Duration = Duration::from_millis(300);
 
@@ -79,9 +83,12 @@ async fn pump(stdout: ChildStdout, mut out: DuplexStream, max: usize, ends: Ends
         mut exited,
         raw,
     } = ends;
-    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    let mut reader = BufReader::with_capacity(READ_BUFFER, stdout);
     let mut line = Vec::new();
     let fault = loop {
+        if line.capacity() > READ_BUFFER {
+            line = Vec::new();
+        }
         match read_line(&mut reader, &mut line, max).await {
             Line::Complete => {
                 let frame = frame_of(&line);

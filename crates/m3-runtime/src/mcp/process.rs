@@ -179,7 +179,8 @@ fn take_pipes(child: &mut dyn ChildWrapper, server: &str) -> Result<ServerPipes>
 }
 
 async fn drain_stderr(mut pipe: ChildStderr, tail: Arc<StderrTail>) {
-    let mut buf = vec![0_u8; 8192];
+    // Held for the server's whole life by every execution, so small: stderr is not a hot path.
+    let mut buf = vec![0_u8; 1024];
     loop {
         match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => break,

@@ -7,6 +7,7 @@
 //! `input_required` is a `protocol_error`, never a panic.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use m3_types::{
     ElicitationRequest, ElicitationResponse, Error, FormElicitationRequest, OperationKind, Result,
@@ -21,6 +22,48 @@ pub(crate) struct Origin {
     pub(crate) server: String,
     pub(crate) kind: OperationKind,
     pub(crate) name: String,
+    /// Values the server's requests must not carry (see [`Secrets`]).
+    pub(crate) secrets: Secrets,
+}
+
+/// The resolved `${NAME}` header values of an HTTP binding. A round stores the
+/// server's request exactly as sent, so a request that carries one of them
+/// (a server echoing its credential back) is refused rather than stored: it
+/// cannot be both kept byte for byte and kept out of the store.
+#[derive(Clone, Default)]
+pub(crate) struct Secrets(Arc<[String]>);
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secrets({} values)", self.0.len())
+    }
+}
+
+impl Secrets {
+    /// The non-empty values of `values`.
+    pub(crate) fn new(values: &[String]) -> Self {
+        Self(values.iter().filter(|v| !v.is_empty()).cloned().collect())
+    }
+
+    /// Whether a string anywhere in `value` (an object key included) contains one.
+    fn appear_in(&self, value: &Value) -> bool {
+        if self.0.is_empty() {
+            return false;
+        }
+        let carries = |text: &str| self.0.iter().any(|secret| text.contains(secret.as_str()));
+        match value {
+            Value::String(text) => carries(text),
+            Value::Array(items) => items.iter().any(|item| self.appear_in(item)),
+            Value::Object(map) => self.appear_in_map(map),
+            _ => false,
+        }
+    }
+
+    fn appear_in_map(&self, map: &Map<String, Value>) -> bool {
+        map.iter().any(|(key, item)| {
+            self.0.iter().any(|secret| key.contains(secret.as_str())) || self.appear_in(item)
+        })
+    }
 }
 
 /// A classified answer to one wire attempt.
@@ -58,6 +101,16 @@ pub(crate) fn elicitation_request(
             format!("request '{key}' params are not an object"),
         ));
     };
+    if origin.secrets.appear_in_map(params) {
+        return Err(Error::protocol(format!(
+            "MCP server '{}' sent elicitation request '{key}' containing the value of one of \
+             its resolved header references; it was refused so that the value is never stored",
+            origin.server
+        ))
+        .with_detail("server", origin.server.clone())
+        .with_detail("operation_name", origin.name.clone())
+        .with_detail("reason", "request_carries_header_secret"));
+    }
     let message = match params.get("message") {
         Some(Value::String(message)) => message.clone(),
         _ => {
@@ -319,6 +372,7 @@ mod tests {
             server: "s".into(),
             kind,
             name: "op".into(),
+            secrets: Secrets::default(),
         }
     }
 
@@ -416,5 +470,21 @@ mod tests {
             response_json(&ElicitationResponse::accept_url()),
             json!({"action": "accept"})
         );
+    }
+
+    #[test]
+    fn a_request_carrying_a_resolved_header_value_is_refused() {
+        let params = json!({"message": "Confirm", "requestedSchema": {"type": "object",
+            "properties": {"t": {"type": "string", "default": "Bearer tok-123"}}}});
+        let mut guarded = origin(OperationKind::Tool);
+        guarded.secrets = Secrets::new(&["tok-123".to_owned(), String::new()]);
+        let error = elicitation_request("q", &params, &guarded).unwrap_err();
+        assert_eq!(error.code(), "protocol_error");
+        assert_eq!(error.details()["reason"], "request_carries_header_secret");
+        assert!(!error.to_string().contains("tok-123"), "{error}");
+        assert!(!format!("{guarded:?}").contains("tok-123"));
+        let in_key = json!({"message": "m", "requestedSchema": {"properties": {"tok-123": {}}}});
+        assert!(elicitation_request("q", &in_key, &guarded).is_err());
+        assert!(elicitation_request("q", &params, &origin(OperationKind::Tool)).is_ok());
     }
 }

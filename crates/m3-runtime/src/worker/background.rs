@@ -8,7 +8,7 @@ use m3_store::{ExecutionLeaseRef, ExecutionStore};
 use m3_types::Error;
 use tokio_util::sync::CancellationToken;
 
-use crate::lease_renewal::{LeaseDeadline, renew_until_expiry};
+use crate::lease_keeper::{Held, LeaseKeeper};
 
 /// The error that ended the heartbeat, for the worker to report.
 #[derive(Debug, Default)]
@@ -20,10 +20,11 @@ impl LostError {
     }
 }
 
-/// Renews the execution lease every `every` (retrying a transient failure while the lease is
-/// live); when the lease is lost or expires, records the error and cancels `lost`. Ends when
-/// `stop` is cancelled.
+/// Registers the execution lease with the worker's [`LeaseKeeper`] (renewed about every
+/// `every`, batched with the worker's other leases); when the lease is lost or expires,
+/// records the error and cancels `lost`. Ends when `stop` is cancelled.
 pub(super) fn spawn_heartbeat(
+    keeper: &LeaseKeeper,
     executions: Arc<dyn ExecutionStore>,
     lease: ExecutionLeaseRef,
     ttl: Duration,
@@ -33,38 +34,37 @@ pub(super) fn spawn_heartbeat(
 ) -> Arc<LostError> {
     let slot = Arc::new(LostError::default());
     let out = Arc::clone(&slot);
+    let held = Held::Execution {
+        store: executions,
+        lease: lease.clone(),
+    };
+    let mut holding = keeper.hold(held, ttl, every);
     tokio::spawn(async move {
-        let mut deadline = LeaseDeadline::granted_now(ttl);
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                _ = ticks.tick() => {}
-            }
-            let renewed = renew_until_expiry(&mut deadline, every, &stop, || {
-                executions.renew_lease(&lease, ttl)
-            });
-            if let Some(Err(error)) = renewed.await {
-                if stop.is_cancelled() {
-                    return;
-                }
-                tracing::warn!(execution.id = %lease.execution_id, %error, "execution lease renewal failed");
-                let reason = if error.is_conflict() {
-                    "lease loss"
-                } else {
-                    "lease renewal failure"
-                };
-                *slot.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(
-                    Error::managed_input_recovery(format!(
-                        "managed interaction cannot be resumed safely after {reason}"
-                    ))
-                    .with_detail("cause", error.to_string()),
-                );
-                lost.cancel();
-                return;
-            }
+        let ended = tokio::select! {
+            () = stop.cancelled() => return,
+            ended = holding.ended() => ended,
+        };
+        drop(holding);
+        if stop.is_cancelled() {
+            return;
         }
+        let error = match ended {
+            Err(error) => error,
+            Ok(_) => return,
+        };
+        tracing::warn!(execution.id = %lease.execution_id, %error, "execution lease renewal failed");
+        let reason = if error.is_conflict() {
+            "lease loss"
+        } else {
+            "lease renewal failure"
+        };
+        *slot.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(
+            Error::managed_input_recovery(format!(
+                "managed interaction cannot be resumed safely after {reason}"
+            ))
+            .with_detail("cause", error.to_string()),
+        );
+        lost.cancel();
     });
     out
 }

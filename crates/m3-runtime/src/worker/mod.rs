@@ -30,6 +30,7 @@ use tracing::instrument;
 
 use crate::coordinator::{Coordinator, CoordinatorSettings, ResponseNotifier};
 use crate::harness::{AgentSession, Harness, InputPolicy, OperationLog, SessionSetup, harness_for};
+use crate::lease_keeper::LeaseKeeper;
 use crate::spec::ExecutionSpec;
 use crate::trace::ExecutionTrace;
 
@@ -43,6 +44,8 @@ pub struct Worker {
     notifier: Arc<ResponseNotifier>,
     env: Arc<BTreeMap<String, String>>,
     on_round_pending: Option<RoundPendingHook>,
+    /// Renews the leases of every execution this worker (and its clones) runs, in batches.
+    keeper: LeaseKeeper,
 }
 
 /// What a [`Worker`] calls when a round of an execution it runs becomes pending (the round
@@ -157,6 +160,7 @@ impl Worker {
             notifier,
             env: Arc::new(env),
             on_round_pending: None,
+            keeper: LeaseKeeper::default(),
         }
     }
 
@@ -247,6 +251,7 @@ impl Worker {
         let _stop_guard = stop.clone().drop_guard();
         let lost = CancellationToken::new();
         let lost_error = background::spawn_heartbeat(
+            &self.keeper,
             Arc::clone(&self.executions),
             lease.clone(),
             spec.lease(),
@@ -348,6 +353,7 @@ impl Worker {
                 lease: spec.lease(),
                 renew_every: spec.renew_every(),
                 input_deadline: spec.input_deadline_ms.map(std::time::Duration::from_millis),
+                keeper: self.keeper.clone(),
             },
         ))))
     }
@@ -494,9 +500,8 @@ fn parse_spec(record: &ExecutionRecord) -> Result<ExecutionSpec> {
         .map_err(|e| Error::model_validation("stored execution spec is invalid").with_source(e))
 }
 
-/// Errors are not `Clone`: the coordinator gets a copy with the same code,
-/// message and details.
-fn copy_error(error: &Error) -> Error {
+/// A copy of `error` (code, message, details): `Error` is not `Clone`, its source is not kept.
+pub(crate) fn copy_error(error: &Error) -> Error {
     let mut copy = Error::from_code(error.error_code(), error.message());
     for (key, value) in error.details() {
         copy = copy.with_detail(key, value.clone());

@@ -199,7 +199,7 @@ impl CodexHarness {
             .thread
             .id;
         let log = session.operation_log();
-        let clock = session.clock();
+        let tracker = WireTracker::new(session.clock()).with_secrets(&log.secrets());
         let publish = move |tracker: &WireTracker, usage: Option<&serde_json::Value>| {
             log.set_external(tracker.operations.clone(), usage.cloned());
         };
@@ -222,7 +222,7 @@ impl CodexHarness {
             publish: &publish,
             answers,
         };
-        let end = Turn::new(app, observer, context, thread_id, WireTracker::new(clock))
+        let end = Turn::new(app, observer, context, thread_id, tracker)
             .run(prompt, model)
             .await?;
         Ok(end.text)

@@ -24,7 +24,7 @@ use super::fault::wait_for_fault;
 use super::operation::{CompletedOperation, OperationProgress, OperationRequest, ResumeRequest};
 use super::options::ProtocolEra;
 use super::record::{AttemptOutcome, LogicalOperation, OperationAttempt};
-use super::wire::{self, Answer, Origin};
+use super::wire::{self, Answer, Origin, Secrets};
 use legacy::LegacyCall;
 
 fn cancel_request(shared: &Arc<Shared>, request_id: RequestId, reason: &str) {
@@ -66,6 +66,7 @@ fn new_driver(shared: Arc<Shared>, request: OperationRequest) -> Result<Driver> 
         server: shared.server.clone(),
         kind: request.kind,
         name: request.name.clone(),
+        secrets: Secrets::new(&shared.secrets),
     };
     let record = LogicalOperation {
         logical_operation_id: request

@@ -26,7 +26,7 @@ use futures_util::StreamExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use m3_types::{Error, HttpServer, Result};
@@ -38,7 +38,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::local::LocalReporter;
 use super::policy::{ToolPolicy, Verdict};
 use super::{Direction, MAX_FRAME_BYTES, RelayEvent};
-use crate::mcp::http::{Endpoint, client, resolve};
+use crate::mcp::http::{client, header_map, resolve};
 use observe::BodyWatch;
 
 /// How long the relay waits to connect to the real server.
@@ -104,7 +104,7 @@ pub(super) async fn start(
 ) -> Result<HttpRelay> {
     let endpoint = resolve(server).await?;
     let client = client(&server.name, &endpoint, CONNECT_TIMEOUT)?;
-    let headers = binding_headers(&server.name, &endpoint)?;
+    let headers = header_map(&server.name, &endpoint)?;
     let listener = TcpListener::bind(("127.0.0.1", 0)).await.map_err(|error| {
         Error::transport(format!("cannot bind the HTTP relay: {error}")).with_source(error)
     })?;
@@ -127,23 +127,6 @@ pub(super) async fn start(
         secrets: endpoint.secrets,
         _accept: AbortOnDropHandle::new(accept),
     })
-}
-
-fn binding_headers(server: &str, endpoint: &Endpoint) -> Result<HeaderMap> {
-    let mut headers = HeaderMap::new();
-    for (name, value) in &endpoint.headers {
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            Error::model_validation(format!("MCP server '{server}': bad header name '{name}'"))
-        })?;
-        let mut value = HeaderValue::from_str(value).map_err(|_| {
-            Error::model_validation(format!(
-                "MCP server '{server}': header '{name}' has a value that is not valid in HTTP"
-            ))
-        })?;
-        value.set_sensitive(true);
-        headers.insert(name, value);
-    }
-    Ok(headers)
 }
 
 async fn accept_loop(listener: TcpListener, relay: Arc<Relay>) {

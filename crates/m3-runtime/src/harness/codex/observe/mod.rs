@@ -19,7 +19,7 @@ use time::OffsetDateTime;
 
 use frame::{McpFrame, OperationParams, RpcErrorBody};
 
-use crate::mcp::wire::{self, Answer, Origin};
+use crate::mcp::wire::{self, Answer, Origin, Secrets};
 use crate::mcp::{AttemptOutcome, LogicalOperation, OperationAttempt, ProtocolEra, RoundExchange};
 use crate::relay::{Direction, Observation};
 
@@ -88,6 +88,8 @@ pub(super) struct WireTracker {
     pub(super) rounds: Vec<ObservedRound>,
     /// The store's clock: operation and attempt times are the store's.
     clock: Arc<dyn Clock>,
+    /// Resolved header values no observed request may carry into a round.
+    secrets: Secrets,
 }
 
 fn id_key(id: &Value) -> String {
@@ -111,7 +113,15 @@ impl WireTracker {
             operations: Vec::new(),
             rounds: Vec::new(),
             clock,
+            secrets: Secrets::default(),
         }
+    }
+
+    /// Refuse observed requests that carry one of `secrets` (the HTTP relays'
+    /// resolved header values) instead of storing them.
+    pub(super) fn with_secrets(mut self, secrets: &[String]) -> Self {
+        self.secrets = Secrets::new(secrets);
+        self
     }
 
     /// Takes one observed frame; returns what it meant for the rounds.
@@ -288,8 +298,9 @@ impl WireTracker {
         let Some(op) = self.operations.get_mut(operation) else {
             return Vec::new();
         };
-        let settled =
-            settle(answer.and_then(|result| wire::classify(result, &origin_of(server, op))));
+        let settled = settle(
+            answer.and_then(|result| wire::classify(result, &origin_of(server, op, &self.secrets))),
+        );
         let failed = match &settled.outcome {
             AttemptOutcome::Error { error } => Some(Error::protocol(error.message.clone())),
             _ => None,
@@ -327,7 +338,7 @@ impl WireTracker {
         let Some(op) = self.operations.get_mut(operation) else {
             return Vec::new();
         };
-        let origin = origin_of(server, op);
+        let origin = origin_of(server, op, &self.secrets);
         let request = match wire::elicitation_request("elicitation", params, &origin) {
             Ok(request) => request,
             Err(error) => {
@@ -421,11 +432,12 @@ impl WireTracker {
     }
 }
 
-fn origin_of(server: &str, op: &LogicalOperation) -> Origin {
+fn origin_of(server: &str, op: &LogicalOperation, secrets: &Secrets) -> Origin {
     Origin {
         server: server.to_owned(),
         kind: op.operation_kind,
         name: op.operation_name.clone(),
+        secrets: secrets.clone(),
     }
 }
 

@@ -70,10 +70,11 @@ impl Turn<'_> {
                 pending.deadline = coordinator.deadline_for(created_at);
                 let parameters = op.arguments.clone().unwrap_or_default();
                 Box::pin(async move {
-                    coordinator
-                        .await_round(pending, parameters)
-                        .await
-                        .map(|delivery| delivery.responses)
+                    let delivery = coordinator.await_round(pending, parameters).await?;
+                    // Codex answers the server itself once it has the responses, so the
+                    // delivery is recorded before they are handed over.
+                    coordinator.record_delivery().await?;
+                    Ok(delivery.responses)
                 })
             }
         };

@@ -2,8 +2,10 @@
 //! checks on the resolved addresses, the reqwest client (rustls, pinned
 //! addresses, no redirects, no proxies), and [`ObservedClient`], the rmcp
 //! [`StreamableHttpClient`] that wraps rmcp's own reqwest implementation so
-//! that every failure becomes a typed connection fault and every SSE event is
-//! seen raw (for [`RawMessages`]) before rmcp decodes it.
+//! that every failure becomes a typed connection fault and every JSON-RPC
+//! message the server sends is seen raw (for [`RawMessages`]) before rmcp
+//! decodes it: SSE events as they pass, and the plain JSON answer of a
+//! `tools/call`, which [`post`] sends itself.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -13,7 +15,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use m3_types::{Error, HttpServer, Result};
-use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
@@ -25,6 +27,8 @@ use sse_stream::Sse;
 use super::fault::{ConnectionFault, FaultSender};
 use super::options::ConnectOptions;
 use super::raw::RawMessages;
+
+mod post;
 
 type HttpError = StreamableHttpError<reqwest::Error>;
 
@@ -91,19 +95,10 @@ pub(crate) fn transport(
     faults: FaultSender,
 ) -> Result<StreamableHttpClientTransport<ObservedClient>> {
     let client = client(server, endpoint, options.connect_timeout)?;
-    let mut custom_headers = HashMap::new();
-    for (name, value) in &endpoint.headers {
-        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            Error::model_validation(format!("MCP server '{server}': bad header name '{name}'"))
-        })?;
-        let mut value = HeaderValue::from_str(value).map_err(|_| {
-            Error::model_validation(format!(
-                "MCP server '{server}': header '{name}' has a value that is not valid in HTTP"
-            ))
-        })?;
-        value.set_sensitive(true);
-        custom_headers.insert(header, value);
-    }
+    let custom_headers: HashMap<HeaderName, HeaderValue> = header_map(server, endpoint)?
+        .iter()
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
     let max = options.max_frame_bytes;
     let config = StreamableHttpClientTransportConfig::with_uri(endpoint.url.as_str())
         .custom_headers(custom_headers)
@@ -118,6 +113,28 @@ pub(crate) fn transport(
         max_bytes: max,
     };
     Ok(StreamableHttpClientTransport::with_client(client, config))
+}
+
+/// The binding's resolved headers as sensitive header values (kept out of
+/// debug output). Also used by the HTTP relay.
+///
+/// # Errors
+/// `invalid_argument` for a header name or value HTTP does not allow.
+pub(crate) fn header_map(server: &str, endpoint: &Endpoint) -> Result<HeaderMap> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in &endpoint.headers {
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            Error::model_validation(format!("MCP server '{server}': bad header name '{name}'"))
+        })?;
+        let mut value = HeaderValue::from_str(value).map_err(|_| {
+            Error::model_validation(format!(
+                "MCP server '{server}': header '{name}' has a value that is not valid in HTTP"
+            ))
+        })?;
+        value.set_sensitive(true);
+        headers.insert(header, value);
+    }
+    Ok(headers)
 }
 
 /// The reqwest client for `endpoint`: rustls (ring), its checked addresses pinned,
@@ -175,6 +192,14 @@ fn status_of(error: &HttpError) -> Option<u16> {
 }
 
 impl ObservedClient {
+    /// The bounds of every answer: the connection's frame bound.
+    fn limits(&self) -> StreamableHttpResponseLimits {
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = self.max_bytes;
+        limits.max_json_response_size = self.max_bytes;
+        limits
+    }
+
     /// The connection fault for a failed POST.
     fn fault_for(&self, error: &HttpError) -> ConnectionFault {
         let server = &self.server;
@@ -233,10 +258,7 @@ impl ObservedClient {
                         raw.observe(&message);
                     }
                 }
-                Err(error) => faults.raise(ConnectionFault::transport(format!(
-                    "the event stream from MCP server '{server}' broke off: {}",
-                    error_chain(error)
-                ))),
+                Err(error) => faults.raise(stream_fault(&server, error)),
             })
             .boxed()
     }
@@ -262,6 +284,23 @@ impl ObservedClient {
     }
 }
 
+/// The fault for an event stream that ended in `error`: too large an event is a
+/// protocol fault, anything else a broken transport.
+fn stream_fault(server: &str, error: &SseError) -> ConnectionFault {
+    if let SseError::Body(body) = error
+        && let Some(post::EventBodyError::TooLarge(max)) = body.downcast_ref()
+    {
+        return ConnectionFault::protocol(format!(
+            "MCP server '{server}' sent an event larger than {max} bytes"
+        ))
+        .with_detail("max_frame_bytes", *max as u64);
+    }
+    ConnectionFault::transport(format!(
+        "the event stream from MCP server '{server}' broke off: {}",
+        error_chain(error)
+    ))
+}
+
 /// `error` and its sources, joined (reqwest's own text omits the cause).
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
@@ -277,6 +316,9 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 impl StreamableHttpClient for ObservedClient {
     type Error = reqwest::Error;
 
+    // Only the required methods are ours: the bounds are the connection's own
+    // (`limits`, the same the transport is configured with), so rmcp's default
+    // `_with_` variants, which forward here, lose nothing.
     async fn post_message(
         &self,
         uri: Arc<str>,
@@ -285,38 +327,29 @@ impl StreamableHttpClient for ObservedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> std::result::Result<StreamableHttpPostResponse, HttpError> {
-        let limits = StreamableHttpResponseLimits::default();
-        self.post_message_with_response_limits(
-            uri,
-            message,
-            session_id,
+        if !post::is_ours(&message) {
+            let response = self
+                .inner
+                .post_message_with_response_limits(
+                    uri,
+                    message.clone(),
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    self.limits(),
+                )
+                .await;
+            return self.observe_post(&message, response);
+        }
+        let post = post::Post {
+            uri: &uri,
+            message: &message,
+            session_id: session_id.as_deref(),
             auth_header,
-            custom_headers,
-            limits,
-        )
-        .await
-    }
-
-    async fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
-    ) -> std::result::Result<StreamableHttpPostResponse, HttpError> {
-        let response = self
-            .inner
-            .post_message_with_response_limits(
-                uri,
-                message.clone(),
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
-            .await;
+            headers: custom_headers,
+            limits: self.limits(),
+        };
+        let response = post::send(&self.inner, post, &self.raw).await;
         self.observe_post(&message, response)
     }
 
@@ -345,27 +378,6 @@ impl StreamableHttpClient for ObservedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> std::result::Result<BoxStream<'static, std::result::Result<Sse, SseError>>, HttpError>
     {
-        self.get_stream_with_max_sse_event_size(
-            uri,
-            session_id,
-            last_event_id,
-            auth_header,
-            custom_headers,
-            self.max_bytes,
-        )
-        .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> std::result::Result<BoxStream<'static, std::result::Result<Sse, SseError>>, HttpError>
-    {
         let stream = self
             .inner
             .get_stream_with_max_sse_event_size(
@@ -374,7 +386,7 @@ impl StreamableHttpClient for ObservedClient {
                 last_event_id,
                 auth_header,
                 custom_headers,
-                max_sse_event_size,
+                self.max_bytes,
             )
             .await?;
         Ok(self.observed(stream))
