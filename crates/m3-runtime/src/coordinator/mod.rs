@@ -42,6 +42,9 @@ use crate::lease_keeper::LeaseKeeper;
 
 pub use m3_types::RECOVERY_UNAVAILABLE;
 
+/// How often a wait with a deadline looks at the store's clock again.
+const DEADLINE_RECHECK: Duration = Duration::from_secs(1);
+
 /// Settings of one coordinator.
 #[derive(Debug, Clone)]
 pub(crate) struct CoordinatorSettings {
@@ -387,15 +390,21 @@ impl Coordinator {
                     if left <= time::Duration::ZERO {
                         return Err(records::deadline_error(round));
                     }
-                    left.unsigned_abs()
+                    // The deadline is on the store's clock, which need not keep pace with
+                    // the timer (a test's manual clock jumps): look at it again now and then.
+                    left.unsigned_abs().min(DEADLINE_RECHECK)
                 }
                 None => Duration::MAX,
             };
-            tokio::select! {
-                () = waiters.local.notified() => {}
-                _ = waiters.changes.changed() => {}
-                () = recovery.notified() => {}
-                () = sleep_at_most(budget) => {}
+            let timer_only = tokio::select! {
+                () = waiters.local.notified() => false,
+                _ = waiters.changes.changed() => false,
+                () = recovery.notified() => false,
+                () = sleep_at_most(budget) => true,
+            };
+            if timer_only {
+                // Nothing changed: only the deadline needs a look, at the top.
+                continue;
             }
             if let Some(error) = recovery.take() {
                 return Err(error);
