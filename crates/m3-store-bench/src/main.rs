@@ -7,17 +7,19 @@
 //! Without `--db`: the SQLite store at `synchronous` FULL and NORMAL on fresh files in
 //! `--dir`. With `--db postgres://...`: the PostgreSQL store in fresh schemas on that
 //! server (the URL's `max_connections` is the pool size), with the server's durability
-//! settings printed first.
+//! settings printed first; each subject runs `--repeat` times (default 3), m3-rs and bare
+//! sqlx alternating, and the summary gives every repetition and the median ratio.
 //!
-//! usage: `m3-store-bench [--db URL] [--rounds N] [--full-rounds N] [--dir DIR] [--concurrency 1,8,64]`
+//! usage: `m3-store-bench [--db URL] [--rounds N] [--full-rounds N] [--dir DIR] [--concurrency 1,8,64|none] [--repeat N]`
 
 use std::path::PathBuf;
 
+mod compare;
 mod lifecycle;
 mod postgres;
 mod sqlite;
 
-const USAGE: &str = "usage: m3-store-bench [--db postgres://...] [--rounds N] [--full-rounds N] [--dir DIR] [--concurrency 1,8,64]";
+const USAGE: &str = "usage: m3-store-bench [--db postgres://...] [--rounds N] [--full-rounds N] [--dir DIR] [--concurrency 1,8,64|none] [--repeat N]";
 
 /// The command line.
 struct Args {
@@ -27,6 +29,8 @@ struct Args {
     full_rounds: usize,
     dir: PathBuf,
     concurrency: Vec<usize>,
+    /// PostgreSQL: how often each subject pair (m3-rs, bare sqlx) runs, alternating.
+    repeat: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -37,6 +41,7 @@ fn parse_args() -> Result<Args, String> {
         full_rounds: 500,
         dir: std::env::temp_dir().join(format!("m3-store-bench-{}", m3_types::new_id())),
         concurrency: vec![1, 8, 64],
+        repeat: 3,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -62,10 +67,18 @@ fn parse_args() -> Result<Args, String> {
                 args.remove_dir = false;
             }
             "--concurrency" => {
-                args.concurrency = value()?
+                let list = value()?;
+                args.concurrency = list
                     .split(',')
+                    .filter(|n| !n.trim().is_empty() && *n != "none")
                     .map(|n| n.trim().parse().map_err(|e| format!("--concurrency: {e}")))
                     .collect::<Result<_, _>>()?;
+            }
+            "--repeat" => {
+                args.repeat = value()?
+                    .parse::<usize>()
+                    .map_err(|e| format!("--repeat: {e}"))?
+                    .max(1);
             }
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
@@ -103,7 +116,14 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let outcome = runtime.block_on(run(args));
+    // On a worker thread, as a service's tasks run (not on the thread blocked in
+    // `block_on`, which every wake-up from the I/O driver would have to unpark), like the
+    // bare floor's tasks.
+    let outcome = runtime.block_on(async {
+        tokio::spawn(run(args))
+            .await
+            .unwrap_or_else(|e| Err(m3_types::Error::storage(format!("bench task failed: {e}"))))
+    });
     if remove_dir {
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -1,20 +1,20 @@
 //! The PostgreSQL subjects (`--db postgres://...`): [`PgManagedInputStore`] in fresh schemas,
 //! sequentially and from N concurrent executions, and in the same run the same five write
 //! transactions per round as bare SQL through sqlx (the floor of any store on sqlx), with
-//! the server's durability settings printed first. Every schema the run creates is dropped
-//! at its end.
+//! the server's durability settings printed first. Each subject runs as interleaved pairs
+//! (see [`compare`](crate::compare)). Every schema the run creates is dropped at its end.
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use m3_store::ManagedInputStore;
 use m3_store::postgres::{PgManagedInputStore, PgStoreOptions};
 use m3_types::Result;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection};
 
 use crate::Args;
+use crate::compare::{Pair, ours_first, print_summary};
 use crate::lifecycle::{concurrent, sequential, sqlx_error};
 
 /// The five write transactions of one round, as bare SQL (no validation, no JSON records).
@@ -82,51 +82,97 @@ pub(crate) async fn run(url: &str, args: &Args) -> Result<()> {
     outcome.and(dropped)
 }
 
+/// What one measurement runs: the lifecycle one round after another, or from N
+/// concurrent executions.
+#[derive(Clone, Copy)]
+enum Subject {
+    Sequential,
+    Concurrent(usize),
+}
+
+/// What every measurement needs.
+struct Bench<'a> {
+    options: &'a PgStoreOptions,
+    connect: &'a PgConnectOptions,
+    rounds: usize,
+    schemas: &'a mut Schemas,
+}
+
+impl Bench<'_> {
+    /// m3-rs rounds/s for `subject`, on a fresh store in a fresh schema.
+    async fn ours(&mut self, subject: Subject) -> Result<f64> {
+        let store = open(self.options, self.schemas).await?;
+        match subject {
+            Subject::Sequential => sequential(&store, "m3-rs postgres", self.rounds).await,
+            Subject::Concurrent(executions) => {
+                let label = format!("m3-rs postgres pool={}", self.options.pool_size());
+                concurrent(Arc::new(store), &label, executions, self.rounds).await
+            }
+        }
+    }
+
+    /// Bare sqlx rounds/s for `subject` (as many connections as the store's pool allows).
+    async fn bare(&mut self, subject: Subject) -> Result<f64> {
+        let connections = match subject {
+            Subject::Sequential => 1,
+            Subject::Concurrent(executions) => executions.min(self.options.pool_size() as usize),
+        };
+        bare_floor(self.connect, self.schemas, self.rounds, connections).await
+    }
+
+    /// `subject` as `repeat` pairs, m3-rs and bare sqlx alternating which runs first.
+    async fn pair(&mut self, name: String, subject: Subject, repeat: usize) -> Result<Pair> {
+        let mut runs = Vec::with_capacity(repeat);
+        for index in 0..repeat {
+            println!("-- {name}: repetition {}/{repeat}", index + 1);
+            let (ours, bare) = if ours_first(index) {
+                let ours = self.ours(subject).await?;
+                (ours, self.bare(subject).await?)
+            } else {
+                let bare = self.bare(subject).await?;
+                (self.ours(subject).await?, bare)
+            };
+            runs.push((ours, bare));
+        }
+        Ok(Pair { name, runs })
+    }
+}
+
 async fn subjects(
     options: &PgStoreOptions,
     connect: &PgConnectOptions,
     args: &Args,
     schemas: &mut Schemas,
 ) -> Result<()> {
-    let pool = options.pool_size();
-    let store = open(options, schemas).await?;
-    let single = sequential(&store, "m3-rs postgres", args.rounds).await?;
-    let floor = bare_floor(connect, schemas, args.rounds, 1).await?;
-    let mut rates = Vec::new();
+    let mut bench = Bench {
+        options,
+        connect,
+        rounds: args.rounds,
+        schemas,
+    };
+    let single = bench
+        .pair(
+            "single execution (sequential)".into(),
+            Subject::Sequential,
+            args.repeat,
+        )
+        .await?;
+    let mut concurrent = Vec::new();
     for &executions in &args.concurrency {
         let executions = executions.max(1);
-        let store: Arc<dyn ManagedInputStore> = Arc::new(open(options, schemas).await?);
-        let label = format!("m3-rs postgres pool={pool}");
-        let ours = concurrent(store, &label, executions, args.rounds).await?;
-        let bare = bare_floor(connect, schemas, args.rounds, executions.min(pool as usize)).await?;
-        rates.push((executions, ours, bare));
+        let name = format!("{executions} concurrent executions");
+        let pair = bench
+            .pair(name, Subject::Concurrent(executions), args.repeat)
+            .await?;
+        concurrent.push((executions, pair));
     }
-    println!();
-    println!("== summary (rounds/s, PostgreSQL, pool={pool})");
-    println!(
-        "{:<40} {:>12} {:>12} {:>8}",
-        "subject", "m3-rs", "bare sqlx", "ratio"
+    let title = format!(
+        "PostgreSQL, pool={}, {} rounds, {} repetitions per subject (m3-rs and bare sqlx alternating)",
+        options.pool_size(),
+        args.rounds,
+        args.repeat
     );
-    let row = |name: &str, ours: f64, bare: f64| {
-        println!(
-            "{name:<40} {ours:>12.1} {bare:>12.1} {:>7.0}%",
-            100.0 * ours / bare
-        );
-    };
-    row("single execution (sequential)", single, floor);
-    for (executions, ours, bare) in &rates {
-        row(&format!("{executions} concurrent executions"), *ours, *bare);
-    }
-    if let Some((executions, ours, _)) = rates.iter().max_by_key(|(e, _, _)| *e) {
-        println!(
-            "m3-rs postgres {executions} concurrent / single: {:.1}x (target >= 4x)",
-            ours / single
-        );
-    }
-    println!(
-        "m3-rs postgres single / bare sqlx: {:.0}% (target >= 80%)",
-        100.0 * single / floor
-    );
+    print_summary(&title, &single, &concurrent);
     Ok(())
 }
 

@@ -130,3 +130,17 @@ pub(crate) fn expect_batch<T: fmt::Debug>(
     }
     Ok(first)
 }
+
+/// The winner's value and the loser's error of two racing calls of which exactly one must
+/// succeed (`what` names them in the failure).
+pub(crate) fn one_winner<T>(
+    a: m3_types::Result<T>,
+    b: m3_types::Result<T>,
+    what: &str,
+) -> Result<(T, Error), CaseFailure> {
+    match (a, b) {
+        (Ok(winner), Err(error)) | (Err(error), Ok(winner)) => Ok((winner, error)),
+        (Ok(_), Ok(_)) => Err(CaseFailure::new(format!("both {what} succeeded"))),
+        (Err(a), Err(b)) => Err(CaseFailure::new(format!("both {what} failed: {a}; {b}"))),
+    }
+}

@@ -4,13 +4,14 @@ use m3_types::ManagedInputStatus;
 
 use m3_types::Reason;
 
-use super::check::{ensure, expect_error, expect_same, expect_status};
+use super::check::{ensure, expect_error, expect_same, expect_status, one_winner};
 use super::fixture::other_address;
 use super::fixture::{
-    LEASE, TOKEN, accept_address, advance, create_request, lease, pending, reload, round_ref,
-    submission, validated,
+    EXECUTION, LEASE, OWNER, TOKEN, accept_address, address_round, advance, create_request, lease,
+    pending, reload, round_ref, submission, validated,
 };
 use super::{CaseResult, Harness};
+use crate::CreateRound;
 
 const CONFLICT: &str = "managed_input_conflict";
 const STATE: &str = "managed_input_state";
@@ -48,26 +49,13 @@ pub async fn concurrent_different_submissions_have_one_winner(h: &Harness) -> Ca
         h.peer.submit_responses(&round, &lease, other.clone()),
     );
     let stored = reload(h).await?;
-    match (a, b) {
-        (Ok(winner), Err(error)) | (Err(error), Ok(winner)) => {
-            ensure!(
-                error.code() == CONFLICT,
-                "the loser must conflict, got {}: {error}",
-                error.code()
-            );
-            expect_same(&winner, &stored, "winner vs stored")?;
-        }
-        (Ok(_), Ok(_)) => {
-            return Err(super::CaseFailure::new(
-                "both different submissions succeeded",
-            ));
-        }
-        (Err(a), Err(b)) => {
-            return Err(super::CaseFailure::new(format!(
-                "both submissions failed: {a}; {b}"
-            )));
-        }
-    }
+    let (winner, error) = one_winner(a, b, "different submissions")?;
+    ensure!(
+        error.code() == CONFLICT,
+        "the loser must conflict, got {}: {error}",
+        error.code()
+    );
+    expect_same(&winner, &stored, "winner vs stored")?;
     let expected_first = stored.response_idempotency_key.as_deref() == Some("key-1")
         && stored.responses.as_ref() == Some(&accept_address());
     let expected_second = stored.response_idempotency_key.as_deref() == Some("key-2")
@@ -196,6 +184,27 @@ pub async fn concurrent_identical_creates_return_one_round(h: &Harness) -> CaseR
     let (a, b) = (a?, b?);
     expect_same(&a, &b, "the two racing creates")?;
     let listed = h.store.list_rounds(super::fixture::EXECUTION).await?;
+    ensure!(listed.len() == 1, "exactly one round, got {}", listed.len());
+    Ok(())
+}
+
+/// Two creates of different rounds at one `round_index` of one execution, racing from two
+/// store objects: one is stored, the other is a `round_index_taken` conflict.
+pub async fn concurrent_creates_at_one_round_index_store_one(h: &Harness) -> CaseResult {
+    let at_zero = |round_id: &str| {
+        CreateRound::new(address_round(EXECUTION, round_id), OWNER, LEASE).with_round_limit(3)
+    };
+    let (a, b) = tokio::join!(
+        h.store.create_round(at_zero("round-a")),
+        h.peer.create_round(at_zero("round-b")),
+    );
+    let (_, refused) = one_winner(a, b, "creates at one index")?;
+    expect_error(
+        Err::<(), _>(refused),
+        CONFLICT,
+        Some(Reason::RoundIndexTaken),
+    )?;
+    let listed = h.store.list_rounds(EXECUTION).await?;
     ensure!(listed.len() == 1, "exactly one round, got {}", listed.len());
     Ok(())
 }

@@ -349,6 +349,7 @@ pub const CASES: &[(&str, Case)] = store_cases![
     concurrency::pending_submit_races_fail_recovery_safely,
     concurrency::concurrent_start_delivery_counts_one_attempt,
     concurrency::concurrent_identical_creates_return_one_round,
+    concurrency::concurrent_creates_at_one_round_index_store_one,
     staleness::transitions_after_a_peer_renewed_see_the_renewed_lease,
     staleness::a_transition_after_a_peer_failed_the_round_is_a_state_error,
     staleness::a_submission_after_a_peer_accepted_is_a_replay_or_a_conflict,

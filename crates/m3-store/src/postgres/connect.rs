@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use m3_types::{Clock, Error, Result};
 use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{AssertSqlSafe, PgConnection};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres};
 use time::OffsetDateTime;
 
 use super::error::db;
@@ -19,6 +20,9 @@ pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 
 /// The schema holding every table when the URL has no `schema` parameter.
 pub const DEFAULT_SCHEMA: &str = "public";
+
+/// A pooled connection idle for longer than this is pinged before it is used.
+const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(10);
 
 /// The embedded migrations (`migrations/postgres/`).
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
@@ -170,6 +174,14 @@ impl Shared {
         }
     }
 
+    /// A connection of the pool, for an operation's statements in a row.
+    pub(crate) async fn connection(&self) -> Result<PoolConnection<Postgres>> {
+        self.pool
+            .acquire()
+            .await
+            .map_err(db("cannot connect to PostgreSQL"))
+    }
+
     /// The injected clock's time, for statements that otherwise read the server clock
     /// themselves (`COALESCE($n, clock_timestamp())`).
     pub(crate) fn injected_now(&self) -> Option<OffsetDateTime> {
@@ -189,6 +201,18 @@ pub(crate) async fn open(options: PgStoreOptions) -> Result<Shared> {
     }
     let pool = PgPoolOptions::new()
         .max_connections(options.max_connections)
+        // sqlx pings every connection it takes back (`Sync`, one round trip), and by default
+        // again before handing it out: only a connection idle long enough to have been
+        // dropped by the server or the network is pinged again (docs/decisions.md).
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > PING_WHEN_IDLE_FOR {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         .connect_with(connect.clone())
         .await
         .map_err(db("cannot connect to PostgreSQL"))?;

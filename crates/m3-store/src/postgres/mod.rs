@@ -4,8 +4,10 @@
 //! Every decision is a call of the shared rules
 //! ([`managed_input::rules`](crate::managed_input::rules),
 //! [`execution::rules`](crate::execution::rules)); this module only reads and writes rows.
-//! Each mutation is one transaction that locks the row (`SELECT ... FOR UPDATE`), asks the
-//! rules, and writes the record they return, so a lease compare-and-set, the
+//! Each execution mutation is one transaction that locks the row (`SELECT ... FOR UPDATE`),
+//! asks the rules, and writes the record they return; each round write is a
+//! compare-and-set on the record read (`rounds.rs`), and a round's creation one
+//! `INSERT ... ON CONFLICT DO NOTHING` (`round_create.rs`). So a lease compare-and-set, the
 //! `pending -> response_validated` step and recovery are atomic under concurrent workers
 //! on any number of hosts. Canonical payloads are kept as `text` (never `jsonb`).
 //!

@@ -1,52 +1,52 @@
 //! [`ManagedInputStore::create_round`](crate::ManagedInputStore::create_round) on
-//! PostgreSQL: creates of one execution's rounds are serialized by a transaction advisory
-//! lock (whose statement also reads the server clock); the insert itself checks that
-//! neither the round id nor its index is taken (`INSERT ... SELECT ... WHERE NOT EXISTS`),
-//! so the common case is two statements. Only when nothing was inserted are the rows read
-//! to tell an idempotent replay from a conflict.
+//! PostgreSQL: the server clock, then one autocommit `INSERT ... ON CONFLICT DO NOTHING`.
+//! The primary key `(execution_id, round_id)` and the unique index
+//! `(execution_id, round_index)` make the insert atomic against concurrent creates of the
+//! same execution (a conflicting insert in flight is waited for). Only when nothing was
+//! inserted are the rows read to tell an idempotent replay from a conflict.
 
 use m3_types::{Error, ManagedInputRecord, Result};
-use time::OffsetDateTime;
+use sqlx::PgConnection;
 
 use super::error::db;
-use super::executions::Tx;
-use super::rounds::{PgManagedInputStore, decode, encode};
+use super::rounds::{PgManagedInputStore, decode, encode, server_now};
 use crate::CreateRound;
 use crate::managed_input::rules::{
     PreparedRound, prepare_create, replay_create, round_index_taken,
 };
-
-/// Advisory-lock class of round creation (the second key is the execution id's hash).
-const CREATE_LOCK_CLASS: i32 = 0x6d33_7201;
+use crate::signal::{Change, ChangeKind};
 
 impl PgManagedInputStore {
+    /// Creates the round and announces an `Ok` (a new round or a replay) on the same
+    /// connection.
     pub(super) async fn do_create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
         let new = prepare_create(request)?;
-        let round = new.round();
-        let mut tx = self
-            .shared()
-            .pool
-            .begin()
-            .await
-            .map_err(db("cannot begin a transaction"))?;
-        let server_now: OffsetDateTime = sqlx::query_scalar(
-            "SELECT clock_timestamp() FROM (SELECT pg_advisory_xact_lock($1, hashtext($2))) AS locked",
-        )
-        .bind(CREATE_LOCK_CLASS)
-        .bind(&round.execution_id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db("cannot lock the execution's rounds"))?;
-        let record = match new.record_at(self.shared().now(server_now)) {
+        let mut conn = self.shared().connection().await?;
+        let done = self.create_on(&mut conn, &new).await;
+        if done.is_ok() {
+            let change = Change::new(new.round().execution_id, ChangeKind::Round);
+            self.shared().signal.announce_on(&mut conn, &change).await;
+        }
+        done
+    }
+
+    async fn create_on(
+        &self,
+        conn: &mut PgConnection,
+        new: &PreparedRound,
+    ) -> Result<ManagedInputRecord> {
+        let now = match self.shared().injected_now() {
+            Some(now) => now,
+            None => self.shared().now(server_now(conn).await?),
+        };
+        let record = match new.record_at(now) {
             Ok(record) => record,
-            Err(error) => return not_inserted(&mut tx, &new, error).await,
+            Err(error) => return not_inserted(conn, new, error).await,
         };
         let inserted: Option<i32> = sqlx::query_scalar(
             "INSERT INTO m3rs_rounds (execution_id, round_id, round_index, status, record_json, \
              lease_expires_at, created_at, updated_at) \
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE NOT EXISTS (SELECT 1 FROM m3rs_rounds \
-               WHERE execution_id = $1 AND (round_id = $2 OR round_index = $3)) \
-             RETURNING 1",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING 1",
         )
         .bind(record.execution_id())
         .bind(record.round_id())
@@ -56,16 +56,13 @@ impl PgManagedInputStore {
         .bind(record.lease.expires_at)
         .bind(record.created_at)
         .bind(record.updated_at)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut *conn)
         .await
         .map_err(db("cannot insert the managed-input round"))?;
         if inserted.is_none() {
             let unexplained = Error::storage("the managed-input round was not inserted");
-            return not_inserted(&mut tx, &new, unexplained).await;
+            return not_inserted(conn, new, unexplained).await;
         }
-        tx.commit()
-            .await
-            .map_err(db("cannot commit the managed-input round"))?;
         Ok(record)
     }
 }
@@ -73,7 +70,7 @@ impl PgManagedInputStore {
 /// Why `new` was not inserted: the stored round of the same id decides an idempotent
 /// replay (or its conflict); else a taken index; else `otherwise`. Nothing is written.
 async fn not_inserted(
-    tx: &mut Tx,
+    conn: &mut PgConnection,
     new: &PreparedRound,
     otherwise: Error,
 ) -> Result<ManagedInputRecord> {
@@ -85,7 +82,7 @@ async fn not_inserted(
     .bind(&round.execution_id)
     .bind(&round.round_id)
     .bind(i64::from(new.request.round_index))
-    .fetch_one(&mut **tx)
+    .fetch_one(&mut *conn)
     .await
     .map_err(db("cannot read the execution's rounds"))?;
     match existing {

@@ -6,7 +6,8 @@
 //! `UPDATE ... WHERE record_json = <the record read> RETURNING` (autocommit). When a
 //! concurrent writer changed the round in between, nothing is written and the step is
 //! decided again on the new record, so two racing writers behave as if serialized. Creates
-//! (`round_create.rs`) are serialized per execution by a transaction advisory lock.
+//! (`round_create.rs`) are one `INSERT ... ON CONFLICT DO NOTHING` under the table's unique
+//! keys.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,10 +94,30 @@ impl PgManagedInputStore {
         Arc::clone(&self.shared.signal) as Arc<dyn ChangeSignal>
     }
 
-    /// Locks `round`, applies `step` to its record, and stores what `step` returns, in one
-    /// transaction. `None` leaves the round as it is.
+    /// Reads `round`, applies `step` to its record, and stores what `step` returns with a
+    /// compare-and-set on the record read (deciding again when another writer came first).
+    /// `None` leaves the round as it is. With `announce`, an `Ok` is announced to waiters
+    /// before this returns.
     async fn update(
         &self,
+        round: &RoundRef,
+        announce: bool,
+        step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
+    ) -> Result<ManagedInputRecord> {
+        // One connection for the read, the write and the announcement: each pool checkout
+        // costs a round trip of sqlx's when the connection goes back.
+        let mut conn = self.shared.connection().await?;
+        let done = self.update_on(&mut conn, round, step).await;
+        if announce && done.is_ok() {
+            let change = round_change(round);
+            self.shared.signal.announce_on(&mut conn, &change).await;
+        }
+        done
+    }
+
+    async fn update_on(
+        &self,
+        conn: &mut PgConnection,
         round: &RoundRef,
         step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
     ) -> Result<ManagedInputRecord> {
@@ -107,7 +128,7 @@ impl PgManagedInputStore {
             )
             .bind(&round.execution_id)
             .bind(&round.round_id)
-            .fetch_optional(&self.shared.pool)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(db("cannot read the managed-input round"))?;
             let (stored, server_now) = row.ok_or_else(|| rules::missing_round(round))?;
@@ -116,7 +137,7 @@ impl PgManagedInputStore {
                 return Ok(current);
             };
             let redacted = write.redacted_json.as_deref();
-            if write_round(&self.shared.pool, &stored, &write.record, redacted).await? {
+            if write_round(&mut *conn, &stored, &write.record, redacted).await? {
                 return Ok(write.record);
             }
             // Another writer changed the round since the read: decide again on its record.
@@ -135,7 +156,7 @@ impl PgManagedInputStore {
         transition: Transition,
     ) -> Result<ManagedInputRecord> {
         check_lease_args(round, lease)?;
-        self.update(round, |current, now| {
+        self.update(round, true, |current, now| {
             RoundWrite::transition(current, lease, transition, now)
         })
         .await
@@ -232,7 +253,7 @@ pub(crate) async fn fail_unresolved(
 }
 
 /// The current server time, read in the caller's transaction.
-async fn server_now(conn: &mut PgConnection) -> Result<OffsetDateTime> {
+pub(super) async fn server_now(conn: &mut PgConnection) -> Result<OffsetDateTime> {
     sqlx::query_scalar("SELECT clock_timestamp()")
         .fetch_one(&mut *conn)
         .await
@@ -242,10 +263,7 @@ async fn server_now(conn: &mut PgConnection) -> Result<OffsetDateTime> {
 #[async_trait]
 impl ManagedInputStore for PgManagedInputStore {
     async fn create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
-        let execution_id = request.pending.execution_id.clone();
-        let done = self.do_create_round(request).await;
-        let change = Change::new(execution_id, ChangeKind::Round);
-        self.shared.announced(done, |_| change).await
+        self.do_create_round(request).await
     }
 
     async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>> {
@@ -283,12 +301,10 @@ impl ManagedInputStore for PgManagedInputStore {
 
     async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
         check_claim_args(round, &claim)?;
-        let done = self
-            .update(round, |current, now| {
-                RoundWrite::claim(current, &claim, now)
-            })
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.update(round, true, |current, now| {
+            RoundWrite::claim(current, &claim, now)
+        })
+        .await
     }
 
     async fn renew(
@@ -298,7 +314,7 @@ impl ManagedInputStore for PgManagedInputStore {
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
         check_renew_args(round, lease, lease_duration)?;
-        self.update(round, |current, now| {
+        self.update(round, false, |current, now| {
             RoundWrite::renew(current, lease, lease_duration, now)
         })
         .await
@@ -319,12 +335,10 @@ impl ManagedInputStore for PgManagedInputStore {
         submission: ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
         check_submit_args(round, lease, &submission)?;
-        let done = self
-            .update(round, |current, now| {
-                RoundWrite::submission(current, lease, &submission, now)
-            })
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.update(round, true, |current, now| {
+            RoundWrite::submission(current, lease, &submission, now)
+        })
+        .await
     }
 
     async fn start_delivery(
@@ -332,10 +346,8 @@ impl ManagedInputStore for PgManagedInputStore {
         round: &RoundRef,
         lease: &LeaseRef,
     ) -> Result<ManagedInputRecord> {
-        let done = self
-            .transition_round(round, lease, Transition::StartDelivery)
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.transition_round(round, lease, Transition::StartDelivery)
+            .await
     }
 
     async fn mark_delivered(
@@ -343,17 +355,13 @@ impl ManagedInputStore for PgManagedInputStore {
         round: &RoundRef,
         lease: &LeaseRef,
     ) -> Result<ManagedInputRecord> {
-        let done = self
-            .transition_round(round, lease, Transition::MarkDelivered)
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.transition_round(round, lease, Transition::MarkDelivered)
+            .await
     }
 
     async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
-        let done = self
-            .transition_round(round, lease, Transition::Resolve)
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.transition_round(round, lease, Transition::Resolve)
+            .await
     }
 
     async fn fail(
@@ -363,12 +371,10 @@ impl ManagedInputStore for PgManagedInputStore {
         failure: RoundFailure,
     ) -> Result<ManagedInputRecord> {
         check_fail_args(round, lease, &failure)?;
-        let done = self
-            .update(round, |current, now| {
-                RoundWrite::fail(current, lease, &failure, now)
-            })
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.update(round, true, |current, now| {
+            RoundWrite::fail(current, lease, &failure, now)
+        })
+        .await
     }
 
     async fn fail_recovery(
@@ -378,12 +384,10 @@ impl ManagedInputStore for PgManagedInputStore {
         message: &str,
     ) -> Result<ManagedInputRecord> {
         check_fail_recovery_args(round, expected_lease_token, message)?;
-        let done = self
-            .update(round, |current, now| {
-                RoundWrite::fail_recovery(current, expected_lease_token, message, now)
-            })
-            .await;
-        self.shared.announced(done, |_| round_change(round)).await
+        self.update(round, true, |current, now| {
+            RoundWrite::fail_recovery(current, expected_lease_token, message, now)
+        })
+        .await
     }
 
     async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {

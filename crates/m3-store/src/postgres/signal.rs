@@ -5,8 +5,10 @@
 //!   object's own subscriptions at once and sends the change with `pg_notify` in a statement
 //!   of its own, with `synchronous_commit` off (a hint needs no flush), before the store call
 //!   returns: a process that exits right after its commit (`m3 respond`) has announced it.
-//!   The statement is sent by one task per store object, so the announcements of
-//!   concurrent writes go out together.
+//!   A round write sends it on the connection of its commit when no other announcement of
+//!   the store object is under way; otherwise (and for the execution store's writes) it is
+//!   sent by one task per store object, so the announcements of concurrent writes go out
+//!   together.
 //!   The `NOTIFY` is deliberately not inside the data transaction: PostgreSQL serializes
 //!   every committing transaction that has notified under one cluster-wide lock held
 //!   through its WAL flush, which turns concurrent commits into a queue (measured in
@@ -27,9 +29,12 @@
 //! not on a read replica (see `docs/postgres.md`).
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::{PgConnection, PgExecutor, Postgres};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -89,6 +94,28 @@ pub(crate) struct PgSignal {
     listener: OnceLock<Option<ListenerTask>>,
     /// The queue of the task that sends concurrent announcements together.
     sender: OnceLock<Option<mpsc::UnboundedSender<Queued>>>,
+    /// Announcements of this object under way (see [`announce_on`](Self::announce_on)).
+    in_flight: AtomicUsize,
+}
+
+/// One announcement under way, counted in its signal's `in_flight` until dropped.
+struct InFlight<'a> {
+    count: &'a AtomicUsize,
+    /// No other announcement was under way when this one started.
+    alone: bool,
+}
+
+impl<'a> InFlight<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        let alone = count.fetch_add(1, Ordering::AcqRel) == 0;
+        Self { count, alone }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// An announcement waiting for the sender task: its payload, and who to tell once sent.
@@ -96,6 +123,9 @@ type Queued = (String, oneshot::Sender<()>);
 
 /// Most announcements one statement sends.
 const BATCH: usize = 256;
+
+/// How long the sender task keeps its pool connection without announcements to send.
+const HOLD_WHILE_IDLE: Duration = Duration::from_millis(50);
 
 impl PgSignal {
     /// The signal of a store in `schema` on `pool` (whose connections `connect` opens).
@@ -124,6 +154,7 @@ impl PgSignal {
             connect,
             listener: OnceLock::new(),
             sender: OnceLock::new(),
+            in_flight: AtomicUsize::new(0),
         }
     }
 
@@ -140,7 +171,31 @@ impl PgSignal {
         if !self.cross_process {
             return;
         }
+        let _announcing = InFlight::enter(&self.in_flight);
+        self.queue_and_send(self.payload(change)).await;
+    }
+
+    /// [`announce`](Self::announce), by a writer that still holds the connection of its
+    /// commit: when no other announcement of this object is under way it is sent on that
+    /// connection (no hand-off to the sender task, no other checkout); otherwise it is
+    /// queued to go out with the others in one statement.
+    pub(crate) async fn announce_on(&self, conn: &mut PgConnection, change: &Change) {
+        self.hub.publish(change);
+        if !self.cross_process {
+            return;
+        }
         let payload = self.payload(change);
+        let announcing = InFlight::enter(&self.in_flight);
+        if announcing.alone {
+            send(conn, &self.channel, &[payload]).await;
+        } else {
+            self.queue_and_send(payload).await;
+        }
+    }
+
+    /// Hands `payload` to the sender task and waits until it went out (sends it directly
+    /// without a runtime for the task).
+    async fn queue_and_send(&self, payload: String) {
         let payload = match self.sender() {
             Some(queue) => {
                 let (sent, done) = oneshot::channel();
@@ -152,7 +207,7 @@ impl PgSignal {
             }
             None => payload,
         };
-        send(&self.pool, &self.channel, vec![payload]).await;
+        send(&self.pool, &self.channel, &[payload]).await;
     }
 
     /// The sender task's queue, started on first use in the current tokio runtime: the
@@ -216,7 +271,7 @@ impl ChangeSignal for PgSignal {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (pool, channel) = (self.pool.clone(), self.channel.clone());
             let payload = self.payload(change);
-            runtime.spawn(async move { send(&pool, &channel, vec![payload]).await });
+            runtime.spawn(async move { send(&pool, &channel, &[payload]).await });
         }
     }
 
@@ -254,12 +309,41 @@ impl Drop for ListenerTask {
 }
 
 /// Sends what is queued, up to [`BATCH`] announcements per statement, and tells each
-/// writer its announcement went out; ends when its store object is dropped.
+/// writer its announcement went out; ends when its store object is dropped. While writes
+/// keep coming, and the pool has connections to spare, it keeps one (released after
+/// [`HOLD_WHILE_IDLE`] without announcements): sqlx pings every connection it takes back,
+/// so this saves a round trip per announcement.
 async fn send_loop(pool: PgPool, channel: String, mut queued: mpsc::UnboundedReceiver<Queued>) {
     let mut batch = Vec::with_capacity(BATCH);
-    while queued.recv_many(&mut batch, BATCH).await > 0 {
+    let mut held: Option<PoolConnection<Postgres>> = None;
+    loop {
+        let received = if held.is_some() {
+            match tokio::time::timeout(HOLD_WHILE_IDLE, queued.recv_many(&mut batch, BATCH)).await {
+                Ok(received) => received,
+                Err(_idle) => {
+                    held = None;
+                    continue;
+                }
+            }
+        } else {
+            queued.recv_many(&mut batch, BATCH).await
+        };
+        if received == 0 {
+            return;
+        }
         let (payloads, writers): (Vec<String>, Vec<oneshot::Sender<()>>) = batch.drain(..).unzip();
-        send(&pool, &channel, payloads).await;
+        if held.is_none() {
+            held = pool.acquire().await.ok();
+        }
+        let sent = match held.as_deref_mut() {
+            Some(conn) => send(conn, &channel, &payloads).await,
+            None => send(&pool, &channel, &payloads).await,
+        };
+        if !sent || pool.num_idle() == 0 {
+            // A connection that failed may be broken (the pool tests it when taken back);
+            // and none is kept that a writer may be waiting for.
+            held = None;
+        }
         for writer in writers {
             let _ = writer.send(());
         }
@@ -267,15 +351,17 @@ async fn send_loop(pool: PgPool, channel: String, mut queued: mpsc::UnboundedRec
 }
 
 /// Sends `payloads` on `channel`; a failure is logged only (waiters fall back to polling).
-async fn send(pool: &PgPool, channel: &str, payloads: Vec<String>) {
+/// Returns whether it was sent.
+async fn send<'e>(conn: impl PgExecutor<'e>, channel: &str, payloads: &[String]) -> bool {
     let sent = sqlx::query(NOTIFY)
         .bind(channel)
-        .bind(&payloads)
-        .execute(pool)
+        .bind(payloads)
+        .execute(conn)
         .await;
-    if let Err(error) = sent {
+    if let Err(error) = &sent {
         tracing::debug!(%error, channel, "change notification not sent; waiters poll");
     }
+    sent.is_ok()
 }
 
 /// What the listener task needs.
