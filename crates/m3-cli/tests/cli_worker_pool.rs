@@ -114,15 +114,17 @@ fn responder(store: Arc<Store>, stop: Arc<AtomicBool>) -> std::thread::JoinHandl
 }
 
 /// Reads the workers' streams, SIGKILLs worker 0 once it runs some executions and a
-/// quarter have finished; returns what each stream showed and when all were seen finished.
-fn watch(workers: &mut [Running], seen: &mut [Seen]) {
+/// quarter have finished; returns once all were seen finished, or, since the killed
+/// worker may die between committing a claim and printing it, once the survivors are idle
+/// and `all_finished` (the store) says every execution ended.
+fn watch(workers: &mut [Running], seen: &mut [Seen], all_finished: impl Fn() -> bool) {
     let mut killed = false;
+    let mut next_store_check = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
+        // The killed worker's stream is read on: what it wrote before the SIGKILL (its last
+        // claims) may still be unread, and without it the lost ones would be miscounted.
         for (n, worker) in workers.iter_mut().enumerate() {
-            if killed && n == 0 {
-                continue;
-            }
             while let Some(event) = worker.try_next_json(Duration::from_millis(5)) {
                 seen[n].take(&event);
             }
@@ -136,6 +138,15 @@ fn watch(workers: &mut [Running], seen: &mut [Seen]) {
         let lost = if killed { running_on_0 } else { 0 };
         if killed && finished + lost >= EXECUTIONS {
             return;
+        }
+        let survivors_idle = seen[1..]
+            .iter()
+            .all(|s| s.claimed.len() == s.finished.len());
+        if killed && survivors_idle && Instant::now() >= next_store_check {
+            if all_finished() {
+                return;
+            }
+            next_store_check = Instant::now() + Duration::from_millis(500);
         }
         assert!(Instant::now() < deadline, "the run did not end: {seen:?}");
     }
@@ -156,9 +167,7 @@ fn three_workers_share_the_queue(store: Store) {
     let answering = responder(Arc::clone(&store), Arc::clone(&stop));
     let ids = submit_all(&store, &server);
     let mut seen: Vec<Seen> = (0..3).map(|_| Seen::default()).collect();
-    watch(&mut workers, &mut seen);
-    // Every execution terminal, read by another process (its opening may recover too).
-    let states = queue::wait_until(Duration::from_secs(60), "every execution finished", || {
+    let finished_states = || {
         let listed = store.m3(&["--json", "executions"]).expect_code(0).json();
         let states: BTreeMap<String, Value> = listed
             .as_array()
@@ -168,7 +177,14 @@ fn three_workers_share_the_queue(store: Store) {
             .collect();
         (states.len() == EXECUTIONS && states.values().all(|s| s["lifecycle"] == "finished"))
             .then_some(states)
-    });
+    };
+    watch(&mut workers, &mut seen, || finished_states().is_some());
+    // Every execution terminal, read by another process (its opening may recover too).
+    let states = queue::wait_until(
+        Duration::from_secs(60),
+        "every execution finished",
+        finished_states,
+    );
     stop.store(true, Ordering::Relaxed);
     answering.join().unwrap();
     assert_eq!(
