@@ -66,6 +66,19 @@ fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
         .unwrap_or_else(|| panic!("no {name} check: {report}"))
 }
 
+/// Runs `m3 demo`, then `m3 doctor`, and checks that a change announced by doctor's second
+/// process woke it through `mechanism`; returns doctor's report.
+fn signal_woke_doctor(store: &Store, mechanism: &str) -> serde_json::Value {
+    store.m3(&["demo"]).expect_code(0);
+    let report = store.m3(&["--json", "doctor"]).expect_code(0).json();
+    let signal = check(&report, "change signal");
+    assert_eq!(signal["status"], "ok", "{report}");
+    let expected = format!("{mechanism}: a change announced by another process woke this one");
+    let detail = signal["detail"].as_str().unwrap();
+    assert!(detail.starts_with(&expected), "{report}");
+    report
+}
+
 #[test]
 fn doctor_probes_the_change_signal_from_a_second_process() {
     let store = Store::new();
@@ -73,15 +86,7 @@ fn doctor_probes_the_change_signal_from_a_second_process() {
     let signal = check(&before, "change signal");
     assert_eq!(signal["status"], "ok", "{before}");
     assert!(signal["detail"].as_str().unwrap().contains("not checked"));
-    store.m3(&["demo"]).expect_code(0);
-    let report = store.m3(&["--json", "doctor"]).expect_code(0).json();
-    let signal = check(&report, "change signal");
-    assert_eq!(signal["status"], "ok", "{report}");
-    let detail = signal["detail"].as_str().unwrap();
-    assert!(
-        detail.starts_with("unix-datagram: a change announced by another process woke this one"),
-        "{report}"
-    );
+    signal_woke_doctor(&store, "unix-datagram");
     // Turned off, it warns with the fix, and m3 demo still works (exit 0).
     let off = store
         .command(&["--json", "doctor"])
@@ -105,15 +110,7 @@ fn doctor_probes_the_change_signal_from_a_second_process() {
 #[test]
 fn doctor_probes_the_notify_signal_of_a_postgres_store() {
     let store = Store::postgres();
-    store.m3(&["demo"]).expect_code(0);
-    let report = store.m3(&["--json", "doctor"]).expect_code(0).json();
-    let signal = check(&report, "change signal");
-    assert_eq!(signal["status"], "ok", "{report}");
-    let detail = signal["detail"].as_str().unwrap();
-    assert!(
-        detail.starts_with("postgres-notify: a change announced by another process woke this one"),
-        "{report}"
-    );
+    let report = signal_woke_doctor(&store, "postgres-notify");
     // A server store has no SQLite journal to report.
     let store_line = check(&report, "store")["detail"].as_str().unwrap();
     assert!(!store_line.contains("journal"), "{report}");
