@@ -104,10 +104,22 @@ impl PgManagedInputStore {
         announce: bool,
         step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
     ) -> Result<ManagedInputRecord> {
+        self.update_with(round, announce, CommitWait::Flush, step)
+            .await
+    }
+
+    /// As [`update`](Self::update), committing the write as `wait` says.
+    async fn update_with(
+        &self,
+        round: &RoundRef,
+        announce: bool,
+        wait: CommitWait,
+        step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
+    ) -> Result<ManagedInputRecord> {
         // One connection for the read, the write and the announcement: each pool checkout
         // costs a round trip of sqlx's when the connection goes back.
         let mut conn = self.shared.connection().await?;
-        let done = self.update_on(&mut conn, round, step).await;
+        let done = self.update_on(&mut conn, round, wait, step).await;
         if announce && done.is_ok() {
             let change = round_change(round);
             self.shared.signal.announce_on(&mut conn, &change).await;
@@ -119,6 +131,7 @@ impl PgManagedInputStore {
         &self,
         conn: &mut PgConnection,
         round: &RoundRef,
+        wait: CommitWait,
         step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
     ) -> Result<ManagedInputRecord> {
         for _ in 0..UPDATE_ATTEMPTS {
@@ -137,7 +150,7 @@ impl PgManagedInputStore {
                 return Ok(current);
             };
             let redacted = write.redacted_json.as_deref();
-            if write_round(&mut *conn, &stored, &write.record, redacted).await? {
+            if write_round(&mut *conn, &stored, &write.record, redacted, wait).await? {
                 return Ok(write.record);
             }
             // Another writer changed the round since the read: decide again on its record.
@@ -156,7 +169,13 @@ impl PgManagedInputStore {
         transition: Transition,
     ) -> Result<ManagedInputRecord> {
         check_lease_args(round, lease)?;
-        self.update(round, true, |current, now| {
+        // `start_delivery` guards nothing durable: a row lost with the server reads
+        // `response_validated`, which recovery fails exactly as `delivery_started`.
+        let wait = match transition {
+            Transition::StartDelivery => CommitWait::Skip,
+            Transition::MarkDelivered | Transition::Resolve => CommitWait::Flush,
+        };
+        self.update_with(round, true, wait, |current, now| {
             RoundWrite::transition(current, lease, transition, now)
         })
         .await
@@ -186,13 +205,13 @@ async fn write_round<'e>(
     previous: &str,
     record: &ManagedInputRecord,
     redacted_json: Option<&str>,
+    wait: CommitWait,
 ) -> Result<bool> {
-    let written: Option<i32> = sqlx::query_scalar(
-        "UPDATE m3rs_rounds SET status = $3, record_json = $4, \
-         redacted_responses_json = COALESCE($5, redacted_responses_json), \
-         lease_expires_at = $6, updated_at = $7 \
-         WHERE execution_id = $1 AND round_id = $2 AND record_json = $8 RETURNING 1",
-    )
+    let statement = match wait {
+        CommitWait::Flush => WRITE_ROUND,
+        CommitWait::Skip => WRITE_ROUND_UNFLUSHED,
+    };
+    let written: Option<i32> = sqlx::query_scalar(statement)
     .bind(record.execution_id())
     .bind(record.round_id())
     .bind(record.status.as_str())
@@ -207,6 +226,37 @@ async fn write_round<'e>(
     Ok(written.is_some())
 }
 
+/// Whether a round write's commit waits for its WAL flush.
+#[derive(Debug, Clone, Copy)]
+enum CommitWait {
+    /// As the server is configured (`synchronous_commit`).
+    Flush,
+    /// `synchronous_commit` off for this statement's own transaction: a server crash may
+    /// lose the write, never a later flushed one (the WAL is flushed in order).
+    Skip,
+}
+
+/// The guarded compare-and-set of a round's record (see the module docs), up to its
+/// `RETURNING`.
+macro_rules! write_round_sql {
+    () => {
+        "UPDATE m3rs_rounds SET status = $3, record_json = $4, \
+         redacted_responses_json = COALESCE($5, redacted_responses_json), \
+         lease_expires_at = $6, updated_at = $7 \
+         WHERE execution_id = $1 AND round_id = $2 AND record_json = $8"
+    };
+}
+
+/// The compare-and-set, committed as the server is configured.
+const WRITE_ROUND: &str = concat!(write_round_sql!(), " RETURNING 1");
+
+/// The compare-and-set whose autocommit transaction does not wait for the flush: the local
+/// setting lasts until that transaction's commit, which reads it.
+const WRITE_ROUND_UNFLUSHED: &str = concat!(
+    write_round_sql!(),
+    " AND set_config('synchronous_commit', 'off', true) = 'off' RETURNING 1"
+);
+
 /// [`write_round`] on a row the caller has locked: a change behind the lock is an error.
 async fn store_round(
     conn: &mut PgConnection,
@@ -214,7 +264,7 @@ async fn store_round(
     record: &ManagedInputRecord,
     redacted_json: Option<&str>,
 ) -> Result<()> {
-    if write_round(conn, previous, record, redacted_json).await? {
+    if write_round(conn, previous, record, redacted_json, CommitWait::Flush).await? {
         Ok(())
     } else {
         Err(Error::storage(

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use m3_types::Result;
 use sqlx::pool::{PoolConnection, PoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqliteSynchronous};
 use sqlx::{ConnectOptions, Sqlite, SqliteConnection, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
@@ -179,6 +179,12 @@ pub(crate) enum Reader {
 }
 
 impl Reader {
+    /// Whether this is the store object's own connection.
+    #[cfg(test)]
+    pub(crate) fn is_primary(&self) -> bool {
+        matches!(self, Self::Primary { .. })
+    }
+
     /// Returns the connection.
     pub(crate) fn done(self) {
         if let Self::Primary { conn, mut home } = self {
@@ -207,6 +213,41 @@ impl DerefMut for Reader {
     }
 }
 
+/// How a write script's commit waits for the disk. A write that guards nothing durable (a
+/// round's `start_delivery`: should the row be lost with the operating system, it reads
+/// `response_validated`, which recovery fails exactly as `delivery_started`) skips the flush
+/// the file is configured for, by lowering `synchronous` around its own commit; the next
+/// flushed commit makes its frames durable too, since the WAL is flushed in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CommitFlush {
+    /// The connection's setting as configured (also where it does not flush anyway).
+    AsConfigured,
+    /// Configured `FULL`: the script runs at `NORMAL` and puts `FULL` back.
+    SkipFull,
+    /// Configured `EXTRA`: the script runs at `NORMAL` and puts `EXTRA` back.
+    SkipExtra,
+}
+
+impl CommitFlush {
+    /// The skip for a file configured with `synchronous`.
+    pub(crate) fn skipping(synchronous: SqliteSynchronous) -> Self {
+        match synchronous {
+            SqliteSynchronous::Full => Self::SkipFull,
+            SqliteSynchronous::Extra => Self::SkipExtra,
+            SqliteSynchronous::Normal | SqliteSynchronous::Off => Self::AsConfigured,
+        }
+    }
+
+    /// The statement that puts the configured setting back, if the script changed it.
+    fn restore(self) -> Option<&'static str> {
+        match self {
+            Self::AsConfigured => None,
+            Self::SkipFull => Some("PRAGMA synchronous=FULL"),
+            Self::SkipExtra => Some("PRAGMA synchronous=EXTRA"),
+        }
+    }
+}
+
 /// A write transaction that the caller's first statement opens itself (a script starting
 /// with `BEGIN IMMEDIATE;`), so opening the transaction and the first read or guarded write
 /// cost one round trip to the connection's worker thread instead of two. It runs on the
@@ -217,6 +258,8 @@ impl DerefMut for Reader {
 pub(crate) struct ScriptTx {
     conn: SqliteConnection,
     committed: bool,
+    /// Set by a script that lowers `synchronous`: what a failed script must put back.
+    flush: CommitFlush,
     home: OwnedMutexGuard<Option<SqliteConnection>>,
     _slot: OwnedMutexGuard<()>,
 }
@@ -237,6 +280,7 @@ pub(crate) async fn begin_script(
     Ok(ScriptTx {
         conn,
         committed: false,
+        flush: CommitFlush::AsConfigured,
         home,
         _slot: slot,
     })
@@ -248,6 +292,12 @@ impl ScriptTx {
         self.committed = true;
     }
 
+    /// Records that the script runs with `flush` (see [`CommitFlush`]): if it fails before
+    /// its end, [`finish`](Self::finish) puts the configured `synchronous` back.
+    pub(crate) fn set_flush(&mut self, flush: CommitFlush) {
+        self.flush = flush;
+    }
+
     /// Commits on success, rolls back on failure (or if the commit fails), and returns
     /// `result`. Nothing is left to do after [`mark_committed`](Self::mark_committed). The
     /// connection goes back to the store object unless its transaction could not be closed.
@@ -255,6 +305,7 @@ impl ScriptTx {
         let Self {
             mut conn,
             committed,
+            flush,
             mut home,
             _slot,
         } = self;
@@ -272,14 +323,35 @@ impl ScriptTx {
             },
             Err(error) => Err(error),
         };
-        match sqlx::query("ROLLBACK").execute(&mut conn).await {
-            Ok(_) => *home = Some(conn),
+        let closed = match sqlx::query("ROLLBACK").execute(&mut conn).await {
+            Ok(_) => true,
             // The failed script never opened the transaction (e.g. BEGIN timed out).
-            Err(e) if e.to_string().contains("no transaction is active") => *home = Some(conn),
+            Err(e) if e.to_string().contains("no transaction is active") => true,
             // Dropped: closing the connection ends the transaction.
-            Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
+            Err(e) => {
+                tracing::warn!(error = %e, "rollback failed; closing the connection");
+                false
+            }
+        };
+        if closed && restore_flush(&mut conn, flush).await {
+            *home = Some(conn);
         }
         result
+    }
+}
+
+/// Puts the configured `synchronous` back after a script that lowered it failed; `false`
+/// (the connection must be closed) if that fails too.
+async fn restore_flush(conn: &mut SqliteConnection, flush: CommitFlush) -> bool {
+    let Some(statement) = flush.restore() else {
+        return true;
+    };
+    match sqlx::query(statement).execute(conn).await {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot restore synchronous; closing the connection");
+            false
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 use super::checks::{begin_and_fetch_existing, bind_lease_guard};
 use super::codec::{decode_record, timestamp_text};
 use super::columns::{image_guard, record_columns};
-use super::connect::ScriptTx;
+use super::connect::{CommitFlush, ScriptTx};
 use super::error::storage;
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
@@ -118,7 +118,12 @@ impl SqliteManagedInputStore {
             .bind(&round.round_id)
             .bind(&redacted_json);
         let Some(row) = inner
-            .write_if_unchanged(round, script, "cannot store the managed-input responses")
+            .write_if_unchanged(
+                round,
+                script,
+                CommitFlush::AsConfigured,
+                "cannot store the managed-input responses",
+            )
             .await?
         else {
             return Ok(None);

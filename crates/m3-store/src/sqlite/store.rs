@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use m3_types::{Clock, Result};
 use sqlx::query::Query;
-use sqlx::sqlite::{Sqlite, SqliteArguments, SqlitePool, SqliteRow};
+use sqlx::sqlite::{Sqlite, SqliteArguments, SqlitePool, SqliteRow, SqliteSynchronous};
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 
-use super::connect::{Primary, Reader, ScriptTx, WriteTx, begin_script, begin_write, open_pool};
+use super::connect::{
+    CommitFlush, Primary, Reader, ScriptTx, WriteTx, begin_script, begin_write, open_pool,
+};
 use super::error::storage;
 use super::file::{WriteGate, restrict_permissions, write_gate};
 use super::image::ImageCache;
@@ -64,6 +66,8 @@ pub(crate) struct Inner {
     primary: Primary,
     /// Where committed changes are announced (shared by every store on the file).
     pub(crate) signal: Arc<DatagramSignal>,
+    /// How `start_delivery` commits: without the configured flush where it is known.
+    pub(crate) delivery_flush: CommitFlush,
 }
 
 impl SqliteManagedInputStore {
@@ -90,7 +94,9 @@ impl SqliteManagedInputStore {
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteStoreOptions) -> Result<Self> {
         let (pool, path) = open_pool(path.as_ref(), &options).await?;
         let signal = DatagramSignal::for_database(&path, options.get_change_signal());
-        let store = Self::from_parts(pool, Arc::clone(options.get_clock()), path.clone(), signal);
+        let flush = CommitFlush::skipping(options.get_synchronous());
+        let store = Self::from_parts(pool, Arc::clone(options.get_clock()), path.clone(), signal)
+            .with_delivery_flush(flush);
         store.ensure_schema().await?;
         restrict_permissions(&path)?;
         tracing::debug!(path = %path.display(), "opened managed-input store");
@@ -116,14 +122,26 @@ impl SqliteManagedInputStore {
     }
 
     /// A store on an existing pool announcing its changes on `signal` (the execution
-    /// store's).
+    /// store's), whose connections were opened with `synchronous`.
     pub(crate) fn from_pool_with_signal(
         pool: SqlitePool,
         clock: Arc<dyn Clock>,
         signal: Arc<DatagramSignal>,
+        synchronous: SqliteSynchronous,
     ) -> Self {
         let path = pool_path(&pool);
         Self::from_parts(pool, clock, path, signal)
+            .with_delivery_flush(CommitFlush::skipping(synchronous))
+    }
+
+    /// Sets how `start_delivery` commits. Only a store that knows its connections'
+    /// `synchronous` skips a flush: one on a foreign pool ([`from_pool`](Self::from_pool))
+    /// commits every write as configured.
+    fn with_delivery_flush(mut self, flush: CommitFlush) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.delivery_flush = flush;
+        }
+        self
     }
 
     fn from_parts(
@@ -143,6 +161,7 @@ impl SqliteManagedInputStore {
                 images: ImageCache::default(),
                 primary: Primary::default(),
                 signal,
+                delivery_flush: CommitFlush::AsConfigured,
             }),
         }
     }
@@ -228,9 +247,11 @@ impl Inner {
         &self,
         round: &RoundRef,
         script: Query<'q, Sqlite, SqliteArguments>,
+        flush: CommitFlush,
         what: &'static str,
     ) -> Result<Option<SqliteRow>> {
         let mut write = self.begin_script().await?;
+        write.set_flush(flush);
         let rows = script
             .fetch_all(&mut *write)
             .await
@@ -252,5 +273,20 @@ impl Inner {
     /// cache is warm), else a pooled one.
     pub(crate) async fn reader(&self) -> Result<Reader> {
         self.primary.reader(&self.pool).await
+    }
+}
+
+#[cfg(test)]
+impl Inner {
+    /// The `synchronous` setting of this store object's own connection, read on it.
+    pub(crate) async fn primary_synchronous(&self) -> Result<i64> {
+        let mut reader = self.primary.reader(&self.pool).await?;
+        assert!(reader.is_primary(), "the store's own connection is busy or closed");
+        let setting = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut *reader)
+            .await
+            .map_err(|e| storage("cannot read synchronous", e))?;
+        reader.done();
+        Ok(setting)
     }
 }

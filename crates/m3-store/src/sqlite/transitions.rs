@@ -6,6 +6,7 @@ use time::OffsetDateTime;
 
 use super::checks::{bind_lease_guard, fetch_existing};
 use super::codec::{decode_record, stored_invalid, timestamp_text};
+use super::connect::CommitFlush;
 use super::columns::{image_guard, record_columns};
 use super::error::storage;
 use super::image::{Change, ImageCache};
@@ -70,21 +71,36 @@ impl Transition {
     /// with the image guard (its 25 parameters after `now`) and the `COMMIT` in the same
     /// script. It returns one row if it changed the round, none otherwise; the new record is
     /// [`apply`](Self::apply)'d to the image's, so no row needs decoding.
-    fn imaged_statement(self) -> &'static str {
-        match self {
-            Self::StartDelivery => concat!(
+    ///
+    /// `start_delivery` commits without waiting for the disk where the file is configured to
+    /// wait ([`CommitFlush`]): the script lowers `synchronous` around its own commit.
+    fn imaged_statement(self, flush: CommitFlush) -> &'static str {
+        match (self, flush) {
+            (Self::StartDelivery, CommitFlush::AsConfigured) => concat!(
                 "BEGIN IMMEDIATE;",
                 start_delivery!(),
                 image_guard!(),
                 " RETURNING status;COMMIT"
             ),
-            Self::MarkDelivered => concat!(
+            (Self::StartDelivery, CommitFlush::SkipFull) => concat!(
+                "PRAGMA synchronous=NORMAL;BEGIN IMMEDIATE;",
+                start_delivery!(),
+                image_guard!(),
+                " RETURNING status;COMMIT;PRAGMA synchronous=FULL"
+            ),
+            (Self::StartDelivery, CommitFlush::SkipExtra) => concat!(
+                "PRAGMA synchronous=NORMAL;BEGIN IMMEDIATE;",
+                start_delivery!(),
+                image_guard!(),
+                " RETURNING status;COMMIT;PRAGMA synchronous=EXTRA"
+            ),
+            (Self::MarkDelivered, _) => concat!(
                 "BEGIN IMMEDIATE;",
                 mark_delivered!(),
                 image_guard!(),
                 " RETURNING status;COMMIT"
             ),
-            Self::Resolve => concat!(
+            (Self::Resolve, _) => concat!(
                 "BEGIN IMMEDIATE;",
                 resolve!(),
                 image_guard!(),
@@ -152,8 +168,12 @@ impl SqliteManagedInputStore {
             return Ok(None);
         }
         let now_text = timestamp_text(now);
+        let flush = match transition {
+            Transition::StartDelivery => inner.delivery_flush,
+            Transition::MarkDelivered | Transition::Resolve => CommitFlush::AsConfigured,
+        };
         let script = validated.image.bind(bind_lease_guard(
-            sqlx::query(transition.imaged_statement())
+            sqlx::query(transition.imaged_statement(flush))
                 .bind(&now_text)
                 .bind(&now_text),
             round,
@@ -161,7 +181,7 @@ impl SqliteManagedInputStore {
             &now_text,
         ));
         if inner
-            .write_if_unchanged(round, script, "cannot update a managed-input round")
+            .write_if_unchanged(round, script, flush, "cannot update a managed-input round")
             .await?
             .is_none()
         {
@@ -215,5 +235,93 @@ async fn step(
     match check_transition(&current, lease, now, transition)? {
         Decision::AlreadyDone => Ok(current),
         _ => Err(raced("transition")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sqlx::Connection;
+
+    use super::*;
+    use crate::conformance::{sample_round, sample_submission};
+    use crate::sqlite::{SqliteStoreOptions, SqliteSynchronous};
+    use crate::{CreateRound, ManagedInputStore};
+
+    const FULL: i64 = 2;
+
+    /// A store on a fresh file (configured `FULL`) with one round whose response is
+    /// validated, and the round's reference and lease.
+    async fn validated_round(
+        dir: &tempfile::TempDir,
+        busy_timeout: Duration,
+    ) -> (SqliteManagedInputStore, RoundRef, LeaseRef) {
+        let options = SqliteStoreOptions::new()
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(busy_timeout);
+        let path = dir.path().join("rounds.sqlite");
+        let store = SqliteManagedInputStore::open_with(&path, options)
+            .await
+            .expect("open");
+        let created = store
+            .create_round(CreateRound::new(
+                sample_round("exec-1", "round-1"),
+                "worker-a",
+                Duration::from_secs(60),
+            ))
+            .await
+            .expect("create");
+        let round = RoundRef::new("exec-1", "round-1");
+        let lease = LeaseRef::new("worker-a", created.lease.lease_token.clone());
+        store
+            .submit_responses(&round, &lease, sample_submission("key-1"))
+            .await
+            .expect("submit");
+        // The one-trip path, the one that lowers `synchronous`, needs the round's image.
+        assert!(store.inner().images.get(&round).is_some());
+        (store, round, lease)
+    }
+
+    #[tokio::test]
+    async fn start_delivery_puts_the_configured_flush_back_after_its_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, round, lease) = validated_round(&dir, Duration::from_secs(5)).await;
+        assert_eq!(store.inner().delivery_flush, CommitFlush::SkipFull);
+        let started = store.start_delivery(&round, &lease).await.expect("start");
+        assert_eq!(started.status.as_str(), "delivery_started");
+        assert_eq!(store.inner().primary_synchronous().await.expect("read"), FULL);
+        let delivered = store.mark_delivered(&round, &lease).await.expect("deliver");
+        assert_eq!(delivered.status.as_str(), "delivered");
+    }
+
+    #[tokio::test]
+    async fn a_start_delivery_that_fails_puts_the_configured_flush_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, round, lease) = validated_round(&dir, Duration::from_millis(100)).await;
+        // Another connection holds the write lock: the script fails at its BEGIN, after it
+        // lowered `synchronous`.
+        let mut blocker = sqlx::SqliteConnection::connect(&format!(
+            "sqlite://{}",
+            store.path().display()
+        ))
+        .await
+        .expect("connect");
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut blocker)
+            .await
+            .expect("lock");
+        let error = store
+            .start_delivery(&round, &lease)
+            .await
+            .expect_err("the write lock is held");
+        assert_eq!(error.code(), "storage_error");
+        assert_eq!(store.inner().primary_synchronous().await.expect("read"), FULL);
+        sqlx::query("ROLLBACK")
+            .execute(&mut blocker)
+            .await
+            .expect("unlock");
+        let started = store.start_delivery(&round, &lease).await.expect("start");
+        assert_eq!(started.delivery_attempts, 1);
     }
 }

@@ -24,6 +24,7 @@ pub(super) async fn resolve(inner: &Inner) -> Result<Arc<dyn ManagedInputStore>>
                 inner.pool.clone(),
                 Arc::clone(&inner.clock),
                 Arc::clone(&inner.signal),
+                inner.synchronous,
             );
             tracing::debug!(path = %inner.path.display(), "resolved the managed-input store");
             Ok::<_, m3_types::Error>(Arc::new(store) as Arc<dyn ManagedInputStore>)

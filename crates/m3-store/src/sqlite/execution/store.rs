@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use m3_types::{Clock, Error, ExecutionStatus, Result, new_id, timestamp};
 use serde_json::Value;
 use sqlx::SqlitePool;
+use sqlx::sqlite::SqliteSynchronous;
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 use tracing::instrument;
@@ -65,6 +66,8 @@ pub(super) struct Inner {
     pub(super) managed: OnceCell<Arc<dyn ManagedInputStore>>,
     /// Where committed changes are announced (shared by every store on the file).
     pub(super) signal: Arc<DatagramSignal>,
+    /// The connections' configured `synchronous`, for the managed-input store on the pool.
+    pub(super) synchronous: SqliteSynchronous,
 }
 
 impl SqliteExecutionStore {
@@ -101,6 +104,7 @@ impl SqliteExecutionStore {
                 clock: Arc::clone(options.get_clock()),
                 managed: OnceCell::new(),
                 signal: DatagramSignal::for_database(&canonical, options.get_change_signal()),
+                synchronous: options.get_synchronous(),
             }),
         };
         let mut reader = store
