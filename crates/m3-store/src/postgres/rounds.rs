@@ -212,17 +212,17 @@ async fn write_round<'e>(
         CommitWait::Skip => WRITE_ROUND_UNFLUSHED,
     };
     let written: Option<i32> = sqlx::query_scalar(statement)
-    .bind(record.execution_id())
-    .bind(record.round_id())
-    .bind(record.status.as_str())
-    .bind(encode(record)?)
-    .bind(redacted_json)
-    .bind(record.lease.expires_at)
-    .bind(record.updated_at)
-    .bind(previous)
-    .fetch_optional(conn)
-    .await
-    .map_err(db("cannot write the managed-input round"))?;
+        .bind(record.execution_id())
+        .bind(record.round_id())
+        .bind(record.status.as_str())
+        .bind(encode(record)?)
+        .bind(redacted_json)
+        .bind(record.lease.expires_at)
+        .bind(record.updated_at)
+        .bind(previous)
+        .fetch_optional(conn)
+        .await
+        .map_err(db("cannot write the managed-input round"))?;
     Ok(written.is_some())
 }
 

@@ -281,7 +281,10 @@ impl Inner {
     /// The `synchronous` setting of this store object's own connection, read on it.
     pub(crate) async fn primary_synchronous(&self) -> Result<i64> {
         let mut reader = self.primary.reader(&self.pool).await?;
-        assert!(reader.is_primary(), "the store's own connection is busy or closed");
+        assert!(
+            reader.is_primary(),
+            "the store's own connection is busy or closed"
+        );
         let setting = sqlx::query_scalar("PRAGMA synchronous")
             .fetch_one(&mut *reader)
             .await

@@ -6,8 +6,8 @@ use time::OffsetDateTime;
 
 use super::checks::{bind_lease_guard, fetch_existing};
 use super::codec::{decode_record, stored_invalid, timestamp_text};
-use super::connect::CommitFlush;
 use super::columns::{image_guard, record_columns};
+use super::connect::CommitFlush;
 use super::error::storage;
 use super::image::{Change, ImageCache};
 use super::store::SqliteManagedInputStore;
@@ -290,7 +290,10 @@ mod tests {
         assert_eq!(store.inner().delivery_flush, CommitFlush::SkipFull);
         let started = store.start_delivery(&round, &lease).await.expect("start");
         assert_eq!(started.status.as_str(), "delivery_started");
-        assert_eq!(store.inner().primary_synchronous().await.expect("read"), FULL);
+        assert_eq!(
+            store.inner().primary_synchronous().await.expect("read"),
+            FULL
+        );
         let delivered = store.mark_delivered(&round, &lease).await.expect("deliver");
         assert_eq!(delivered.status.as_str(), "delivered");
     }
@@ -301,12 +304,10 @@ mod tests {
         let (store, round, lease) = validated_round(&dir, Duration::from_millis(100)).await;
         // Another connection holds the write lock: the script fails at its BEGIN, after it
         // lowered `synchronous`.
-        let mut blocker = sqlx::SqliteConnection::connect(&format!(
-            "sqlite://{}",
-            store.path().display()
-        ))
-        .await
-        .expect("connect");
+        let mut blocker =
+            sqlx::SqliteConnection::connect(&format!("sqlite://{}", store.path().display()))
+                .await
+                .expect("connect");
         sqlx::query("BEGIN IMMEDIATE")
             .execute(&mut blocker)
             .await
@@ -316,7 +317,10 @@ mod tests {
             .await
             .expect_err("the write lock is held");
         assert_eq!(error.code(), "storage_error");
-        assert_eq!(store.inner().primary_synchronous().await.expect("read"), FULL);
+        assert_eq!(
+            store.inner().primary_synchronous().await.expect("read"),
+            FULL
+        );
         sqlx::query("ROLLBACK")
             .execute(&mut blocker)
             .await
