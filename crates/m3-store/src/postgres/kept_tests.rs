@@ -181,3 +181,53 @@ async fn a_write_dropped_mid_statement_does_not_keep_its_connection() {
     assert_eq!(answered.status.as_str(), "response_validated");
     assert_eq!(kept_count(&store), 1);
 }
+
+/// One round's lifecycle (create, answer, deliver, resolve) of a fresh execution.
+async fn lifecycle(store: &PgManagedInputStore) -> m3_types::Result<()> {
+    let execution = m3_types::new_id();
+    let created = store
+        .create_round(CreateRound::new(
+            sample_round(&execution, "round-1"),
+            "worker-1",
+            LEASE,
+        ))
+        .await?;
+    let (round, lease) = (
+        RoundRef::new(execution, "round-1"),
+        LeaseRef::of(&created.lease),
+    );
+    store
+        .submit_responses(&round, &lease, sample_submission("k-1"))
+        .await?;
+    store.start_delivery(&round, &lease).await?;
+    store.mark_delivered(&round, &lease).await?;
+    store.resolve(&round, &lease).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_concurrent_writers_than_connections_all_finish() {
+    // 16 writers on a pool of 4: writers wait for connections, kept ones included, and
+    // announcements queued for the sender task need a connection of the pool too.
+    let store = PgManagedInputStore::open_with(isolated_options().unwrap().max_connections(4))
+        .await
+        .unwrap();
+    let mut writers = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let store = store.clone();
+        writers.spawn(async move {
+            for _ in 0..3 {
+                lifecycle(&store).await?;
+            }
+            Ok::<_, m3_types::Error>(())
+        });
+    }
+    let finished = tokio::time::timeout(PATIENCE, async {
+        while let Some(joined) = writers.join_next().await {
+            joined.unwrap().unwrap();
+        }
+    })
+    .await;
+    assert!(finished.is_ok(), "concurrent writers did not finish");
+    assert!(kept_count(&store) <= 2, "at most half the pool is kept");
+}
