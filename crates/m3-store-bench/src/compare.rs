@@ -26,6 +26,11 @@ impl Pair {
     pub(crate) fn median_ours(&self) -> f64 {
         median(&self.runs.iter().map(|(ours, _)| *ours).collect::<Vec<_>>())
     }
+
+    /// The median bare sqlx rate.
+    pub(crate) fn median_bare(&self) -> f64 {
+        median(&self.runs.iter().map(|(_, bare)| *bare).collect::<Vec<_>>())
+    }
 }
 
 /// Whether repetition `index` runs m3-rs first (even) or bare sqlx first (odd).
@@ -62,7 +67,8 @@ fn cells(pair: &Pair) -> [String; 4] {
 }
 
 /// Prints the summary: every repetition of every pair, the median ratio, and the two
-/// target ratios (single / bare sqlx; most concurrent / single, on medians).
+/// target ratios (single / bare sqlx; most concurrent / single, on medians, beside bare
+/// sqlx's own most concurrent / single).
 pub(crate) fn print_summary(title: &str, single: &Pair, concurrent: &[(usize, Pair)]) {
     println!();
     println!("== summary: {title}");
@@ -100,6 +106,13 @@ pub(crate) fn print_summary(title: &str, single: &Pair, concurrent: &[(usize, Pa
             pair.median_ours(),
             single.median_ours()
         );
+        // What this machine and server allow: the same ratio of the bare floor, same run.
+        println!(
+            "bare sqlx {executions} concurrent / single: {:.1}x (medians {:.1} / {:.1}; the machine's bound on the ratio above)",
+            pair.median_bare() / single.median_bare(),
+            pair.median_bare(),
+            single.median_bare()
+        );
     }
     println!(
         "m3-rs postgres single / bare sqlx: {:.0}% (median of {} interleaved repetitions; target >= 80%)",
@@ -128,6 +141,7 @@ mod tests {
         };
         assert!((pair.median_ratio() - 0.5).abs() < 1e-9);
         assert!((pair.median_ours() - 50.0).abs() < 1e-9);
+        assert!((pair.median_bare() - 100.0).abs() < 1e-9);
         let [ours, bare, ratios, median] = cells(&pair);
         assert_eq!(ours, "50.0 90.0 10.0");
         assert_eq!(bare, "100.0 100.0 100.0");

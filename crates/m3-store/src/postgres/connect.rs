@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use m3_types::{Clock, Error, Result};
 use sqlx::migrate::{MigrateError, Migrator};
-use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use time::OffsetDateTime;
 
 use super::error::db;
+use super::kept::{KeptConnections, StoreConnection};
 use super::signal::PgSignal;
 
 /// The pool size when the URL has no `max_connections` parameter.
@@ -162,6 +162,8 @@ pub(crate) struct Shared {
     pub(crate) clock: Arc<dyn Clock>,
     /// Where committed changes are announced and heard (see [`PgSignal`]).
     pub(crate) signal: Arc<PgSignal>,
+    /// Connections kept between operations (see [`KeptConnections`]).
+    pub(crate) kept: KeptConnections,
 }
 
 impl Shared {
@@ -174,12 +176,11 @@ impl Shared {
         }
     }
 
-    /// A connection of the pool, for an operation's statements in a row.
-    pub(crate) async fn connection(&self) -> Result<PoolConnection<Postgres>> {
-        self.pool
-            .acquire()
-            .await
-            .map_err(db("cannot connect to PostgreSQL"))
+    /// A connection for an operation's autocommit statements in a row: one this store
+    /// object kept from its previous operation, else one of the pool (see
+    /// [`KeptConnections`]).
+    pub(crate) async fn connection(&self) -> Result<StoreConnection<'_>> {
+        self.kept.connection().await
     }
 
     /// The injected clock's time, for statements that otherwise read the server clock
@@ -233,6 +234,7 @@ pub(crate) async fn open(options: PgStoreOptions) -> Result<Shared> {
         options.change_signal,
     ));
     Ok(Shared {
+        kept: KeptConnections::new(pool.clone(), options.max_connections),
         pool,
         injected: options.clock,
         clock,

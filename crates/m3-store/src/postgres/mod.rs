@@ -20,6 +20,7 @@ mod connect;
 mod error;
 mod execution_writes;
 mod executions;
+mod kept;
 mod renew;
 mod round_create;
 mod rounds;

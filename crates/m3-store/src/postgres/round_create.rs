@@ -22,10 +22,13 @@ impl PgManagedInputStore {
     pub(super) async fn do_create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
         let new = prepare_create(request)?;
         let mut conn = self.shared().connection().await?;
-        let done = self.create_on(&mut conn, &new).await;
+        let done = self.create_on(conn.in_use(), &new).await;
+        conn.settle(&done);
         if done.is_ok() {
             let change = Change::new(new.round().execution_id, ChangeKind::Round);
-            self.shared().signal.announce_on(&mut conn, &change).await;
+            self.shared().signal.announce_on(conn, &change).await;
+        } else {
+            conn.release();
         }
         done
     }

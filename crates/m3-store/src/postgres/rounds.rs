@@ -116,13 +116,16 @@ impl PgManagedInputStore {
         wait: CommitWait,
         step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
     ) -> Result<ManagedInputRecord> {
-        // One connection for the read, the write and the announcement: each pool checkout
-        // costs a round trip of sqlx's when the connection goes back.
+        // One connection for the read, the write and the announcement, kept for the next
+        // operation: each pool checkout costs a round trip of sqlx's when it goes back.
         let mut conn = self.shared.connection().await?;
-        let done = self.update_on(&mut conn, round, wait, step).await;
+        let done = self.update_on(conn.in_use(), round, wait, step).await;
+        conn.settle(&done);
         if announce && done.is_ok() {
             let change = round_change(round);
-            self.shared.signal.announce_on(&mut conn, &change).await;
+            self.shared.signal.announce_on(conn, &change).await;
+        } else {
+            conn.release();
         }
         done
     }
@@ -318,27 +321,33 @@ impl ManagedInputStore for PgManagedInputStore {
 
     async fn get_round(&self, round: &RoundRef) -> Result<Option<ManagedInputRecord>> {
         require_round(round)?;
-        let stored: Option<String> = sqlx::query_scalar(
+        let mut conn = self.shared.connection().await?;
+        let stored: Result<Option<String>, _> = sqlx::query_scalar(
             "SELECT record_json FROM m3rs_rounds WHERE execution_id = $1 AND round_id = $2",
         )
         .bind(&round.execution_id)
         .bind(&round.round_id)
-        .fetch_optional(&self.shared.pool)
-        .await
-        .map_err(db("cannot read the managed-input round"))?;
+        .fetch_optional(conn.in_use())
+        .await;
+        conn.settle_sqlx(&stored);
+        conn.release();
+        let stored = stored.map_err(db("cannot read the managed-input round"))?;
         stored.as_deref().map(decode).transpose()
     }
 
     async fn scan_rounds(&self, execution_id: &str) -> Result<RoundScan> {
         require_text(execution_id, "execution_id")?;
-        let rows: Vec<(String, String)> = sqlx::query_as(
+        let mut conn = self.shared.connection().await?;
+        let rows: Result<Vec<(String, String)>, _> = sqlx::query_as(
             "SELECT round_id, record_json FROM m3rs_rounds WHERE execution_id = $1 \
              ORDER BY round_index, round_id",
         )
         .bind(execution_id)
-        .fetch_all(&self.shared.pool)
-        .await
-        .map_err(db("cannot list the execution's rounds"))?;
+        .fetch_all(conn.in_use())
+        .await;
+        conn.settle_sqlx(&rows);
+        conn.release();
+        let rows = rows.map_err(db("cannot list the execution's rounds"))?;
         let mut scan = RoundScan::default();
         for (round_id, stored) in rows {
             match decode(&stored) {

@@ -34,11 +34,12 @@ use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-use sqlx::{PgConnection, PgExecutor, Postgres};
+use sqlx::{PgExecutor, Postgres};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::connect::Shared;
+use super::kept::StoreConnection;
 use crate::signal::{Change, ChangeHub, ChangeSignal, ChangeSubscription, Topic};
 
 /// The announcing statement: one notification per payload, in a transaction that does not
@@ -176,19 +177,25 @@ impl PgSignal {
     }
 
     /// [`announce`](Self::announce), by a writer that still holds the connection of its
-    /// commit: when no other announcement of this object is under way it is sent on that
-    /// connection (no hand-off to the sender task, no other checkout); otherwise it is
-    /// queued to go out with the others in one statement.
-    pub(crate) async fn announce_on(&self, conn: &mut PgConnection, change: &Change) {
+    /// commit, and releases that connection: when no other announcement of this object is
+    /// under way it is sent on that connection (no hand-off to the sender task, no other
+    /// checkout); otherwise the connection is released first (the sender task may need a
+    /// connection of the pool) and the announcement queued to go out with the others in
+    /// one statement.
+    pub(crate) async fn announce_on(&self, mut conn: StoreConnection<'_>, change: &Change) {
         self.hub.publish(change);
         if !self.cross_process {
+            conn.release();
             return;
         }
         let payload = self.payload(change);
         let announcing = InFlight::enter(&self.in_flight);
         if announcing.alone {
-            send(conn, &self.channel, &[payload]).await;
+            let sent = send(conn.in_use(), &self.channel, &[payload]).await;
+            conn.settle_sqlx(&sent);
+            conn.release();
         } else {
+            conn.release();
             self.queue_and_send(payload).await;
         }
     }
@@ -207,7 +214,7 @@ impl PgSignal {
             }
             None => payload,
         };
-        send(&self.pool, &self.channel, &[payload]).await;
+        let _ = send(&self.pool, &self.channel, &[payload]).await;
     }
 
     /// The sender task's queue, started on first use in the current tokio runtime: the
@@ -271,7 +278,9 @@ impl ChangeSignal for PgSignal {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (pool, channel) = (self.pool.clone(), self.channel.clone());
             let payload = self.payload(change);
-            runtime.spawn(async move { send(&pool, &channel, &[payload]).await });
+            runtime.spawn(async move {
+                let _ = send(&pool, &channel, &[payload]).await;
+            });
         }
     }
 
@@ -339,7 +348,7 @@ async fn send_loop(pool: PgPool, channel: String, mut queued: mpsc::UnboundedRec
             Some(conn) => send(conn, &channel, &payloads).await,
             None => send(&pool, &channel, &payloads).await,
         };
-        if !sent || pool.num_idle() == 0 {
+        if sent.is_err() || pool.num_idle() == 0 {
             // A connection that failed may be broken (the pool tests it when taken back);
             // and none is kept that a writer may be waiting for.
             held = None;
@@ -350,9 +359,13 @@ async fn send_loop(pool: PgPool, channel: String, mut queued: mpsc::UnboundedRec
     }
 }
 
-/// Sends `payloads` on `channel`; a failure is logged only (waiters fall back to polling).
-/// Returns whether it was sent.
-async fn send<'e>(conn: impl PgExecutor<'e>, channel: &str, payloads: &[String]) -> bool {
+/// Sends `payloads` on `channel`; a failure is logged only (waiters fall back to polling),
+/// and returned for the caller to judge its connection.
+async fn send<'e>(
+    conn: impl PgExecutor<'e>,
+    channel: &str,
+    payloads: &[String],
+) -> Result<(), sqlx::Error> {
     let sent = sqlx::query(NOTIFY)
         .bind(channel)
         .bind(payloads)
@@ -361,7 +374,7 @@ async fn send<'e>(conn: impl PgExecutor<'e>, channel: &str, payloads: &[String])
     if let Err(error) = &sent {
         tracing::debug!(%error, channel, "change notification not sent; waiters poll");
     }
-    sent.is_ok()
+    sent.map(|_| ())
 }
 
 /// What the listener task needs.
