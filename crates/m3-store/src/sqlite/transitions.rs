@@ -10,9 +10,7 @@ use super::columns::{image_guard, record_columns};
 use super::error::storage;
 use super::image::{Change, ImageCache};
 use super::store::SqliteManagedInputStore;
-use crate::managed_input::rules::{
-    Decision, Transition, check_lease_args, check_transition, raced,
-};
+use crate::managed_input::rules::{Decision, Transition, check_transition, raced};
 use crate::{LeaseRef, RoundRef};
 
 /// The SQL of each shared [`Transition`].
@@ -119,7 +117,6 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         transition: Transition,
     ) -> Result<ManagedInputRecord> {
-        check_lease_args(round, lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         if let Some(record) = self.imaged_transition(round, lease, transition).await? {
