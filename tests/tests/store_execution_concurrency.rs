@@ -6,7 +6,7 @@ mod store_execution_support;
 use std::process::Output;
 use std::time::Duration;
 
-use m3_store::{ExecutionStore, FinishExecution};
+use m3_store::{AppendEvent, ExecutionStore, FinishExecution};
 use m3_types::{ExecutionOutcome, ExecutionStatus};
 use serde_json::{Value, json};
 use store_execution_support::*;
@@ -31,10 +31,7 @@ async fn second_store_object_sees_cancel_events_and_lease() -> TestResult {
     assert_eq!(err.details()["reason"], "lease_held");
     first
         .append_event(
-            &id,
-            "diagnostic",
-            json!({"from": "first"}),
-            Some(&held.to_ref()),
+            AppendEvent::new(&id, "diagnostic", json!({"from": "first"})).with_lease(held.to_ref()),
         )
         .await?;
     let seen = second.list_events(&id, Some(0)).await?;
@@ -113,7 +110,7 @@ async fn appenders_in_several_processes_share_one_sequence() -> TestResult {
         for n in 0..PER_PROCESS {
             mine.push(
                 store
-                    .append_event(&id, "local", json!({"n": n}), None)
+                    .append_event(AppendEvent::new(&id, "local", json!({"n": n})))
                     .await?
                     .sequence,
             );

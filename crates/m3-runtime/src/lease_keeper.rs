@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use m3_store::{
-    ExecutionLease, ExecutionLeaseRef, ExecutionStore, LeaseRef, ManagedInputStore, RoundRef,
+    ExecutionLease, ExecutionLeaseRef, ExecutionStore, LeaseRef, ManagedInputStore, RenewLeases,
+    RenewRoundLeases, RoundRef,
 };
 use m3_types::{Error, ManagedInputRecord, Result};
 use tokio::sync::{Notify, oneshot};
@@ -235,7 +236,7 @@ async fn renew_batch(key: BatchKey, batch: &[(u64, Held)]) -> Vec<Result<Renewed
                 })
                 .collect();
             store
-                .renew_leases(&leases, key.ttl)
+                .renew_leases(RenewRoundLeases::new(leases, key.ttl))
                 .await
                 .map(|all| map_ok(all, |record| Renewed::Round(Box::new(record))))
         }
@@ -248,7 +249,7 @@ async fn renew_batch(key: BatchKey, batch: &[(u64, Held)]) -> Vec<Result<Renewed
                 })
                 .collect();
             store
-                .renew_leases(&leases, key.ttl)
+                .renew_leases(RenewLeases::new(leases, key.ttl))
                 .await
                 .map(|all| map_ok(all, |_: ExecutionLease| Renewed::Execution))
         }

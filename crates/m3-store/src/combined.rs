@@ -1,16 +1,14 @@
 //! [`CombinedStore`]: executions in one backend, managed-input rounds in another.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use m3_types::{Clock, ExecutionStatus, Result};
-use serde_json::Value;
+use m3_types::{Clock, Result};
 
 use crate::{
-    AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
-    ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore,
-    NewExecution, TerminalizeExpired, Terminalized,
+    AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
+    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
+    ListExecutions, ManagedInputStore, NewExecution, RenewLeases, TerminalizeExpired, Terminalized,
 };
 
 /// An [`ExecutionStore`] whose executions live in `executions` and whose managed-input
@@ -61,61 +59,28 @@ impl ExecutionStore for CombinedStore {
         self.executions.claim_queued(request).await
     }
 
-    async fn renew_lease(
-        &self,
-        lease: &ExecutionLeaseRef,
-        ttl: Duration,
-    ) -> Result<ExecutionLease> {
-        self.executions.renew_lease(lease, ttl).await
-    }
-
-    async fn renew_leases(
-        &self,
-        leases: &[ExecutionLeaseRef],
-        ttl: Duration,
-    ) -> Result<Vec<Result<ExecutionLease>>> {
-        self.executions.renew_leases(leases, ttl).await
+    async fn renew_leases(&self, batch: RenewLeases) -> Result<Vec<Result<ExecutionLease>>> {
+        self.executions.renew_leases(batch).await
     }
 
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
         self.executions.release_lease(lease).await
     }
 
-    async fn transition(
-        &self,
-        execution_id: &str,
-        to: ExecutionStatus,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionRecord> {
-        self.executions.transition(execution_id, to, lease).await
+    async fn write_execution(&self, change: ExecutionChange) -> Result<ExecutionRecord> {
+        self.executions.write_execution(change).await
     }
 
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
         self.executions.finish(request).await
     }
 
-    async fn request_cancel(
-        &self,
-        execution_id: &str,
-        reason: Option<&str>,
-    ) -> Result<ExecutionRecord> {
-        self.executions.request_cancel(execution_id, reason).await
-    }
-
     async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {
         self.executions.is_cancel_requested(execution_id).await
     }
 
-    async fn append_event(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        payload: Value,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionEvent> {
-        self.executions
-            .append_event(execution_id, kind, payload, lease)
-            .await
+    async fn append_event(&self, event: AppendEvent) -> Result<ExecutionEvent> {
+        self.executions.append_event(event).await
     }
 
     async fn list_events(

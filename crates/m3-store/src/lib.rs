@@ -58,6 +58,7 @@
 #![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 #![deny(unused_must_use)]
 
+mod batch;
 mod clock;
 mod combined;
 pub mod managed_input;
@@ -76,7 +77,8 @@ pub use clock::{store_now, truncate_to_stored_precision};
 pub use combined::CombinedStore;
 pub use managed_input::{
     ClaimRound, CreateRound, DEFAULT_ROUND_LIMIT, LeaseRef, ManagedInputStore,
-    ManagedInputStoreExt, ResponseSubmission, RoundFailure, RoundRef, RoundScan, UnreadableRound,
+    ManagedInputStoreExt, RenewRoundLeases, ResponseSubmission, RoundChange, RoundFailure, RoundOp,
+    RoundRef, RoundScan, UnreadableRound,
 };
 pub use open::{StoreUrl, open};
 #[cfg(feature = "postgres")]
@@ -101,11 +103,11 @@ pub struct PostgresGuide;
 pub mod execution;
 
 pub use execution::{
-    AcquireLease, ClaimQueued, ClaimedExecution, EVENT_ELICITATION_REQUEST,
+    AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, EVENT_ELICITATION_REQUEST,
     EVENT_ELICITATION_RESPONSE, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
-    EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
-    ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, NewExecution,
-    TerminalizeExpired, Terminalized,
+    EVENT_EXECUTION_STATE_CHANGED, ExecutionChange, ExecutionEvent, ExecutionLease,
+    ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions,
+    NewExecution, RenewLeases, TerminalizeExpired, Terminalized,
 };
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

@@ -42,19 +42,18 @@ async fn memory_execution_store_passes_the_execution_suite() {
 /// message replaced (code, details and reason kept).
 mod reworded {
     use std::sync::Arc;
-    use std::time::Duration;
 
     use async_trait::async_trait;
     use m3_store::conformance::execution::{self, ExecutionBackend};
     use m3_store::conformance::{Backend, run_all};
     use m3_store::memory::{MemoryExecutionStore, MemoryManagedInputStore};
     use m3_store::{
-        AcquireLease, ClaimQueued, ClaimRound, ClaimedExecution, CreateRound, ExecutionEvent,
-        ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
-        LeaseRef, ListExecutions, ManagedInputStore, NewExecution, ResponseSubmission,
-        RoundFailure, RoundRef, RoundScan, TerminalizeExpired, Terminalized,
+        AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, CreateRound, ExecutionChange,
+        ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore,
+        FinishExecution, ListExecutions, ManagedInputStore, NewExecution, RenewLeases,
+        RenewRoundLeases, RoundChange, RoundRef, RoundScan, TerminalizeExpired, Terminalized,
     };
-    use m3_types::{Clock, Error, ExecutionStatus, ManagedInputRecord, Result};
+    use m3_types::{Clock, Error, ManagedInputRecord, Result};
     use serde_json::{Map, Value};
 
     /// The same error with the message "reworded: <code>".
@@ -84,61 +83,15 @@ mod reworded {
         async fn scan_rounds(&self, execution_id: &str) -> Result<RoundScan> {
             r(self.0.scan_rounds(execution_id).await)
         }
-        async fn claim_round(
+        async fn renew_leases(
             &self,
-            round: &RoundRef,
-            claim: ClaimRound,
-        ) -> Result<ManagedInputRecord> {
-            r(self.0.claim_round(round, claim).await)
+            batch: RenewRoundLeases,
+        ) -> Result<Vec<Result<ManagedInputRecord>>> {
+            let outcomes = r(self.0.renew_leases(batch).await)?;
+            Ok(outcomes.into_iter().map(r).collect())
         }
-        async fn renew(
-            &self,
-            round: &RoundRef,
-            lease: &LeaseRef,
-            d: Duration,
-        ) -> Result<ManagedInputRecord> {
-            r(self.0.renew(round, lease, d).await)
-        }
-        async fn submit_responses(
-            &self,
-            round: &RoundRef,
-            lease: &LeaseRef,
-            submission: ResponseSubmission,
-        ) -> Result<ManagedInputRecord> {
-            r(self.0.submit_responses(round, lease, submission).await)
-        }
-        async fn start_delivery(
-            &self,
-            round: &RoundRef,
-            lease: &LeaseRef,
-        ) -> Result<ManagedInputRecord> {
-            r(self.0.start_delivery(round, lease).await)
-        }
-        async fn mark_delivered(
-            &self,
-            round: &RoundRef,
-            lease: &LeaseRef,
-        ) -> Result<ManagedInputRecord> {
-            r(self.0.mark_delivered(round, lease).await)
-        }
-        async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
-            r(self.0.resolve(round, lease).await)
-        }
-        async fn fail(
-            &self,
-            round: &RoundRef,
-            lease: &LeaseRef,
-            failure: RoundFailure,
-        ) -> Result<ManagedInputRecord> {
-            r(self.0.fail(round, lease, failure).await)
-        }
-        async fn fail_recovery(
-            &self,
-            round: &RoundRef,
-            token: &str,
-            message: &str,
-        ) -> Result<ManagedInputRecord> {
-            r(self.0.fail_recovery(round, token, message).await)
+        async fn write_round(&self, change: RoundChange) -> Result<ManagedInputRecord> {
+            r(self.0.write_round(change).await)
         }
         async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {
             r(self.0.fail_unresolved_rounds(execution_id, message).await)
@@ -165,41 +118,24 @@ mod reworded {
         async fn claim_queued(&self, request: ClaimQueued) -> Result<Option<ClaimedExecution>> {
             r(self.0.claim_queued(request).await)
         }
-        async fn renew_lease(
-            &self,
-            lease: &ExecutionLeaseRef,
-            ttl: Duration,
-        ) -> Result<ExecutionLease> {
-            r(self.0.renew_lease(lease, ttl).await)
+        async fn renew_leases(&self, batch: RenewLeases) -> Result<Vec<Result<ExecutionLease>>> {
+            let outcomes = r(self.0.renew_leases(batch).await)?;
+            Ok(outcomes.into_iter().map(r).collect())
         }
         async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
             r(self.0.release_lease(lease).await)
         }
-        async fn transition(
-            &self,
-            id: &str,
-            to: ExecutionStatus,
-            lease: Option<&ExecutionLeaseRef>,
-        ) -> Result<ExecutionRecord> {
-            r(self.0.transition(id, to, lease).await)
+        async fn write_execution(&self, change: ExecutionChange) -> Result<ExecutionRecord> {
+            r(self.0.write_execution(change).await)
         }
         async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
             r(self.0.finish(request).await)
         }
-        async fn request_cancel(&self, id: &str, reason: Option<&str>) -> Result<ExecutionRecord> {
-            r(self.0.request_cancel(id, reason).await)
-        }
         async fn is_cancel_requested(&self, id: &str) -> Result<bool> {
             r(self.0.is_cancel_requested(id).await)
         }
-        async fn append_event(
-            &self,
-            id: &str,
-            kind: &str,
-            payload: Value,
-            lease: Option<&ExecutionLeaseRef>,
-        ) -> Result<ExecutionEvent> {
-            r(self.0.append_event(id, kind, payload, lease).await)
+        async fn append_event(&self, event: AppendEvent) -> Result<ExecutionEvent> {
+            r(self.0.append_event(event).await)
         }
         async fn list_events(&self, id: &str, after: Option<u64>) -> Result<Vec<ExecutionEvent>> {
             r(self.0.list_events(id, after).await)

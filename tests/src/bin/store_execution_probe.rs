@@ -13,7 +13,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use m3_store::{ExecutionStore, SqliteExecutionStore};
+use m3_store::{AppendEvent, ExecutionStore, SqliteExecutionStore};
 use serde_json::json;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -49,12 +49,11 @@ async fn run(args: Vec<String>) -> Result<(), BoxError> {
             let count: u32 = count.parse()?;
             for n in 0..count {
                 let event = store
-                    .append_event(
+                    .append_event(AppendEvent::new(
                         execution_id,
                         "probe",
                         json!({"n": n, "pid": std::process::id()}),
-                        None,
-                    )
+                    ))
                     .await?;
                 println!("{}", event.sequence);
             }

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use m3_store::signal::{ChangeSubscription, Topic};
 use m3_store::{
-    CreateRound, EVENT_ELICITATION_REQUEST, EVENT_ELICITATION_RESPONSE, ExecutionLeaseRef,
-    ExecutionStore, LeaseRef, ManagedInputStore, RoundFailure, RoundRef,
+    AppendEvent, CreateRound, EVENT_ELICITATION_REQUEST, EVENT_ELICITATION_RESPONSE,
+    ExecutionLeaseRef, ExecutionStore, LeaseRef, ManagedInputStore, RoundFailure, RoundRef,
 };
 use m3_types::messages;
 use m3_types::{
@@ -330,12 +330,7 @@ impl Coordinator {
             .await?
             .unwrap_or_default();
         self.executions
-            .append_event(
-                self.execution_id(),
-                EVENT_ELICITATION_RESPONSE,
-                json!({"round_id": round.round_id, "round_index": round_index, "responses": redacted}),
-                Some(&self.execution_lease),
-            )
+            .append_event(AppendEvent::new(self.execution_id(), EVENT_ELICITATION_RESPONSE, json!({"round_id": round.round_id, "round_index": round_index, "responses": redacted})).with_lease(self.execution_lease.clone()))
             .await?;
         self.executions
             .transition(
@@ -350,10 +345,12 @@ impl Coordinator {
     async fn setup_waiting(&self, request_event: Value) -> Result<()> {
         self.executions
             .append_event(
-                self.execution_id(),
-                EVENT_ELICITATION_REQUEST,
-                request_event,
-                Some(&self.execution_lease),
+                AppendEvent::new(
+                    self.execution_id(),
+                    EVENT_ELICITATION_REQUEST,
+                    request_event,
+                )
+                .with_lease(self.execution_lease.clone()),
             )
             .await?;
         let current = self.executions.get_execution(self.execution_id()).await?;

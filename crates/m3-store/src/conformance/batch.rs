@@ -11,7 +11,7 @@ use super::fixture::{
     start_time,
 };
 use super::{CaseResult, Harness};
-use crate::{CreateRound, LeaseRef, RoundRef};
+use crate::{CreateRound, LeaseRef, RenewRoundLeases, RoundRef};
 
 const INVALID: &str = "managed_input_invalid";
 const CONFLICT: &str = "managed_input_conflict";
@@ -38,7 +38,7 @@ pub async fn renew_leases_decides_each_item_like_renew(h: &Harness) -> CaseResul
         .fail(&failed_ref, &failed_lease, cancelled())
         .await?;
     advance(&h.clock, 15);
-    let batch = [
+    let batch = vec![
         (round_ref(), lease()),
         (RoundRef::of(&expired), LeaseRef::of(&expired.lease)),
         (round_ref(), LeaseRef::new(OWNER, "lease-other")),
@@ -47,7 +47,10 @@ pub async fn renew_leases_decides_each_item_like_renew(h: &Harness) -> CaseResul
         (RoundRef::new("", "round-1"), lease()),
     ];
     let duration = Duration::from_secs(60);
-    let outcomes = h.store.renew_leases(&batch, duration).await?;
+    let outcomes = h
+        .store
+        .renew_leases(RenewRoundLeases::new(batch, duration))
+        .await?;
     let refusals = [
         (CONFLICT, Some(Reason::LeaseExpired)),
         (CONFLICT, Some(Reason::LeaseNotHeld)),
@@ -82,14 +85,20 @@ pub async fn renew_leases_accepts_an_empty_batch_and_refuses_a_zero_duration(
     h: &Harness,
 ) -> CaseResult {
     ensure!(
-        h.store.renew_leases(&[], LEASE).await?.is_empty(),
+        h.store
+            .renew_leases(RenewRoundLeases::new(vec![], LEASE))
+            .await?
+            .is_empty(),
         "an empty batch has no outcomes"
     );
     let created = pending(h).await?;
     advance(&h.clock, 5);
     expect_error(
         h.store
-            .renew_leases(&[(round_ref(), lease())], Duration::ZERO)
+            .renew_leases(RenewRoundLeases::new(
+                vec![(round_ref(), lease())],
+                Duration::ZERO,
+            ))
             .await,
         INVALID,
         Some(Reason::InvalidLeaseDuration),

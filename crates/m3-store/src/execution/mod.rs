@@ -32,16 +32,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use m3_types::{Clock, ExecutionStatus, Result};
-use serde_json::Value;
 
 use crate::ManagedInputStore;
 
 pub use record::{
-    AcquireLease, ClaimQueued, ClaimedExecution, EVENT_ELICITATION_REQUEST,
+    AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, EVENT_ELICITATION_REQUEST,
     EVENT_ELICITATION_RESPONSE, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
-    EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
-    ExecutionRecord, FinishExecution, ListExecutions, NewExecution, TerminalizeExpired,
-    Terminalized,
+    EVENT_EXECUTION_STATE_CHANGED, ExecutionChange, ExecutionEvent, ExecutionLease,
+    ExecutionLeaseRef, ExecutionRecord, FinishExecution, ListExecutions, NewExecution, RenewLeases,
+    TerminalizeExpired, Terminalized,
 };
 
 /// Durable executions with worker leases, a cancel flag and an append-only,
@@ -108,40 +107,38 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
 
     /// Extends a live lease to `now + ttl` (heartbeat).
     ///
+    /// Provided: [`renew_leases`](Self::renew_leases) with a batch of one.
+    ///
     /// # Errors
     /// `invalid_argument` for a zero ttl; `managed_input_conflict` if the lease
     /// is not held (wrong owner/token, released, execution missing) or has
     /// expired — the worker has lost the execution and must stop;
     /// `managed_input_state` if the execution finished; `storage_error`.
-    async fn renew_lease(&self, lease: &ExecutionLeaseRef, ttl: Duration)
-    -> Result<ExecutionLease>;
+    async fn renew_lease(
+        &self,
+        lease: &ExecutionLeaseRef,
+        ttl: Duration,
+    ) -> Result<ExecutionLease> {
+        let batch = RenewLeases::new(vec![lease.clone()], ttl);
+        crate::batch::single_outcome(self.renew_leases(batch).await)
+    }
 
     /// Renews many worker leases in one call (heartbeat of a worker driving many
-    /// executions): for each lease the outcome [`renew_lease`](Self::renew_lease) would
-    /// give, in the same order (`outcomes[i]` belongs to `leases[i]`): the renewed lease
-    /// (expiring at `now + ttl`), or the error that refused that item (missing execution,
+    /// executions): for each lease of `batch.leases` the outcome [`renew_lease`](Self::renew_lease) would
+    /// give, in the same order (`outcomes[i]` belongs to `batch.leases[i]`): the renewed
+    /// lease (expiring at `now + batch.ttl`), or the error that refused that item (missing execution,
     /// lease not held, expired, execution finished). One refused item never stops the
     /// others.
     ///
-    /// Backends override the default (a loop over [`renew_lease`](Self::renew_lease)) to
-    /// renew the batch in one transaction or statement. An empty batch is `Ok(vec![])`.
+    /// Each item is decided by [`rules::renew_step`] (or [`rules::check_lease_write`]) on
+    /// the record read. Renew the batch in one transaction or statement if the storage
+    /// allows. An empty batch is `Ok(vec![])`.
     ///
     /// # Errors
-    /// The call as a whole fails only with `invalid_argument` for a zero ttl (nothing
-    /// renewed) or `storage_error` (a backend that renews in one transaction then renewed
-    /// none of the batch).
-    async fn renew_leases(
-        &self,
-        leases: &[ExecutionLeaseRef],
-        ttl: Duration,
-    ) -> Result<Vec<Result<ExecutionLease>>> {
-        rules::lease_expiry(crate::store_now(self.clock().as_ref()), ttl)?;
-        let mut outcomes = Vec::with_capacity(leases.len());
-        for lease in leases {
-            outcomes.push(self.renew_lease(lease, ttl).await);
-        }
-        Ok(outcomes)
-    }
+    /// The call as a whole fails only with `invalid_argument` for a zero ttl (check it
+    /// first with [`rules::lease_expiry`]; nothing renewed) or `storage_error` (a backend
+    /// that renews in one transaction then renewed none of the batch).
+    async fn renew_leases(&self, batch: RenewLeases) -> Result<Vec<Result<ExecutionLease>>>;
 
     /// Releases a live lease, leaving the execution unleased. Releasing after
     /// [`finish`](Self::finish) (which ends the lease) succeeds.
@@ -151,12 +148,28 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// (an expired lease is left for recovery); `storage_error`.
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()>;
 
+    /// Applies one change of an execution's lifecycle or cancel flag, atomically: reads the
+    /// execution (missing → `not_found`), lets [`rules::change_step`] check and change it at
+    /// the store's `now`, and writes the record and the event the step appended in the same
+    /// serializable step. Announce [`Change::of_execution`](crate::signal::Change::of_execution)
+    /// of the record after the commit.
+    ///
+    /// The one write a backend implements for [`transition`](Self::transition) and
+    /// [`request_cancel`](Self::request_cancel), which the trait provides. Callers use those.
+    ///
+    /// # Errors
+    /// As the operation `change` names; `storage_error`.
+    async fn write_execution(&self, change: ExecutionChange) -> Result<ExecutionRecord>;
+
     /// Moves the lifecycle to `to` (checked with
     /// [`ExecutionStatus::can_transition_to`]) and appends
     /// `execution.state_changed {lifecycle}`, fenced by `lease` (see the
     /// module docs). `finished` is reached only through
     /// [`finish`](Self::finish) or
     /// [`terminalize_expired`](Self::terminalize_expired).
+    ///
+    /// Provided: [`write_execution`](Self::write_execution) with
+    /// [`ExecutionChange::Transition`].
     ///
     /// # Errors
     /// `invalid_argument` with detail `code = "invalid_transition"` (built by
@@ -168,7 +181,10 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
         execution_id: &str,
         to: ExecutionStatus,
         lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionRecord>;
+    ) -> Result<ExecutionRecord> {
+        let change = ExecutionChange::transition(execution_id, to, lease.cloned());
+        self.write_execution(change).await
+    }
 
     /// Finishes the execution exactly once: lifecycle `finished`, outcome,
     /// error, result, `finished_at`; ends the worker lease; appends
@@ -189,6 +205,9 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// so is cancelling a finished execution. The worker polls
     /// [`is_cancel_requested`](Self::is_cancel_requested).
     ///
+    /// Provided: [`write_execution`](Self::write_execution) with
+    /// [`ExecutionChange::Cancel`].
+    ///
     /// # Errors
     /// `managed_input_conflict` if the execution does not exist;
     /// `storage_error`.
@@ -196,7 +215,10 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
         &self,
         execution_id: &str,
         reason: Option<&str>,
-    ) -> Result<ExecutionRecord>;
+    ) -> Result<ExecutionRecord> {
+        let change = ExecutionChange::cancel(execution_id, reason.map(str::to_owned));
+        self.write_execution(change).await
+    }
 
     /// True once a cancellation was requested.
     ///
@@ -207,20 +229,15 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
 
     /// Appends an event with the next sequence number (strictly increasing
     /// from 0, no gaps, atomic under concurrent appenders in any process),
-    /// fenced by `lease`. Returns the stored event.
+    /// fenced by `event.lease`. Returns the stored event.
     ///
     /// # Errors
-    /// `invalid_argument` for an empty kind; `managed_input_conflict` if the
-    /// execution does not exist or the fence fails; `managed_input_state` if
-    /// the execution is finished (its log ends with `execution.finished`);
+    /// `invalid_argument` for an empty or reserved kind, or a payload that is
+    /// not finite JSON ([`rules::check_append`]); `managed_input_conflict` if
+    /// the execution does not exist or the fence fails; `managed_input_state`
+    /// if the execution is finished (its log ends with `execution.finished`);
     /// `storage_error`.
-    async fn append_event(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        payload: Value,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionEvent>;
+    async fn append_event(&self, event: AppendEvent) -> Result<ExecutionEvent>;
 
     /// Events of one execution in sequence order, only those with
     /// `sequence > after_sequence` when given.

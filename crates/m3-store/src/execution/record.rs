@@ -290,6 +290,119 @@ impl FinishExecution {
     }
 }
 
+/// Request for [`renew_leases`](super::ExecutionStore::renew_leases): worker leases to
+/// extend, each to `now + ttl`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+#[must_use]
+pub struct RenewLeases {
+    /// The leases, in the order of the outcomes.
+    pub leases: Vec<ExecutionLeaseRef>,
+    /// How long each lease lasts from now (must be positive).
+    pub ttl: Duration,
+}
+
+impl RenewLeases {
+    /// Renews `leases` for `ttl`.
+    pub fn new(leases: Vec<ExecutionLeaseRef>, ttl: Duration) -> Self {
+        Self { leases, ttl }
+    }
+}
+
+/// A change of an execution's lifecycle or cancel flag: what
+/// [`write_execution`](super::ExecutionStore::write_execution) receives from the provided
+/// [`transition`](super::ExecutionStore::transition) and
+/// [`request_cancel`](super::ExecutionStore::request_cancel).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ExecutionChange {
+    /// `transition`: lifecycle `to`, fenced by `lease`.
+    Transition {
+        /// The execution to change.
+        execution_id: String,
+        /// The lifecycle to move to.
+        to: ExecutionStatus,
+        /// The writer's worker lease; `None` for an unleased writer.
+        lease: Option<ExecutionLeaseRef>,
+    },
+    /// `request_cancel`: the cancel flag, with an optional reason.
+    Cancel {
+        /// The execution to change.
+        execution_id: String,
+        /// Why (kept from the first request only).
+        reason: Option<String>,
+    },
+}
+
+impl ExecutionChange {
+    /// Moves `execution_id` to `to`, fenced by `lease`.
+    pub fn transition(
+        execution_id: impl Into<String>,
+        to: ExecutionStatus,
+        lease: Option<ExecutionLeaseRef>,
+    ) -> Self {
+        let execution_id = execution_id.into();
+        Self::Transition {
+            execution_id,
+            to,
+            lease,
+        }
+    }
+
+    /// Requests the cancellation of `execution_id`.
+    pub fn cancel(execution_id: impl Into<String>, reason: Option<String>) -> Self {
+        let execution_id = execution_id.into();
+        Self::Cancel {
+            execution_id,
+            reason,
+        }
+    }
+
+    /// The execution this change is for.
+    pub fn execution_id(&self) -> &str {
+        match self {
+            Self::Transition { execution_id, .. } | Self::Cancel { execution_id, .. } => {
+                execution_id
+            }
+        }
+    }
+}
+
+/// Request for [`append_event`](super::ExecutionStore::append_event).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+#[must_use]
+pub struct AppendEvent {
+    /// Execution whose log gets the event.
+    pub execution_id: String,
+    /// The event kind (not one the store appends itself, see
+    /// [`rules::RESERVED_KINDS`](super::rules::RESERVED_KINDS)).
+    pub kind: String,
+    /// The event payload (finite JSON).
+    pub payload: Value,
+    /// The worker lease fencing this write; `None` for an unleased writer
+    /// (allowed only while no worker lease exists).
+    pub lease: Option<ExecutionLeaseRef>,
+}
+
+impl AppendEvent {
+    /// Appends a `kind` event with `payload` to `execution_id`'s log, unleased.
+    pub fn new(execution_id: impl Into<String>, kind: impl Into<String>, payload: Value) -> Self {
+        Self {
+            execution_id: execution_id.into(),
+            kind: kind.into(),
+            payload,
+            lease: None,
+        }
+    }
+
+    /// Fences the write with the caller's worker lease.
+    pub fn with_lease(mut self, lease: ExecutionLeaseRef) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+}
+
 /// Request for [`terminalize_expired`](super::ExecutionStore::terminalize_expired).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -342,3 +342,25 @@ impl RoundFailure {
         }
     }
 }
+
+/// Request for [`renew_leases`](super::ManagedInputStore::renew_leases): round leases to
+/// extend, each to `now + lease_duration`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+#[must_use]
+pub struct RenewRoundLeases {
+    /// Each round and the lease presented for it, in the order of the outcomes.
+    pub leases: Vec<(RoundRef, LeaseRef)>,
+    /// How long each lease lasts from now (must be positive).
+    pub lease_duration: Duration,
+}
+
+impl RenewRoundLeases {
+    /// Renews `leases` for `lease_duration`.
+    pub fn new(leases: Vec<(RoundRef, LeaseRef)>, lease_duration: Duration) -> Self {
+        Self {
+            leases,
+            lease_duration,
+        }
+    }
+}

@@ -7,9 +7,11 @@ use async_trait::async_trait;
 use m3_types::{ManagedInputRecord, Result};
 use serde_json::{Map, Value};
 
+use super::change::{RoundChange, RoundOp};
 use super::request::{
-    ClaimRound, CreateRound, LeaseRef, ResponseSubmission, RoundFailure, RoundRef,
+    ClaimRound, CreateRound, LeaseRef, RenewRoundLeases, ResponseSubmission, RoundFailure, RoundRef,
 };
+use super::rules::Transition;
 
 /// The outcome of [`ManagedInputStore::scan_rounds`]: the rounds that decode, and those that
 /// do not.
@@ -140,6 +142,47 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
         Ok(self.scan_rounds(execution_id).await?.into_readable())
     }
 
+    /// Renews many round leases in one call: for each `(round, lease)` of `batch.leases` the
+    /// outcome [`renew`](Self::renew) would give, in the same order (`outcomes[i]` belongs
+    /// to `batch.leases[i]`): the renewed record (its new `lease.expires_at`), or the error that
+    /// refused that item (its code and [`Reason`](m3_types::Reason): missing round, foreign
+    /// or expired lease, terminal round, empty id). One refused item never stops the others.
+    ///
+    /// Each item is decided by [`rules::renew_item`](super::rules::renew_item) on the
+    /// record read. Renew the whole batch in one transaction or statement if the storage
+    /// allows, so a worker holding many waiting rounds pays one commit per heartbeat
+    /// instead of one per round. Renewals announce no change (nobody waits for them). An
+    /// empty batch is `Ok(vec![])`.
+    ///
+    /// # Errors
+    /// The call as a whole fails only with `managed_input_invalid` for a zero
+    /// `batch.lease_duration` (check it first with
+    /// [`rules::require_lease_duration`](super::rules::require_lease_duration); nothing
+    /// renewed) or `storage_error` (a backend that renews in one transaction then renewed
+    /// none of the batch).
+    async fn renew_leases(
+        &self,
+        batch: RenewRoundLeases,
+    ) -> Result<Vec<Result<ManagedInputRecord>>>;
+
+    /// Applies one checked mutation of a round, atomically: reads the round (missing →
+    /// `not_found`; undecodable → `managed_input_invalid` / `stored_record_invalid`), asks
+    /// [`RoundChange::write`] what to store at the store's `now`, and stores it with a
+    /// compare-and-set on what was read (a concurrent change surfaces as
+    /// `managed_input_conflict` / `concurrent_change`, or the step is decided again on the
+    /// new record). `None` from the rules is an idempotent repeat: return the record read,
+    /// write nothing. Announce [`ChangeKind::Round`](crate::signal::ChangeKind::Round) after
+    /// the commit.
+    ///
+    /// This is the one write a backend implements for [`claim_round`](Self::claim_round),
+    /// [`submit_responses`](Self::submit_responses), the delivery transitions,
+    /// [`fail`](Self::fail) and [`fail_recovery`](Self::fail_recovery), which the trait
+    /// provides: they check their arguments and call it. Callers use those methods.
+    ///
+    /// # Errors
+    /// As the operation [`RoundChange::op`] names; `storage_error`.
+    async fn write_round(&self, change: RoundChange) -> Result<ManagedInputRecord>;
+
     /// Hands an expired lease over to a replacement owner, given delivery-state evidence.
     ///
     /// Checks, in order: missing round → conflict; `failed` with code `recovery_unavailable`
@@ -157,14 +200,21 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
     /// `delivery_started` becomes `response_validated` (`not_delivered`) or `delivered` with
     /// `delivered_at = now` (`delivered`); other statuses and `delivery_attempts` unchanged.
     ///
+    /// Provided: [`write_round`](Self::write_round) with [`RoundOp::Claim`].
+    ///
     /// # Errors
     /// As listed above, plus `managed_input_invalid` for empty ids or a zero lease.
-    async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord>;
+    async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
+        let change = RoundChange::new(round.clone(), RoundOp::Claim(claim))?;
+        self.write_round(change).await
+    }
 
     /// Extends a live lease to `now + lease_duration`, keeping its token.
     ///
     /// Precondition: authorized (live lease), status `pending`, `response_validated` or
     /// `delivery_started`.
+    ///
+    /// Provided: [`renew_leases`](Self::renew_leases) with a batch of one.
     ///
     /// # Errors
     /// `managed_input_conflict` (missing, foreign or expired lease, race);
@@ -175,34 +225,9 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
         round: &RoundRef,
         lease: &LeaseRef,
         lease_duration: Duration,
-    ) -> Result<ManagedInputRecord>;
-
-    /// Renews many round leases in one call: for each `(round, lease)` the outcome
-    /// [`renew`](Self::renew) would give, in the same order (`outcomes[i]` belongs to
-    /// `leases[i]`): the renewed record (its new `lease.expires_at`), or the error that
-    /// refused that item (its code and [`Reason`](m3_types::Reason): missing round, foreign
-    /// or expired lease, terminal round, empty id). One refused item never stops the others.
-    ///
-    /// Backends override the default (a loop over [`renew`](Self::renew)) to renew the
-    /// whole batch in one transaction or statement, so a worker holding many waiting
-    /// rounds pays one commit per heartbeat instead of one per round. Renewals announce no
-    /// change (nobody waits for them), as with `renew`. An empty batch is `Ok(vec![])`.
-    ///
-    /// # Errors
-    /// The call as a whole fails only with `managed_input_invalid` for a zero
-    /// `lease_duration` (nothing renewed) or `storage_error` (a backend that renews in one
-    /// transaction then renewed none of the batch).
-    async fn renew_leases(
-        &self,
-        leases: &[(RoundRef, LeaseRef)],
-        lease_duration: Duration,
-    ) -> Result<Vec<Result<ManagedInputRecord>>> {
-        super::rules::require_lease_duration(lease_duration)?;
-        let mut outcomes = Vec::with_capacity(leases.len());
-        for (round, lease) in leases {
-            outcomes.push(self.renew(round, lease, lease_duration).await);
-        }
-        Ok(outcomes)
+    ) -> Result<ManagedInputRecord> {
+        let batch = RenewRoundLeases::new(vec![(round.clone(), lease.clone())], lease_duration);
+        crate::batch::single_outcome(self.renew_leases(batch).await)
     }
 
     /// Validates and stores the responses of a round, idempotently.
@@ -218,6 +243,8 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
     /// record without writing; any other key or payload is `managed_input_conflict`
     /// ("response idempotency key conflicts with an accepted response").
     ///
+    /// Provided: [`write_round`](Self::write_round) with [`RoundOp::Submit`].
+    ///
     /// # Errors
     /// As listed above, plus `managed_input_invalid` for an empty idempotency key.
     async fn submit_responses(
@@ -225,10 +252,16 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
         round: &RoundRef,
         lease: &LeaseRef,
         submission: ResponseSubmission,
-    ) -> Result<ManagedInputRecord>;
+    ) -> Result<ManagedInputRecord> {
+        let lease = lease.clone();
+        let op = RoundOp::Submit { lease, submission };
+        self.write_round(RoundChange::new(round.clone(), op)?).await
+    }
 
     /// `response_validated → delivery_started`, stamping `delivery_started_at` and adding one
     /// to `delivery_attempts`. Already `delivery_started`: returns the record unchanged.
+    ///
+    /// Provided: [`write_round`](Self::write_round) with [`Transition::StartDelivery`].
     ///
     /// # Errors
     /// `managed_input_conflict` (missing, unauthorized, race); `managed_input_state` from any
@@ -237,10 +270,15 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
         &self,
         round: &RoundRef,
         lease: &LeaseRef,
-    ) -> Result<ManagedInputRecord>;
+    ) -> Result<ManagedInputRecord> {
+        self.write_round(transition(round, lease, Transition::StartDelivery)?)
+            .await
+    }
 
     /// `delivery_started → delivered`, stamping `delivered_at`. Already `delivered`: returns
     /// the record unchanged.
+    ///
+    /// Provided: [`write_round`](Self::write_round) with [`Transition::MarkDelivered`].
     ///
     /// # Errors
     /// As [`start_delivery`](Self::start_delivery), requiring `delivery_started`.
@@ -248,18 +286,28 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
         &self,
         round: &RoundRef,
         lease: &LeaseRef,
-    ) -> Result<ManagedInputRecord>;
+    ) -> Result<ManagedInputRecord> {
+        self.write_round(transition(round, lease, Transition::MarkDelivered)?)
+            .await
+    }
 
     /// `delivered → resolved`, stamping `resolved_at`. Already `resolved`: returns the record
     /// unchanged. `resolved` is terminal.
     ///
+    /// Provided: [`write_round`](Self::write_round) with [`Transition::Resolve`].
+    ///
     /// # Errors
     /// As [`start_delivery`](Self::start_delivery), requiring `delivered`.
-    async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord>;
+    async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
+        self.write_round(transition(round, lease, Transition::Resolve)?)
+            .await
+    }
 
     /// Fails an unresolved round with a code and message; stored responses are kept as
     /// diagnostics. Already failed with the same code and message: returns the record
     /// unchanged.
+    ///
+    /// Provided: [`write_round`](Self::write_round) with [`RoundOp::Fail`].
     ///
     /// # Errors
     /// `managed_input_invalid` (empty code or message); `managed_input_conflict` (missing,
@@ -270,12 +318,18 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
         round: &RoundRef,
         lease: &LeaseRef,
         failure: RoundFailure,
-    ) -> Result<ManagedInputRecord>;
+    ) -> Result<ManagedInputRecord> {
+        let lease = lease.clone();
+        let op = RoundOp::Fail { lease, failure };
+        self.write_round(RoundChange::new(round.clone(), op)?).await
+    }
 
     /// Terminal recovery decision: fails an unresolved round with code
     /// `recovery_unavailable` once its lease has **expired**. Anyone holding the last known
     /// token may call it (no owner check). Already failed with `recovery_unavailable`:
     /// returns the record unchanged.
+    ///
+    /// Provided: [`write_round`](Self::write_round) with [`RoundOp::FailRecovery`].
     ///
     /// # Errors
     /// `managed_input_conflict` (missing round, token mismatch, lease still held, race);
@@ -285,7 +339,13 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
         round: &RoundRef,
         expected_lease_token: &str,
         message: &str,
-    ) -> Result<ManagedInputRecord>;
+    ) -> Result<ManagedInputRecord> {
+        let op = RoundOp::FailRecovery {
+            expected_lease_token: expected_lease_token.to_owned(),
+            message: message.to_owned(),
+        };
+        self.write_round(RoundChange::new(round.clone(), op)?).await
+    }
 
     /// Recovery of a whole execution: fails every unresolved round of `execution_id`
     /// (`pending` through `delivered`) with code `recovery_unavailable` and `message`,
@@ -304,4 +364,10 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
     /// `managed_input_invalid` for empty ids or a stored projection that is not a JSON
     /// object; `storage_error`.
     async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>>;
+}
+
+/// The checked change of a lease-holding delivery transition of `round`.
+fn transition(round: &RoundRef, lease: &LeaseRef, transition: Transition) -> Result<RoundChange> {
+    let lease = lease.clone();
+    RoundChange::new(round.clone(), RoundOp::Transition { lease, transition })
 }

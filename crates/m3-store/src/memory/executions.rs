@@ -7,27 +7,25 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use async_trait::async_trait;
-use m3_types::{Clock, ExecutionStatus, Result, SystemClock, new_id};
+use m3_types::{Clock, Result, SystemClock, new_id};
 use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::MemoryManagedInputStore;
 use crate::execution::rules::{
-    self, Acquire, ExecutionSlot, TerminalData, acquire_token, append_step, cancel_step,
-    check_acquire, check_event_kind, check_release, check_terminalize, created_payload,
-    created_record, errors, finish_step, finished_payload, granted_lease, lease_expiry, lease_step,
-    mark_finished, release_step, renew_step, require_non_empty, state_changed_payload,
-    terminalized_payload, to_canonical, transition_step,
+    self, Acquire, ExecutionSlot, TerminalData, acquire_token, append_step, change_step,
+    check_acquire, check_append, check_release, claim_step, created_payload, created_record,
+    errors, finish_step, finished_payload, granted_lease, lease_expiry, lease_step, release_step,
+    renew_step, require_non_empty, terminalize_step, terminalized_payload, to_canonical,
 };
 use crate::managed_input::rules::Decision;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
 use crate::{
-    AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
-    ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore,
-    NewExecution, TerminalizeExpired, Terminalized,
+    AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
+    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
+    ListExecutions, ManagedInputStore, NewExecution, RenewLeases, TerminalizeExpired, Terminalized,
 };
 
 /// One stored execution: the record, its canonical spec, its terminal data and its log.
@@ -255,18 +253,7 @@ impl ExecutionStore for MemoryExecutionStore {
         let Some(stored) = oldest else {
             return Ok(None);
         };
-        let lease = rules::apply_claim(
-            &mut stored.record,
-            &request.owner_id,
-            token,
-            expires_at,
-            now,
-        );
-        stored.append_event(
-            crate::EVENT_EXECUTION_STATE_CHANGED,
-            state_changed_payload(rules::CLAIMED_LIFECYCLE),
-            now,
-        );
+        let lease = claim_step(stored, &request.owner_id, token, expires_at, now);
         self.inner.hub.publish(&Change::new(
             stored.record.execution_id.clone(),
             ChangeKind::Execution,
@@ -277,31 +264,13 @@ impl ExecutionStore for MemoryExecutionStore {
         }))
     }
 
-    async fn renew_lease(
-        &self,
-        lease: &ExecutionLeaseRef,
-        ttl: Duration,
-    ) -> Result<ExecutionLease> {
-        let now = self.now();
-        let expires_at = lease_expiry(now, ttl)?;
-        renew_step(
-            self.lock().get_mut(&lease.execution_id),
-            lease,
-            expires_at,
-            now,
-        )
-    }
-
     /// The whole batch under one lock: one atomic step.
-    async fn renew_leases(
-        &self,
-        leases: &[ExecutionLeaseRef],
-        ttl: Duration,
-    ) -> Result<Vec<Result<ExecutionLease>>> {
+    async fn renew_leases(&self, batch: RenewLeases) -> Result<Vec<Result<ExecutionLease>>> {
         let now = self.now();
         let mut executions = self.lock();
-        let expires_at = lease_expiry(now, ttl)?;
-        Ok(leases
+        let expires_at = lease_expiry(now, batch.ttl)?;
+        Ok(batch
+            .leases
             .iter()
             .map(|lease| {
                 renew_step(
@@ -329,14 +298,9 @@ impl ExecutionStore for MemoryExecutionStore {
         Ok(())
     }
 
-    async fn transition(
-        &self,
-        execution_id: &str,
-        to: ExecutionStatus,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionRecord> {
-        self.with_existing(execution_id, |stored, now| {
-            transition_step(stored, to, lease, now)
+    async fn write_execution(&self, change: ExecutionChange) -> Result<ExecutionRecord> {
+        self.with_existing(change.execution_id(), |stored, now| {
+            change_step(stored, &change, now)
         })
         .announce(&self.inner.hub, Change::of_execution)
     }
@@ -362,35 +326,16 @@ impl ExecutionStore for MemoryExecutionStore {
         .announce(&self.inner.hub, Change::of_execution)
     }
 
-    async fn request_cancel(
-        &self,
-        execution_id: &str,
-        reason: Option<&str>,
-    ) -> Result<ExecutionRecord> {
-        self.with_existing(execution_id, |stored, now| {
-            Ok(cancel_step(stored, reason, now))
-        })
-        .announce(&self.inner.hub, Change::of_execution)
-    }
-
     async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {
         self.with_existing(execution_id, |stored, _| {
             Ok(stored.record.is_cancel_requested())
         })
     }
 
-    async fn append_event(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        payload: Value,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionEvent> {
-        check_event_kind(kind)?;
-        m3_types::canonical_json(&payload)?;
-        self.with_existing(execution_id, |stored, now| {
-            append_step(stored, kind, payload, lease, now)
-        })
+    async fn append_event(&self, event: AppendEvent) -> Result<ExecutionEvent> {
+        check_append(&event)?;
+        let id = event.execution_id.clone();
+        self.with_existing(&id, |stored, now| append_step(stored, event, now))
     }
 
     async fn list_events(
@@ -432,17 +377,14 @@ impl ExecutionStore for MemoryExecutionStore {
 
     async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized> {
         let payload = terminalized_payload(&request)?;
-        let error = request.error.clone();
         self.with_existing(&request.lease.execution_id, |stored, now| {
-            check_terminalize(&stored.record, &request, now)?;
-            mark_finished(&mut stored.record, request.outcome, error, None, now);
+            terminalize_step(stored, &request, payload, now)?;
             stored.terminal = Some(TerminalData::of_record(&stored.record)?);
             let rounds_failed = self.inner.rounds.fail_unresolved(
                 &request.lease.execution_id,
                 &request.reason,
                 now,
             );
-            stored.append_event(crate::EVENT_EXECUTION_FINISHED, payload, now);
             Ok(Terminalized {
                 record: stored.record.clone(),
                 rounds_failed,

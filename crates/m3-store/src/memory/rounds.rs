@@ -15,14 +15,13 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::managed_input::rules::{
-    self, RoundWrite, Transition, apply_recovery_failure, check_claim_args, check_fail_args,
-    check_fail_recovery_args, check_lease_args, check_submit_args, prepare_create, replay_create,
-    require_round, require_text, round_index_taken, stored_invalid,
+    self, RoundWrite, apply_recovery_failure, prepare_create, replay_create, require_round,
+    require_text, round_index_taken, stored_invalid,
 };
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind};
 use crate::{
-    ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
-    RoundRef, RoundScan, UnreadableRound,
+    CreateRound, LeaseRef, ManagedInputStore, RenewRoundLeases, RoundChange, RoundRef, RoundScan,
+    UnreadableRound,
 };
 
 /// One stored round: the record (or why it cannot be read) and its redacted projection.
@@ -228,93 +227,25 @@ impl ManagedInputStore for MemoryManagedInputStore {
         Ok(scan)
     }
 
-    async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
-        check_claim_args(round, &claim)?;
-        self.update(round, |current, now| {
-            RoundWrite::claim(current, &claim, now)
-        })
-    }
-
-    async fn renew(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        lease_duration: Duration,
-    ) -> Result<ManagedInputRecord> {
-        Self::renew_locked(&mut self.lock(), (round, lease), lease_duration, self.now())
-    }
-
     /// The whole batch under one lock: one atomic step.
     async fn renew_leases(
         &self,
-        leases: &[(RoundRef, LeaseRef)],
-        lease_duration: Duration,
+        batch: RenewRoundLeases,
     ) -> Result<Vec<Result<ManagedInputRecord>>> {
-        rules::require_lease_duration(lease_duration)?;
+        rules::require_lease_duration(batch.lease_duration)?;
         let now = self.now();
         let mut rounds = self.lock();
-        Ok(leases
+        Ok(batch
+            .leases
             .iter()
             .map(|(round, lease)| {
-                Self::renew_locked(&mut rounds, (round, lease), lease_duration, now)
+                Self::renew_locked(&mut rounds, (round, lease), batch.lease_duration, now)
             })
             .collect())
     }
 
-    async fn submit_responses(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        submission: ResponseSubmission,
-    ) -> Result<ManagedInputRecord> {
-        check_submit_args(round, lease, &submission)?;
-        self.update(round, |current, now| {
-            RoundWrite::submission(current, lease, &submission, now)
-        })
-    }
-
-    async fn start_delivery(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-    ) -> Result<ManagedInputRecord> {
-        self.transition(round, lease, Transition::StartDelivery)
-    }
-
-    async fn mark_delivered(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-    ) -> Result<ManagedInputRecord> {
-        self.transition(round, lease, Transition::MarkDelivered)
-    }
-
-    async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
-        self.transition(round, lease, Transition::Resolve)
-    }
-
-    async fn fail(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        failure: RoundFailure,
-    ) -> Result<ManagedInputRecord> {
-        check_fail_args(round, lease, &failure)?;
-        self.update(round, |current, now| {
-            RoundWrite::fail(current, lease, &failure, now)
-        })
-    }
-
-    async fn fail_recovery(
-        &self,
-        round: &RoundRef,
-        expected_lease_token: &str,
-        message: &str,
-    ) -> Result<ManagedInputRecord> {
-        check_fail_recovery_args(round, expected_lease_token, message)?;
-        self.update(round, |current, now| {
-            RoundWrite::fail_recovery(current, expected_lease_token, message, now)
-        })
+    async fn write_round(&self, change: RoundChange) -> Result<ManagedInputRecord> {
+        self.update(change.round(), |current, now| change.write(current, now))
     }
 
     async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {
@@ -369,17 +300,5 @@ impl MemoryManagedInputStore {
             },
         );
         Ok(record)
-    }
-
-    fn transition(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        transition: Transition,
-    ) -> Result<ManagedInputRecord> {
-        check_lease_args(round, lease)?;
-        self.update(round, |current, now| {
-            RoundWrite::transition(current, lease, transition, now)
-        })
     }
 }

@@ -6,7 +6,7 @@
 use m3_types::Result;
 use time::OffsetDateTime;
 
-use super::executions::{Pending, PgExecutionStore, commit, decode};
+use super::executions::{Pending, PgExecutionStore, Store, commit, decode};
 use crate::execution::record::{ClaimQueued, ClaimedExecution, EVENT_EXECUTION_STATE_CHANGED};
 use crate::execution::rules::{self, CLAIMED_LIFECYCLE, ExecutionSlot, state_changed_payload};
 use crate::postgres::error::db;

@@ -2,17 +2,17 @@
 //! the row, asks the shared rules, and stores the record and its events in one transaction.
 //! (The trait methods in `executions.rs` announce each committed change.)
 
-use m3_types::{ExecutionStatus, Result, new_id};
+use m3_types::{Result, new_id};
 use time::OffsetDateTime;
 
 use super::error::db;
-use super::executions::{Pending, PgExecutionStore, commit, decode, encode, insert_event};
+use super::executions::{Pending, PgExecutionStore, Store, commit, decode, encode, insert_event};
 use super::rounds::fail_unresolved;
 use crate::execution::rules::{
-    Acquire, ExecutionSlot, TerminalData, cancel_step, check_acquire, check_release,
-    check_terminalize, created_payload, created_record, errors, finish_step, finished_payload,
-    granted_lease, lease_expiry, lease_step, mark_finished, new_execution_lease_token,
-    release_step, require_non_empty, terminalized_payload, to_canonical, transition_step,
+    Acquire, ExecutionSlot, TerminalData, check_acquire, check_release, check_terminalize,
+    created_payload, created_record, errors, finish_step, finished_payload, granted_lease,
+    lease_expiry, lease_step, mark_finished, new_execution_lease_token, release_step,
+    require_non_empty, terminalized_payload, to_canonical,
 };
 use crate::managed_input::rules::Decision;
 use crate::{
@@ -125,18 +125,6 @@ impl PgExecutionStore {
         }
     }
 
-    pub(super) async fn do_transition(
-        &self,
-        execution_id: &str,
-        to: ExecutionStatus,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionRecord> {
-        self.mutate(execution_id, |pending, now| {
-            transition_step(pending, to, lease, now)
-        })
-        .await
-    }
-
     pub(super) async fn do_finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
         let requested = TerminalData::of_request(&request)?;
         let payload = finished_payload(&request)?;
@@ -149,17 +137,6 @@ impl PgExecutionStore {
             let (_, record) =
                 finish_step(pending, stored.as_ref(), &requested, &request, payload, now)?;
             Ok(record)
-        })
-        .await
-    }
-
-    pub(super) async fn do_request_cancel(
-        &self,
-        execution_id: &str,
-        reason: Option<&str>,
-    ) -> Result<ExecutionRecord> {
-        self.mutate(execution_id, |pending, now| {
-            Ok(cancel_step(pending, reason, now))
         })
         .await
     }

@@ -7,25 +7,21 @@
 //! in that same transaction.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use m3_types::{Clock, Error, ExecutionStatus, Result};
-use serde_json::Value;
 use sqlx::{PgConnection, Postgres, Transaction};
 use time::OffsetDateTime;
 
 use super::PgManagedInputStore;
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
-use crate::execution::rules::{
-    ExecutionSlot, append_step, check_event_kind, errors, lease_expiry, renew_step,
-};
+use crate::execution::rules::{StagedWrite, append_step, change_step, check_append, errors};
 use crate::signal::{Change, ChangeKind, ChangeSignal};
 use crate::{
-    AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
-    ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore,
-    NewExecution, TerminalizeExpired, Terminalized,
+    AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
+    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
+    ListExecutions, ManagedInputStore, NewExecution, RenewLeases, TerminalizeExpired, Terminalized,
 };
 
 /// The PostgreSQL [`ExecutionStore`]; its
@@ -131,7 +127,7 @@ impl PgExecutionStore {
         let (record, now) = self.lock(&mut tx, id).await?;
         let mut pending = Pending::new(record);
         let value = step(&mut pending, now)?;
-        if pending.changed {
+        if pending.is_changed() {
             pending.store(&mut tx).await?;
             commit(tx).await?;
         }
@@ -140,66 +136,21 @@ impl PgExecutionStore {
 }
 
 /// A record being changed and the events to append with it.
-pub(super) struct Pending {
-    pub(super) record: ExecutionRecord,
-    events: Vec<ExecutionEvent>,
-    changed: bool,
+pub(super) type Pending = StagedWrite;
+
+/// Writing a [`Pending`] change in the caller's transaction.
+pub(super) trait Store {
+    /// Writes the record and inserts the new events.
+    async fn store(&self, conn: &mut PgConnection) -> Result<()>;
 }
 
-impl Pending {
-    pub(super) fn new(record: ExecutionRecord) -> Self {
-        Self {
-            record,
-            events: Vec::new(),
-            changed: false,
-        }
-    }
-
-    /// Whether a step changed the record (it must be stored).
-    pub(super) fn is_changed(&self) -> bool {
-        self.changed
-    }
-
-    /// The changed record, once stored.
-    pub(super) fn into_record(self) -> ExecutionRecord {
-        self.record
-    }
-
-    /// The record, to be stored.
-    pub(super) fn change(&mut self) -> &mut ExecutionRecord {
-        self.changed = true;
-        &mut self.record
-    }
-
-    pub(super) async fn store(&self, conn: &mut PgConnection) -> Result<()> {
+impl Store for Pending {
+    async fn store(&self, conn: &mut PgConnection) -> Result<()> {
         save(conn, &self.record).await?;
-        for event in &self.events {
+        for event in self.events() {
             insert_event(conn, event).await?;
         }
         Ok(())
-    }
-}
-
-impl ExecutionSlot for Pending {
-    fn record(&self) -> &ExecutionRecord {
-        &self.record
-    }
-
-    fn record_mut(&mut self) -> &mut ExecutionRecord {
-        self.change()
-    }
-
-    fn append_event(&mut self, kind: &str, payload: Value, now: OffsetDateTime) -> ExecutionEvent {
-        let event = ExecutionEvent {
-            execution_id: self.record.execution_id.clone(),
-            sequence: self.record.sequence + 1,
-            kind: kind.to_owned(),
-            payload,
-            timestamp: now,
-        };
-        self.change().sequence = event.sequence;
-        self.events.push(event.clone());
-        event
     }
 }
 
@@ -319,29 +270,8 @@ impl ExecutionStore for PgExecutionStore {
         Ok(claimed)
     }
 
-    async fn renew_lease(
-        &self,
-        lease: &ExecutionLeaseRef,
-        ttl: Duration,
-    ) -> Result<ExecutionLease> {
-        let mut tx = self.begin().await?;
-        let (record, now) = self.lock_optional(&mut tx, &lease.execution_id).await?;
-        let expires_at = lease_expiry(now, ttl)?;
-        let mut pending = record.map(Pending::new);
-        let renewed = renew_step(pending.as_mut(), lease, expires_at, now)?;
-        if let Some(pending) = pending {
-            pending.store(&mut tx).await?;
-        }
-        commit(tx).await?;
-        Ok(renewed)
-    }
-
-    async fn renew_leases(
-        &self,
-        leases: &[ExecutionLeaseRef],
-        ttl: Duration,
-    ) -> Result<Vec<Result<ExecutionLease>>> {
-        self.do_renew_leases(leases, ttl).await
+    async fn renew_leases(&self, batch: RenewLeases) -> Result<Vec<Result<ExecutionLease>>> {
+        self.do_renew_leases(&batch.leases, batch.ttl).await
     }
 
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
@@ -353,27 +283,16 @@ impl ExecutionStore for PgExecutionStore {
             .await
     }
 
-    async fn transition(
-        &self,
-        execution_id: &str,
-        to: ExecutionStatus,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionRecord> {
-        let done = self.do_transition(execution_id, to, lease).await;
-        self.shared.announced(done, Change::of_execution).await
+    async fn write_execution(&self, change: ExecutionChange) -> Result<ExecutionRecord> {
+        let id = change.execution_id();
+        let done = self.mutate(id, |pending, now| change_step(pending, &change, now));
+        self.shared
+            .announced(done.await, Change::of_execution)
+            .await
     }
 
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
         let done = self.do_finish(request).await;
-        self.shared.announced(done, Change::of_execution).await
-    }
-
-    async fn request_cancel(
-        &self,
-        execution_id: &str,
-        reason: Option<&str>,
-    ) -> Result<ExecutionRecord> {
-        let done = self.do_request_cancel(execution_id, reason).await;
         self.shared.announced(done, Change::of_execution).await
     }
 
@@ -383,19 +302,11 @@ impl ExecutionStore for PgExecutionStore {
         Ok(record.is_cancel_requested())
     }
 
-    async fn append_event(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        payload: Value,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionEvent> {
-        check_event_kind(kind)?;
-        m3_types::canonical_json(&payload)?;
-        self.mutate(execution_id, |pending, now| {
-            append_step(pending, kind, payload, lease, now)
-        })
-        .await
+    async fn append_event(&self, event: AppendEvent) -> Result<ExecutionEvent> {
+        check_append(&event)?;
+        let id = event.execution_id.clone();
+        self.mutate(&id, |pending, now| append_step(pending, event, now))
+            .await
     }
 
     async fn list_events(

@@ -13,7 +13,7 @@ use super::executions::{Pending, PgExecutionStore, commit, decode as decode_exec
 use super::rounds::{PgManagedInputStore, decode, encode as encode_round};
 use crate::execution::rules::{lease_expiry, renew_step};
 use crate::managed_input::rules::{renew_item, require_lease_duration};
-use crate::{ExecutionLease, ExecutionLeaseRef, LeaseRef, ManagedInputStore, RoundRef};
+use crate::{ExecutionLease, ExecutionLeaseRef, LeaseRef, RoundRef};
 
 type RoundKey = (String, String);
 
@@ -27,7 +27,7 @@ struct ReadRound {
 impl PgManagedInputStore {
     /// `renew_leases`: one read, the rules per item, one guarded write; an item whose row
     /// a concurrent writer changed in between is renewed again on its own
-    /// ([`renew`](ManagedInputStore::renew), which decides on the new record).
+    /// (`renew_alone`, which decides on the new record).
     pub(super) async fn do_renew_leases(
         &self,
         leases: &[(RoundRef, LeaseRef)],
@@ -42,7 +42,7 @@ impl PgManagedInputStore {
         let written = self.write_batch(&read).await?;
         for (outcome, (round, lease)) in outcomes.iter_mut().zip(leases) {
             if outcome.is_ok() && !written.contains(&key(round)) {
-                *outcome = self.renew(round, lease, lease_duration).await;
+                *outcome = self.renew_alone(round, lease, lease_duration).await;
             }
         }
         Ok(outcomes)

@@ -21,14 +21,13 @@ use time::OffsetDateTime;
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
 use crate::managed_input::rules::{
-    self, RoundWrite, Transition, apply_recovery_failure, check_claim_args, check_fail_args,
-    check_fail_recovery_args, check_lease_args, check_renew_args, check_submit_args, require_round,
-    require_text, stored_invalid,
+    self, RoundWrite, Transition, apply_recovery_failure, require_round, require_text,
+    stored_invalid,
 };
 use crate::signal::{Change, ChangeKind, ChangeSignal};
 use crate::{
-    ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
-    RoundRef, RoundScan, UnreadableRound,
+    CreateRound, LeaseRef, ManagedInputStore, RenewRoundLeases, RoundChange, RoundOp, RoundRef,
+    RoundScan, UnreadableRound,
 };
 
 /// How often a write re-reads and decides again when a concurrent writer changed the round
@@ -164,22 +163,19 @@ impl PgManagedInputStore {
         .with_detail("execution_id", round.execution_id.clone())
         .with_detail("round_id", round.round_id.clone()))
     }
+}
 
-    async fn transition_round(
+impl PgManagedInputStore {
+    /// One renewal by compare-and-set, deciding again on the record a concurrent writer
+    /// left (announcing nothing: nobody waits for renewals).
+    pub(super) async fn renew_alone(
         &self,
         round: &RoundRef,
         lease: &LeaseRef,
-        transition: Transition,
+        lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        check_lease_args(round, lease)?;
-        // `start_delivery` guards nothing durable: a row lost with the server reads
-        // `response_validated`, which recovery fails exactly as `delivery_started`.
-        let wait = match transition {
-            Transition::StartDelivery => CommitWait::Skip,
-            Transition::MarkDelivered | Transition::Resolve => CommitWait::Flush,
-        };
-        self.update_with(round, true, wait, |current, now| {
-            RoundWrite::transition(current, lease, transition, now)
+        self.update(round, false, |current, now| {
+            RoundWrite::renew(current, lease, lease_duration, now)
         })
         .await
     }
@@ -358,95 +354,27 @@ impl ManagedInputStore for PgManagedInputStore {
         Ok(scan)
     }
 
-    async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
-        check_claim_args(round, &claim)?;
-        self.update(round, true, |current, now| {
-            RoundWrite::claim(current, &claim, now)
-        })
-        .await
-    }
-
-    async fn renew(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        lease_duration: Duration,
-    ) -> Result<ManagedInputRecord> {
-        check_renew_args(round, lease, lease_duration)?;
-        self.update(round, false, |current, now| {
-            RoundWrite::renew(current, lease, lease_duration, now)
-        })
-        .await
-    }
-
     async fn renew_leases(
         &self,
-        leases: &[(RoundRef, LeaseRef)],
-        lease_duration: Duration,
+        batch: RenewRoundLeases,
     ) -> Result<Vec<Result<ManagedInputRecord>>> {
-        self.do_renew_leases(leases, lease_duration).await
-    }
-
-    async fn submit_responses(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        submission: ResponseSubmission,
-    ) -> Result<ManagedInputRecord> {
-        check_submit_args(round, lease, &submission)?;
-        self.update(round, true, |current, now| {
-            RoundWrite::submission(current, lease, &submission, now)
-        })
-        .await
-    }
-
-    async fn start_delivery(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-    ) -> Result<ManagedInputRecord> {
-        self.transition_round(round, lease, Transition::StartDelivery)
+        self.do_renew_leases(&batch.leases, batch.lease_duration)
             .await
     }
 
-    async fn mark_delivered(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-    ) -> Result<ManagedInputRecord> {
-        self.transition_round(round, lease, Transition::MarkDelivered)
+    async fn write_round(&self, change: RoundChange) -> Result<ManagedInputRecord> {
+        let round = change.round();
+        // `start_delivery` guards nothing durable: a row lost with the server reads
+        // `response_validated`, which recovery fails exactly as `delivery_started`.
+        let wait = match change.op() {
+            RoundOp::Transition {
+                transition: Transition::StartDelivery,
+                ..
+            } => CommitWait::Skip,
+            _ => CommitWait::Flush,
+        };
+        self.update_with(round, true, wait, |current, now| change.write(current, now))
             .await
-    }
-
-    async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
-        self.transition_round(round, lease, Transition::Resolve)
-            .await
-    }
-
-    async fn fail(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        failure: RoundFailure,
-    ) -> Result<ManagedInputRecord> {
-        check_fail_args(round, lease, &failure)?;
-        self.update(round, true, |current, now| {
-            RoundWrite::fail(current, lease, &failure, now)
-        })
-        .await
-    }
-
-    async fn fail_recovery(
-        &self,
-        round: &RoundRef,
-        expected_lease_token: &str,
-        message: &str,
-    ) -> Result<ManagedInputRecord> {
-        check_fail_recovery_args(round, expected_lease_token, message)?;
-        self.update(round, true, |current, now| {
-            RoundWrite::fail_recovery(current, expected_lease_token, message, now)
-        })
-        .await
     }
 
     async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {

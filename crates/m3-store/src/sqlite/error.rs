@@ -37,12 +37,3 @@ pub(crate) fn batch_item<T>(outcome: m3_types::Result<T>) -> m3_types::Result<m3
         other => Ok(other),
     }
 }
-
-/// The outcome of a batch of one (a single operation run as a batch).
-pub(crate) fn single_outcome<T>(
-    outcomes: m3_types::Result<Vec<m3_types::Result<T>>>,
-) -> m3_types::Result<T> {
-    outcomes?
-        .pop()
-        .unwrap_or_else(|| Err(Error::storage("a batch of one had no outcome")))
-}

@@ -15,9 +15,8 @@ use super::error::{batch_item, storage};
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{
-    Decision, apply_claim, check_claim, check_claim_args, check_fail, check_fail_args,
-    check_fail_recovery, check_fail_recovery_args, check_renew, check_renew_args, lease_expiry,
-    new_lease_token, raced, require_lease_duration, require_text,
+    Decision, apply_claim, check_claim, check_fail, check_fail_recovery, check_renew,
+    check_renew_args, lease_expiry, new_lease_token, raced, require_lease_duration, require_text,
 };
 use crate::{ClaimRound, LeaseRef, RoundFailure, RoundRef};
 
@@ -120,14 +119,13 @@ impl SqliteManagedInputStore {
     pub(crate) async fn claim_round_impl(
         &self,
         round: &RoundRef,
-        claim: ClaimRound,
+        claim: &ClaimRound,
     ) -> Result<ManagedInputRecord> {
-        check_claim_args(round, &claim)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
         let result = match inner.now() {
-            Ok(now) => claim_in_tx(&mut write, &inner.images, round, &claim, now).await,
+            Ok(now) => claim_in_tx(&mut write, &inner.images, round, claim, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -172,7 +170,6 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         failure: &RoundFailure,
     ) -> Result<ManagedInputRecord> {
-        check_fail_args(round, lease, failure)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;
@@ -189,7 +186,6 @@ impl SqliteManagedInputStore {
         expected_lease_token: &str,
         message: &str,
     ) -> Result<ManagedInputRecord> {
-        check_fail_recovery_args(round, expected_lease_token, message)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         let mut write = inner.begin_write().await?;

@@ -21,8 +21,6 @@ mod schema;
 mod store;
 mod transitions;
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use m3_types::{ManagedInputRecord, Result};
 use serde_json::{Map, Value};
@@ -34,12 +32,9 @@ pub use options::{
 };
 pub use store::SqliteManagedInputStore;
 
-use crate::managed_input::rules::Transition;
 use crate::signal::{Announce, Change, ChangeKind};
-use crate::sqlite::error::single_outcome;
 use crate::{
-    ClaimRound, CreateRound, LeaseRef, ManagedInputStore, ResponseSubmission, RoundFailure,
-    RoundRef, RoundScan,
+    CreateRound, ManagedInputStore, RenewRoundLeases, RoundChange, RoundOp, RoundRef, RoundScan,
 };
 
 #[async_trait]
@@ -61,87 +56,33 @@ impl ManagedInputStore for SqliteManagedInputStore {
         self.scan_rounds_impl(execution_id).await
     }
 
-    async fn claim_round(&self, round: &RoundRef, claim: ClaimRound) -> Result<ManagedInputRecord> {
-        self.claim_round_impl(round, claim)
-            .await
-            .announce(self.signal(), |_| round_change(round))
-    }
-
-    async fn renew(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        lease_duration: Duration,
-    ) -> Result<ManagedInputRecord> {
-        let item = [(round.clone(), lease.clone())];
-        single_outcome(self.renew_batch(&item, lease_duration).await)
-    }
-
     async fn renew_leases(
         &self,
-        leases: &[(RoundRef, LeaseRef)],
-        lease_duration: Duration,
+        batch: RenewRoundLeases,
     ) -> Result<Vec<Result<ManagedInputRecord>>> {
-        self.renew_batch(leases, lease_duration).await
+        self.renew_batch(&batch.leases, batch.lease_duration).await
     }
 
-    async fn submit_responses(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        submission: ResponseSubmission,
-    ) -> Result<ManagedInputRecord> {
-        self.submit_responses_impl(round, lease, submission)
-            .await
-            .announce(self.signal(), |_| round_change(round))
-    }
-
-    async fn start_delivery(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-    ) -> Result<ManagedInputRecord> {
-        self.transition_impl(round, lease, Transition::StartDelivery)
-            .await
-            .announce(self.signal(), |_| round_change(round))
-    }
-
-    async fn mark_delivered(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-    ) -> Result<ManagedInputRecord> {
-        self.transition_impl(round, lease, Transition::MarkDelivered)
-            .await
-            .announce(self.signal(), |_| round_change(round))
-    }
-
-    async fn resolve(&self, round: &RoundRef, lease: &LeaseRef) -> Result<ManagedInputRecord> {
-        self.transition_impl(round, lease, Transition::Resolve)
-            .await
-            .announce(self.signal(), |_| round_change(round))
-    }
-
-    async fn fail(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        failure: RoundFailure,
-    ) -> Result<ManagedInputRecord> {
-        self.fail_impl(round, lease, &failure)
-            .await
-            .announce(self.signal(), |_| round_change(round))
-    }
-
-    async fn fail_recovery(
-        &self,
-        round: &RoundRef,
-        expected_lease_token: &str,
-        message: &str,
-    ) -> Result<ManagedInputRecord> {
-        self.fail_recovery_impl(round, expected_lease_token, message)
-            .await
-            .announce(self.signal(), |_| round_change(round))
+    async fn write_round(&self, change: RoundChange) -> Result<ManagedInputRecord> {
+        let round = change.round();
+        let written = match change.op() {
+            RoundOp::Claim(claim) => self.claim_round_impl(round, claim).await,
+            RoundOp::Submit { lease, submission } => {
+                self.submit_responses_impl(round, lease, submission).await
+            }
+            RoundOp::Transition { lease, transition } => {
+                self.transition_impl(round, lease, *transition).await
+            }
+            RoundOp::Fail { lease, failure } => self.fail_impl(round, lease, failure).await,
+            RoundOp::FailRecovery {
+                expected_lease_token,
+                message,
+            } => {
+                self.fail_recovery_impl(round, expected_lease_token, message)
+                    .await
+            }
+        };
+        written.announce(self.signal(), |_| round_change(round))
     }
 
     async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {

@@ -2,6 +2,8 @@
 //! write (responses, idempotency key, redacted projection), or an idempotent replay.
 
 use m3_types::{ManagedInputRecord, ManagedInputStatus, Result};
+use sqlx::query::Query;
+use sqlx::sqlite::{Sqlite, SqliteArguments};
 use time::OffsetDateTime;
 
 use super::checks::{begin_and_fetch_existing, bind_lease_guard};
@@ -12,7 +14,7 @@ use super::error::storage;
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{
-    EncodedSubmission, Submission, check_submission, check_submit_args, encode_submission, raced,
+    EncodedSubmission, Submission, check_submission, encode_submission, raced,
 };
 use crate::{LeaseRef, ResponseSubmission, RoundRef};
 
@@ -58,17 +60,16 @@ impl SqliteManagedInputStore {
         &self,
         round: &RoundRef,
         lease: &LeaseRef,
-        submission: ResponseSubmission,
+        submission: &ResponseSubmission,
     ) -> Result<ManagedInputRecord> {
-        check_submit_args(round, lease, &submission)?;
         self.ensure_schema().await?;
         let inner = self.inner();
-        if let Some(record) = self.imaged_submit(round, lease, &submission).await? {
+        if let Some(record) = self.imaged_submit(round, lease, submission).await? {
             return Ok(record);
         }
         let mut write = inner.begin_script().await?;
         let result = match inner.now() {
-            Ok(now) => submit(&mut write, &inner.images, round, lease, &submission, now).await,
+            Ok(now) => submit(&mut write, &inner.images, round, lease, submission, now).await,
             Err(error) => Err(error),
         };
         write.finish(result).await
@@ -93,30 +94,12 @@ impl SqliteManagedInputStore {
         if !validated.allows(ManagedInputStatus::Pending, lease, now) {
             return Ok(None);
         }
-        let Ok(EncodedSubmission {
-            payload_json,
-            redacted_json,
-            ..
-        }) = encode_submission(&validated.record, submission)
-        else {
+        let Ok(encoded) = encode_submission(&validated.record, submission) else {
             return Ok(None);
         };
         let now_text = timestamp_text(now);
-        let script = validated
-            .image
-            .bind(bind_lease_guard(
-                sqlx::query(BEGIN_ACCEPT_IMAGED)
-                    .bind(&payload_json)
-                    .bind(&submission.idempotency_key)
-                    .bind(&now_text)
-                    .bind(&now_text),
-                round,
-                lease,
-                &now_text,
-            ))
-            .bind(&round.execution_id)
-            .bind(&round.round_id)
-            .bind(&redacted_json);
+        let accept = Accept::new(round, lease, submission, &encoded, &now_text);
+        let script = accept.bind_projection(validated.image.bind(accept.bind(BEGIN_ACCEPT_IMAGED)));
         let Some(row) = inner
             .write_if_unchanged(
                 round,
@@ -135,6 +118,61 @@ impl SqliteManagedInputStore {
     }
 }
 
+/// The values an accept script binds: the accept's own and the lease guard's first, then
+/// (after an image guard, if any) the redacted projection's.
+struct Accept<'q> {
+    round: &'q RoundRef,
+    lease: &'q LeaseRef,
+    submission: &'q ResponseSubmission,
+    encoded: &'q EncodedSubmission,
+    now_text: &'q str,
+}
+
+impl<'q> Accept<'q> {
+    fn new(
+        round: &'q RoundRef,
+        lease: &'q LeaseRef,
+        submission: &'q ResponseSubmission,
+        encoded: &'q EncodedSubmission,
+        now_text: &'q str,
+    ) -> Self {
+        Self {
+            round,
+            lease,
+            submission,
+            encoded,
+            now_text,
+        }
+    }
+
+    /// `statement` with the accept's and the lease guard's parameters bound.
+    fn bind(&self, statement: &'static str) -> Query<'q, Sqlite, SqliteArguments> {
+        let (encoded, submission) = (self.encoded, self.submission);
+        bind_lease_guard(
+            sqlx::query(statement)
+                .bind(&encoded.payload_json)
+                .bind(&submission.idempotency_key)
+                .bind(self.now_text)
+                .bind(self.now_text),
+            self.round,
+            self.lease,
+            self.now_text,
+        )
+    }
+
+    /// `query` with the redacted projection's parameters bound after it.
+    fn bind_projection(
+        &self,
+        query: Query<'q, Sqlite, SqliteArguments>,
+    ) -> Query<'q, Sqlite, SqliteArguments> {
+        let (round, encoded) = (self.round, self.encoded);
+        query
+            .bind(&round.execution_id)
+            .bind(&round.round_id)
+            .bind(&encoded.redacted_json)
+    }
+}
+
 async fn submit(
     write: &mut ScriptTx,
     images: &ImageCache,
@@ -144,31 +182,17 @@ async fn submit(
     now: OffsetDateTime,
 ) -> Result<ManagedInputRecord> {
     let current = begin_and_fetch_existing(write, round).await?;
-    let EncodedSubmission {
-        payload_json,
-        redacted_json,
-        ..
-    } = match check_submission(&current, lease, submission, now)? {
+    let encoded = match check_submission(&current, lease, submission, now)? {
         Submission::Accept(encoded) => encoded,
         _ => return Ok(current),
     };
     let now_text = timestamp_text(now);
-    let rows = bind_lease_guard(
-        sqlx::query(ACCEPT_RESPONSES)
-            .bind(&payload_json)
-            .bind(&submission.idempotency_key)
-            .bind(&now_text)
-            .bind(&now_text),
-        round,
-        lease,
-        &now_text,
-    )
-    .bind(&round.execution_id)
-    .bind(&round.round_id)
-    .bind(&redacted_json)
-    .fetch_all(&mut **write)
-    .await
-    .map_err(|e| storage("cannot store the managed-input responses", e))?;
+    let accept = Accept::new(round, lease, submission, &encoded, &now_text);
+    let rows = accept
+        .bind_projection(accept.bind(ACCEPT_RESPONSES))
+        .fetch_all(&mut **write)
+        .await
+        .map_err(|e| storage("cannot store the managed-input responses", e))?;
     write.mark_committed();
     let [row] = rows.as_slice() else {
         return Err(raced("response submission"));

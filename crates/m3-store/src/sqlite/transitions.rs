@@ -11,9 +11,7 @@ use super::connect::CommitFlush;
 use super::error::storage;
 use super::image::{Change, ImageCache};
 use super::store::SqliteManagedInputStore;
-use crate::managed_input::rules::{
-    Decision, Transition, check_lease_args, check_transition, raced,
-};
+use crate::managed_input::rules::{Decision, Transition, check_transition, raced};
 use crate::{LeaseRef, RoundRef};
 
 /// The SQL of each shared [`Transition`].
@@ -135,7 +133,6 @@ impl SqliteManagedInputStore {
         lease: &LeaseRef,
         transition: Transition,
     ) -> Result<ManagedInputRecord> {
-        check_lease_args(round, lease)?;
         self.ensure_schema().await?;
         let inner = self.inner();
         if let Some(record) = self.imaged_transition(round, lease, transition).await? {

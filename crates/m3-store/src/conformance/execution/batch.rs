@@ -11,7 +11,7 @@ use super::support::{
 };
 use crate::conformance::check::{ensure, expect_batch, expect_error};
 use crate::conformance::{CaseResult, start_time};
-use crate::{ExecutionLeaseRef, FinishExecution};
+use crate::{ExecutionLeaseRef, FinishExecution, RenewLeases};
 
 /// A mixed batch: the live lease is renewed (stored, from the store clock's now), and the
 /// expired, foreign, finished and unknown items are refused with `renew_lease`'s code and
@@ -32,7 +32,7 @@ pub async fn renew_leases_decides_each_item_like_renew_lease(h: &ExecutionHarnes
         .await?;
     advance(h, Duration::from_secs(15));
     let foreign = ExecutionLeaseRef::new(&live_id, "worker-b", "lease-other");
-    let batch = [
+    let batch = vec![
         live.to_ref(),
         expired.to_ref(),
         foreign,
@@ -45,7 +45,10 @@ pub async fn renew_leases_decides_each_item_like_renew_lease(h: &ExecutionHarnes
         (STATE, Some(Reason::Finished)),
         (NOT_FOUND, None),
     ];
-    let renewed = expect_batch(h.store.renew_leases(&batch, TTL).await?, &refusals)?;
+    let renewed = expect_batch(
+        h.store.renew_leases(RenewLeases::new(batch, TTL)).await?,
+        &refusals,
+    )?;
     let now = start_time() + Duration::from_secs(35);
     ensure!(
         renewed.expires_at == now + TTL,
@@ -67,14 +70,19 @@ pub async fn renew_leases_accepts_an_empty_batch_and_refuses_a_zero_ttl(
     h: &ExecutionHarness,
 ) -> CaseResult {
     ensure!(
-        h.store.renew_leases(&[], TTL).await?.is_empty(),
+        h.store
+            .renew_leases(RenewLeases::new(vec![], TTL))
+            .await?
+            .is_empty(),
         "an empty batch has no outcomes"
     );
     let id = create(h).await?.execution_id;
     let held = lease(h, &id, "worker-a").await?;
     advance(h, Duration::from_secs(5));
     expect_error(
-        h.store.renew_leases(&[held.to_ref()], Duration::ZERO).await,
+        h.store
+            .renew_leases(RenewLeases::new(vec![held.to_ref()], Duration::ZERO))
+            .await,
         INVALID_ARGUMENT,
         Some(Reason::InvalidLeaseDuration),
     )?;

@@ -11,7 +11,7 @@ use super::support::{CONFLICT, TTL, create};
 use crate::conformance::CaseFailure;
 use crate::conformance::CaseResult;
 use crate::conformance::check::ensure;
-use crate::{AcquireLease, ExecutionStore};
+use crate::{AcquireLease, AppendEvent, ExecutionStore};
 
 fn stores(h: &ExecutionHarness) -> [Arc<dyn ExecutionStore>; 2] {
     [Arc::clone(&h.store), Arc::clone(&h.peer)]
@@ -37,7 +37,11 @@ pub async fn concurrent_appenders_get_distinct_gap_free_sequences(
             let mut mine = Vec::new();
             for n in 0..PER_TASK {
                 let event = store
-                    .append_event(&id, "diagnostic", json!({"task": task, "n": n}), None)
+                    .append_event(AppendEvent::new(
+                        &id,
+                        "diagnostic",
+                        json!({"task": task, "n": n}),
+                    ))
                     .await?;
                 mine.push(event.sequence);
             }

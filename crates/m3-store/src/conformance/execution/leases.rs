@@ -11,7 +11,7 @@ use super::support::{
 };
 use crate::conformance::check::{ensure, expect_error};
 use crate::conformance::{CaseResult, start_time};
-use crate::{AcquireLease, ExecutionLeaseRef, FinishExecution};
+use crate::{AcquireLease, AppendEvent, ExecutionLeaseRef, FinishExecution};
 
 /// A lease names the owner, a generated token and `now + ttl`, and is stored.
 pub async fn acquire_sets_owner_token_and_expiry(h: &ExecutionHarness) -> CaseResult {
@@ -203,7 +203,8 @@ pub async fn leased_writes_need_the_live_lease_and_unleased_writes_need_none(
         required,
     )?;
     expect_error(
-        s.append_event(&id, "diagnostic", json!({}), None).await,
+        s.append_event(AppendEvent::new(&id, "diagnostic", json!({})))
+            .await,
         CONFLICT,
         required,
     )?;
@@ -226,10 +227,12 @@ pub async fn leased_writes_need_the_live_lease_and_unleased_writes_need_none(
         .await?;
     let event = s
         .append_event(
-            &id,
-            crate::EVENT_ELICITATION_REQUEST,
-            json!({"round_id": "r1"}),
-            Some(&fence),
+            AppendEvent::new(
+                &id,
+                crate::EVENT_ELICITATION_REQUEST,
+                json!({"round_id": "r1"}),
+            )
+            .with_lease(fence.clone()),
         )
         .await?;
     ensure!(event.sequence == 4, "sequence {}", event.sequence);
@@ -242,7 +245,7 @@ pub async fn leased_writes_need_the_live_lease_and_unleased_writes_need_none(
         expired,
     )?;
     expect_error(
-        s.append_event(&id, "diagnostic", json!({}), Some(&fence))
+        s.append_event(AppendEvent::new(&id, "diagnostic", json!({})).with_lease(fence.clone()))
             .await,
         CONFLICT,
         expired,

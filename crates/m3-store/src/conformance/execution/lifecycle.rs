@@ -13,7 +13,7 @@ use super::support::{
 use crate::conformance::check::{ensure, expect_error};
 use crate::conformance::{CaseResult, start_time};
 use crate::{
-    EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
+    AppendEvent, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
     FinishExecution, ListExecutions, NewExecution,
 };
 
@@ -261,7 +261,8 @@ pub async fn operations_on_a_missing_execution_are_not_found(h: &ExecutionHarnes
         None,
     )?;
     expect_error(
-        s.append_event("nope", "diagnostic", json!({}), None).await,
+        s.append_event(AppendEvent::new("nope", "diagnostic", json!({})))
+            .await,
         NOT_FOUND,
         None,
     )?;
@@ -333,7 +334,7 @@ pub async fn appended_events_get_consecutive_sequences_and_page(
     for n in 1..=5_u64 {
         let event = h
             .store
-            .append_event(&id, "diagnostic", json!({"n": n}), None)
+            .append_event(AppendEvent::new(&id, "diagnostic", json!({"n": n})))
             .await?;
         ensure!(
             event.sequence == n && event.payload == json!({"n": n}),
@@ -362,7 +363,9 @@ pub async fn append_event_refuses_bad_kinds_and_finished_executions(
 ) -> CaseResult {
     let id = create(h).await?.execution_id;
     expect_error(
-        h.store.append_event(&id, "", json!({}), None).await,
+        h.store
+            .append_event(AppendEvent::new(&id, "", json!({})))
+            .await,
         INVALID_ARGUMENT,
         Some(Reason::EmptyArgument),
     )?;
@@ -372,7 +375,9 @@ pub async fn append_event_refuses_bad_kinds_and_finished_executions(
         EVENT_EXECUTION_FINISHED,
     ] {
         expect_error(
-            h.store.append_event(&id, reserved, json!({}), None).await,
+            h.store
+                .append_event(AppendEvent::new(&id, reserved, json!({})))
+                .await,
             INVALID_ARGUMENT,
             Some(Reason::ReservedEventKind),
         )?;
@@ -382,7 +387,7 @@ pub async fn append_event_refuses_bad_kinds_and_finished_executions(
         .await?;
     expect_error(
         h.store
-            .append_event(&id, "diagnostic", json!({}), None)
+            .append_event(AppendEvent::new(&id, "diagnostic", json!({})))
             .await,
         STATE,
         Some(Reason::Finished),

@@ -8,11 +8,14 @@
 //! Take "now" from [`store_now`](crate::store_now).
 
 pub mod errors;
+mod staged;
 mod steps;
 
+pub use staged::StagedWrite;
 pub use steps::{
-    ExecutionSlot, append_step, cancel_step, check_release, finish_step, granted_lease, lease_step,
-    release_step, renew_step, renewed_lease, transition_step,
+    ExecutionSlot, append_step, cancel_step, change_step, check_release, claim_step, created_event,
+    finish_step, granted_lease, lease_step, release_step, renew_step, renewed_lease,
+    terminalize_step, transition_step,
 };
 
 use std::time::Duration;
@@ -26,7 +29,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use super::record::{
-    EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
+    AppendEvent, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
     ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution, NewExecution,
     TerminalizeExpired,
 };
@@ -187,6 +190,17 @@ pub fn check_event_kind(kind: &str) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `append_event`'s argument checks: [`check_event_kind`], then a payload that is finite
+/// JSON. Returns the payload's canonical JSON text (what a backend that stores text writes).
+///
+/// # Errors
+/// `invalid_argument` ([`Reason::EmptyArgument`], [`Reason::ReservedEventKind`]); the
+/// payload's encoding error.
+pub fn check_append(event: &AppendEvent) -> Result<String> {
+    check_event_kind(&event.kind)?;
+    canonical_json(&event.payload)
 }
 
 /// The fence of the module docs of [`ExecutionStore`](super::ExecutionStore):

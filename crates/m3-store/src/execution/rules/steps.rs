@@ -2,17 +2,18 @@
 //! decides and writes in one critical section (a lock, a transaction) hands the rules its
 //! slot and stores what they changed, so no backend spells a step out again.
 
-use m3_types::{ExecutionStatus, Result};
+use m3_types::{ExecutionStatus, HumanInput, Result};
 use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::{
-    TerminalData, check_fence, check_finish, check_lease_write, check_transition, diagnose, errors,
-    mark_finished, state_changed_payload,
+    TerminalData, check_fence, check_finish, check_lease_write, check_terminalize,
+    check_transition, diagnose, errors, mark_finished, state_changed_payload,
 };
 use crate::execution::record::{
-    EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease,
-    ExecutionLeaseRef, ExecutionRecord, FinishExecution,
+    AppendEvent, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
+    ExecutionChange, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
+    FinishExecution, TerminalizeExpired,
 };
 use crate::managed_input::rules::Decision;
 
@@ -52,12 +53,13 @@ pub fn transition_step(
     Ok(slot.record().clone())
 }
 
-/// `finish`: [`check_finish`] against `stored` (the terminal data of a finished record),
-/// then the terminal record and its `execution.finished` event with `payload`. Returns the
-/// decision (an idempotent repeat changes nothing) and the record.
+/// `finish`: [`check_finish`] against `stored` (the terminal data stored for a finished
+/// record; `None`: [`TerminalData::of_record`] of the record read), then the terminal record
+/// and its `execution.finished` event with `payload`. Returns the decision (an idempotent
+/// repeat changes nothing) and the record.
 ///
 /// # Errors
-/// As [`check_finish`].
+/// As [`check_finish`] and [`TerminalData::of_record`].
 pub fn finish_step(
     slot: &mut impl ExecutionSlot,
     stored: Option<&TerminalData>,
@@ -66,6 +68,11 @@ pub fn finish_step(
     payload: Value,
     now: OffsetDateTime,
 ) -> Result<(Decision, ExecutionRecord)> {
+    let derived = match stored {
+        None if slot.record().is_finished() => Some(TerminalData::of_record(slot.record())?),
+        _ => None,
+    };
+    let stored = stored.or(derived.as_ref());
     let decided = check_finish(
         slot.record(),
         stored,
@@ -79,6 +86,78 @@ pub fn finish_step(
         slot.append_event(EVENT_EXECUTION_FINISHED, payload, now);
     }
     Ok((decided, slot.record().clone()))
+}
+
+/// `terminalize_expired` on the slot (the backend fails the execution's unresolved rounds
+/// in the same atomic step): [`check_terminalize`], then the execution finished on its
+/// expired lease ([`mark_finished`]) and its `execution.finished` event with `payload`
+/// (from [`terminalized_payload`](super::terminalized_payload)).
+///
+/// # Errors
+/// As [`check_terminalize`].
+pub fn terminalize_step(
+    slot: &mut impl ExecutionSlot,
+    request: &TerminalizeExpired,
+    payload: Value,
+    now: OffsetDateTime,
+) -> Result<()> {
+    check_terminalize(slot.record(), request, now)?;
+    let error = request.error.clone();
+    mark_finished(slot.record_mut(), request.outcome, error, None, now);
+    slot.append_event(EVENT_EXECUTION_FINISHED, payload, now);
+    Ok(())
+}
+
+/// `claim_queued` on a slot that [`is_claimable`](super::is_claimable): the claim
+/// ([`apply_claim`](super::apply_claim)) and its `execution.state_changed` event. Returns
+/// the new lease.
+pub fn claim_step(
+    slot: &mut impl ExecutionSlot,
+    owner_id: &str,
+    lease_token: String,
+    expires_at: OffsetDateTime,
+    now: OffsetDateTime,
+) -> ExecutionLease {
+    let lease = super::apply_claim(slot.record_mut(), owner_id, lease_token, expires_at, now);
+    slot.append_event(
+        EVENT_EXECUTION_STATE_CHANGED,
+        state_changed_payload(super::CLAIMED_LIFECYCLE),
+        now,
+    );
+    lease
+}
+
+/// The `execution.created` event (sequence 0) of a new execution with `human_input`.
+pub fn created_event(
+    execution_id: &str,
+    human_input: HumanInput,
+    now: OffsetDateTime,
+) -> ExecutionEvent {
+    ExecutionEvent {
+        execution_id: execution_id.to_owned(),
+        sequence: 0,
+        kind: EVENT_EXECUTION_CREATED.to_owned(),
+        payload: super::created_payload(human_input),
+        timestamp: now,
+    }
+}
+
+/// [`ExecutionChange`]'s step on the slot read for its execution: [`transition_step`] or
+/// [`cancel_step`]. Returns the record.
+///
+/// # Errors
+/// As [`transition_step`].
+pub fn change_step(
+    slot: &mut impl ExecutionSlot,
+    change: &ExecutionChange,
+    now: OffsetDateTime,
+) -> Result<ExecutionRecord> {
+    match change {
+        ExecutionChange::Transition { to, lease, .. } => {
+            transition_step(slot, *to, lease.as_ref(), now)
+        }
+        ExecutionChange::Cancel { reason, .. } => Ok(cancel_step(slot, reason.as_deref(), now)),
+    }
 }
 
 /// `request_cancel`: the first request on an unfinished execution records when and why;
@@ -98,25 +177,23 @@ pub fn cancel_step(
     slot.record().clone()
 }
 
-/// `append_event` (kind and payload already checked): the execution is not finished and
-/// the fence holds; then the event is appended.
+/// `append_event` (after [`check_append`](super::check_append)): the execution is not
+/// finished and the fence holds; then the event is appended.
 ///
 /// # Errors
 /// `managed_input_state` ([`Reason::Finished`](m3_types::Reason::Finished)); the fence's
 /// errors.
 pub fn append_step(
     slot: &mut impl ExecutionSlot,
-    kind: &str,
-    payload: Value,
-    lease: Option<&ExecutionLeaseRef>,
+    event: AppendEvent,
     now: OffsetDateTime,
 ) -> Result<ExecutionEvent> {
     let record = slot.record();
     if record.is_finished() {
         return Err(errors::finished(&record.execution_id));
     }
-    check_fence(record, lease, now)?;
-    Ok(slot.append_event(kind, payload, now))
+    check_fence(record, event.lease.as_ref(), now)?;
+    Ok(slot.append_event(&event.kind, event.payload, now))
 }
 
 /// `release_lease`'s decision on the stored record (`None`: no such execution): a finished

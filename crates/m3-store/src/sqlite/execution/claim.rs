@@ -1,16 +1,16 @@
 //! [`ExecutionStore::claim_queued`](crate::ExecutionStore::claim_queued) on SQLite: a cheap
 //! read finds a candidate without the write lock (idle workers never queue on it), then one
-//! `BEGIN IMMEDIATE` transaction picks the oldest claimable row again, leases it with a
-//! guarded `UPDATE` and appends the state change.
+//! `BEGIN IMMEDIATE` transaction picks the oldest claimable row again and lets the shared
+//! [`claim_step`] lease it and append the state change.
 
-use m3_types::{Result, timestamp};
+use m3_types::Result;
 use sqlx::SqliteConnection;
 use time::OffsetDateTime;
 
 use super::store::SqliteExecutionStore;
-use super::writes::{append, fetch_existing};
-use crate::execution::record::{ClaimQueued, ClaimedExecution, EVENT_EXECUTION_STATE_CHANGED};
-use crate::execution::rules::{self, CLAIMED_LIFECYCLE, state_changed_payload};
+use super::writes::{fetch_existing, store};
+use crate::execution::record::{ClaimQueued, ClaimedExecution};
+use crate::execution::rules::{self, StagedWrite, claim_step};
 use crate::sqlite::error::storage;
 
 /// The oldest claimable execution id (`?1`: only this id, or NULL for any).
@@ -60,32 +60,14 @@ async fn claim_in_tx(
     let Some(id) = candidate else {
         return Ok(None);
     };
-    let mut record = fetch_existing(tx, &id).await?;
-    if !rules::is_claimable(&record, request.execution_id.as_deref()) {
+    let mut staged = StagedWrite::new(fetch_existing(tx, &id).await?);
+    if !rules::is_claimable(&staged.record, request.execution_id.as_deref()) {
         return Ok(None);
     }
-    let lease = rules::apply_claim(&mut record, &request.owner_id, token, expires_at, now);
-    let at = timestamp::format(now);
-    let done = sqlx::query(
-        "UPDATE m3rs_executions
-         SET lifecycle = ?, lease_owner_id = ?, lease_token = ?, lease_expires_at = ?, updated_at = ?
-         WHERE id = ? AND lifecycle = 'queued' AND lease_token IS NULL AND finished_at IS NULL",
-    )
-    .bind(CLAIMED_LIFECYCLE.as_str())
-    .bind(&lease.owner_id)
-    .bind(&lease.lease_token)
-    .bind(timestamp::format(expires_at))
-    .bind(&at)
-    .bind(&id)
-    .execute(&mut *tx)
-    .await
-    .map_err(|e| storage("could not claim the execution", e))?;
-    if done.rows_affected() != 1 {
-        // Impossible under the write lock; never hand out a row we did not change.
-        return Ok(None);
-    }
-    let payload = state_changed_payload(CLAIMED_LIFECYCLE);
-    append(tx, &id, EVENT_EXECUTION_STATE_CHANGED, payload, now).await?;
-    let record = fetch_existing(tx, &id).await?;
-    Ok(Some(ClaimedExecution { record, lease }))
+    let lease = claim_step(&mut staged, &request.owner_id, token, expires_at, now);
+    store(tx, &staged).await?;
+    Ok(Some(ClaimedExecution {
+        record: staged.into_record(),
+        lease,
+    }))
 }

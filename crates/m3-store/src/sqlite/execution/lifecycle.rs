@@ -1,29 +1,64 @@
-//! Lifecycle writes of [`SqliteExecutionStore`]: creation, transitions,
-//! finishing, cancellation, event appends and recovery terminalization.
+//! The writes of [`SqliteExecutionStore`]: each is one `BEGIN IMMEDIATE` transaction that
+//! reads the execution, hands it to a shared step of [`crate::execution::rules`] as a
+//! [`StagedWrite`], and writes the record and the events the step left. The write lock is
+//! held from the read on, so nothing changes the row in between.
 
-use m3_types::{Error, ExecutionStatus, Result, timestamp};
-use serde_json::Value;
-use sqlx::SqliteConnection;
+use m3_types::{Error, Result, timestamp};
 use time::OffsetDateTime;
 
 use super::schema::MANAGED_ROUNDS_TABLE;
 use super::store::SqliteExecutionStore;
-use super::writes::{append, fetch, fetch_existing, table_exists};
+use super::writes::{fetch, fetch_existing, insert_event, store, table_exists};
 use crate::execution::record::{
-    EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionEvent, ExecutionLeaseRef, ExecutionRecord, FinishExecution, NewExecution,
-    TerminalizeExpired, Terminalized,
+    AcquireLease, AppendEvent, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
+    FinishExecution, NewExecution, TerminalizeExpired, Terminalized,
 };
 use crate::execution::rules::errors as error;
 use crate::execution::rules::{
-    TerminalData, check_event_kind, check_fence, check_finish, check_terminalize, check_transition,
-    created_payload, diagnose, finished_payload, require_non_empty, state_changed_payload,
+    Acquire, StagedWrite, TerminalData, acquire_token, append_step, check_acquire, check_append,
+    check_release, created_event, created_record, finish_step, finished_payload, granted_lease,
+    lease_expiry, lease_step, release_step, require_non_empty, terminalize_step,
     terminalized_payload, to_canonical,
 };
 use crate::managed_input::rules::Decision;
 use crate::sqlite::error::storage;
 
 impl SqliteExecutionStore {
+    /// The read-decide-write of a write on one execution: in one write transaction, reads
+    /// `id` (`None`: no such execution), lets `step` decide and change it at `now`, and
+    /// writes what it changed. An error rolls everything back.
+    pub(super) async fn mutate_optional<T: Send>(
+        &self,
+        id: &str,
+        now: OffsetDateTime,
+        step: impl FnOnce(Option<&mut StagedWrite>, OffsetDateTime) -> Result<T> + Send,
+    ) -> Result<T> {
+        let mut tx = self.begin_write().await?;
+        let result = async {
+            let mut staged = fetch(&mut tx, id).await?.map(StagedWrite::new);
+            let value = step(staged.as_mut(), now)?;
+            if let Some(staged) = &staged {
+                store(&mut tx, staged).await?;
+            }
+            Ok(value)
+        }
+        .await;
+        tx.finish(result).await
+    }
+
+    /// [`mutate_optional`](Self::mutate_optional) on an execution that must exist.
+    pub(super) async fn mutate<T: Send>(
+        &self,
+        id: &str,
+        now: OffsetDateTime,
+        step: impl FnOnce(&mut StagedWrite, OffsetDateTime) -> Result<T> + Send,
+    ) -> Result<T> {
+        self.mutate_optional(id, now, |staged, now| {
+            step(staged.ok_or_else(|| error::not_found(id))?, now)
+        })
+        .await
+    }
+
     pub(super) async fn create(
         &self,
         execution_id: String,
@@ -32,7 +67,6 @@ impl SqliteExecutionStore {
         require_non_empty(&execution_id, "execution_id")?;
         let id = execution_id.as_str();
         let spec_json = to_canonical(&new.spec)?;
-        let human_input = new.human_input.as_str();
         let now = self.now();
         let mut tx = self.begin_write().await?;
         let result = async {
@@ -43,19 +77,22 @@ impl SqliteExecutionStore {
                     .await
                     .map_err(|e| storage("could not read the execution", e))?;
             if let Some((stored_spec, stored_human_input)) = existing {
-                if stored_spec == spec_json && stored_human_input == human_input {
+                if stored_spec == spec_json && stored_human_input == new.human_input.as_str() {
                     return fetch_existing(&mut tx, id).await;
                 }
                 return Err(error::id_conflict(id));
             }
+            let event = created_event(id, new.human_input, now);
+            let record = created_record(id, new, now);
             let at = timestamp::format(now);
             let done = sqlx::query(
                 "INSERT INTO m3rs_executions(id, spec_json, human_input, lifecycle, created_at, updated_at)
-                 VALUES (?, ?, ?, 'created', ?, ?)",
+                 VALUES (?, ?, ?, ?, ?, ?)",
             )
             .bind(id)
             .bind(&spec_json)
-            .bind(human_input)
+            .bind(record.human_input.as_str())
+            .bind(record.lifecycle.as_str())
             .bind(&at)
             .bind(&at)
             .execute(&mut *tx)
@@ -66,262 +103,94 @@ impl SqliteExecutionStore {
                     "execution insert did not insert exactly one row",
                 ));
             }
-            let payload = created_payload(new.human_input);
-            append(&mut tx, id, EVENT_EXECUTION_CREATED, payload, now).await?;
-            let record = fetch_existing(&mut tx, id).await?;
+            insert_event(&mut tx, &event).await?;
             Ok(record)
         }
         .await;
         tx.finish(result).await
     }
 
-    pub(super) async fn do_transition(
-        &self,
-        execution_id: &str,
-        to: ExecutionStatus,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionRecord> {
+    pub(super) async fn do_acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
+        let token = acquire_token(&request)?;
         let now = self.now();
-        let mut tx = self.begin_write().await?;
-        let result = async {
-            let record = fetch_existing(&mut tx, execution_id).await?;
-            let from = record.lifecycle;
-            check_transition(&record, to, lease, now)?;
-            let done = sqlx::query(
-                "UPDATE m3rs_executions SET lifecycle = ?, updated_at = ?
-                 WHERE id = ? AND lifecycle = ? AND finished_at IS NULL
-                   AND lease_owner_id IS ? AND lease_token IS ?
-                   AND (lease_token IS NULL OR lease_expires_at > ?)",
-            )
-            .bind(to.as_str())
-            .bind(timestamp::format(now))
-            .bind(execution_id)
-            .bind(from.as_str())
-            .bind(lease.map(|l| l.owner_id.as_str()))
-            .bind(lease.map(|l| l.lease_token.as_str()))
-            .bind(timestamp::format(now))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| storage("could not change the lifecycle", e))?;
-            if done.rows_affected() != 1 {
-                let fresh = fetch(&mut tx, execution_id).await?;
-                return Err(diagnose(fresh.as_ref(), execution_id, lease, now));
+        let expires_at = lease_expiry(now, request.ttl)?;
+        let id = request.execution_id.as_str();
+        self.mutate(id, now, |staged, now| {
+            if let Acquire::Held(lease) =
+                check_acquire(&staged.record, &request.owner_id, &token, now)?
+            {
+                return Ok(lease);
             }
-            let payload = state_changed_payload(to);
-            append(
-                &mut tx,
-                execution_id,
-                EVENT_EXECUTION_STATE_CHANGED,
-                payload,
-                now,
-            )
-            .await?;
-            let record = fetch_existing(&mut tx, execution_id).await?;
-            Ok(record)
-        }
-        .await;
-        tx.finish(result).await
+            let granted = granted_lease(id, request.owner_id.clone(), token, expires_at);
+            Ok(lease_step(staged, granted, now))
+        })
+        .await
+    }
+
+    pub(super) async fn do_release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
+        self.mutate_optional(&lease.execution_id, self.now(), |staged, now| {
+            let read = staged.as_deref().map(|s| &s.record);
+            if let (Decision::Apply, Some(staged)) = (check_release(read, lease, now)?, staged) {
+                release_step(staged, now);
+            }
+            Ok(())
+        })
+        .await
     }
 
     pub(super) async fn do_finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
-        let id = request.execution_id.as_str();
-        let lease = request.lease.as_ref();
         let requested = TerminalData::of_request(&request)?;
-        let (outcome, error_json, result_json) = (
-            &requested.outcome,
-            &requested.error_json,
-            &requested.result_json,
-        );
-        let now = self.now();
-        let mut tx = self.begin_write().await?;
-        let result = async {
-            let record = fetch_existing(&mut tx, id).await?;
-            let stored = match record.is_finished() {
-                true => Some(stored_terminal_data(&mut tx, id).await?),
-                false => None,
-            };
-            if check_finish(&record, stored.as_ref(), &requested, lease, now)?
-                == Decision::AlreadyDone
-            {
-                return Ok(record);
-            }
-            let at = timestamp::format(now);
-            let done = sqlx::query(
-                "UPDATE m3rs_executions
-                 SET lifecycle = 'finished', outcome = ?, error_json = ?, result_json = ?,
-                     finished_at = ?, updated_at = ?,
-                     lease_owner_id = NULL, lease_token = NULL, lease_expires_at = NULL
-                 WHERE id = ? AND lifecycle = ? AND finished_at IS NULL
-                   AND lease_owner_id IS ? AND lease_token IS ?
-                   AND (lease_token IS NULL OR lease_expires_at > ?)",
-            )
-            .bind(outcome)
-            .bind(error_json)
-            .bind(result_json)
-            .bind(&at)
-            .bind(&at)
-            .bind(id)
-            .bind(record.lifecycle.as_str())
-            .bind(lease.map(|l| l.owner_id.as_str()))
-            .bind(lease.map(|l| l.lease_token.as_str()))
-            .bind(&at)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| storage("could not finish the execution", e))?;
-            if done.rows_affected() != 1 {
-                let fresh = fetch(&mut tx, id).await?;
-                return Err(diagnose(fresh.as_ref(), id, lease, now));
-            }
-            let payload = finished_payload(&request)?;
-            append(&mut tx, id, EVENT_EXECUTION_FINISHED, payload, now).await?;
-            let record = fetch_existing(&mut tx, id).await?;
+        let payload = finished_payload(&request)?;
+        self.mutate(&request.execution_id, self.now(), |staged, now| {
+            let (_, record) = finish_step(staged, None, &requested, &request, payload, now)?;
             Ok(record)
-        }
-        .await;
-        tx.finish(result).await
+        })
+        .await
     }
 
-    pub(super) async fn do_request_cancel(
-        &self,
-        execution_id: &str,
-        reason: Option<&str>,
-    ) -> Result<ExecutionRecord> {
-        let now = self.now();
-        let at = timestamp::format(now);
-        let mut tx = self.begin_write().await?;
-        let result = async {
-            sqlx::query(
-                "UPDATE m3rs_executions SET cancel_requested_at = ?, cancel_reason = ?, updated_at = ?
-                 WHERE id = ? AND cancel_requested_at IS NULL AND finished_at IS NULL",
-            )
-            .bind(&at)
-            .bind(reason)
-            .bind(&at)
-            .bind(execution_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| storage("could not record the cancel request", e))?;
-            // Zero rows: already requested or finished (both no-ops), or missing.
-            fetch_existing(&mut tx, execution_id).await
-        }
-        .await;
-        tx.finish(result).await
+    pub(super) async fn do_append_event(&self, event: AppendEvent) -> Result<ExecutionEvent> {
+        check_append(&event)?;
+        let id = event.execution_id.clone();
+        self.mutate(&id, self.now(), |staged, now| {
+            append_step(staged, event, now)
+        })
+        .await
     }
 
-    pub(super) async fn do_append_event(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        payload: Value,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionEvent> {
-        check_event_kind(kind)?;
-        let now = self.now();
-        let mut tx = self.begin_write().await?;
-        let result = async {
-            let record = fetch_existing(&mut tx, execution_id).await?;
-            if record.is_finished() {
-                return Err(error::finished(execution_id));
-            }
-            check_fence(&record, lease, now)?;
-            let event = append(&mut tx, execution_id, kind, payload, now).await?;
-            Ok(event)
-        }
-        .await;
-        tx.finish(result).await
-    }
-
+    /// Recovery in one write transaction: the shared step finishes the execution on its
+    /// expired lease, and the execution's unresolved rounds fail with it.
     pub(super) async fn do_terminalize_expired(
         &self,
         request: TerminalizeExpired,
     ) -> Result<Terminalized> {
         let now = self.now();
         let payload = terminalized_payload(&request)?;
+        let id = request.lease.execution_id.as_str();
         let mut tx = self.begin_write().await?;
-        let result = terminalize_in_tx(&mut tx, &request, payload, now).await;
+        let result = async {
+            let mut staged = StagedWrite::new(fetch_existing(&mut tx, id).await?);
+            terminalize_step(&mut staged, &request, payload, now)?;
+            let rounds_failed = fail_unresolved_rounds(&mut tx, id, &request.reason, now).await?;
+            store(&mut tx, &staged).await?;
+            tracing::info!(
+                execution.id = id,
+                rounds_failed,
+                "terminalized execution after lease loss"
+            );
+            Ok(Terminalized {
+                record: staged.into_record(),
+                rounds_failed,
+            })
+        }
+        .await;
         tx.finish(result).await
     }
-}
-
-/// The stored terminal data of a finished execution (raw canonical text, as written).
-async fn stored_terminal_data(conn: &mut SqliteConnection, id: &str) -> Result<TerminalData> {
-    let (outcome, error_json, result_json): (Option<String>, Option<String>, Option<String>) =
-        sqlx::query_as("SELECT outcome, error_json, result_json FROM m3rs_executions WHERE id = ?")
-            .bind(id)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(|e| storage("could not read the terminal data", e))?;
-    Ok(TerminalData {
-        outcome: outcome.unwrap_or_default(),
-        error_json,
-        result_json,
-    })
-}
-
-/// Recovery inside one write transaction: check, finish on the expired lease, fail the
-/// execution's unresolved rounds, append `execution.finished`.
-async fn terminalize_in_tx(
-    tx: &mut SqliteConnection,
-    request: &TerminalizeExpired,
-    payload: Value,
-    now: OffsetDateTime,
-) -> Result<Terminalized> {
-    let id = request.lease.execution_id.as_str();
-    let record = fetch_existing(tx, id).await?;
-    check_terminalize(&record, request, now)?;
-    finish_on_expired_lease(tx, request, now).await?;
-    let rounds_failed = fail_unresolved_rounds(tx, id, &request.reason, now).await?;
-    append(tx, id, EVENT_EXECUTION_FINISHED, payload, now).await?;
-    let record = fetch_existing(tx, id).await?;
-    tracing::info!(
-        execution.id = id,
-        rounds_failed,
-        "terminalized execution after lease loss"
-    );
-    Ok(Terminalized {
-        record,
-        rounds_failed,
-    })
-}
-
-/// The guarded UPDATE that finishes the execution on its expired lease.
-async fn finish_on_expired_lease(
-    tx: &mut SqliteConnection,
-    request: &TerminalizeExpired,
-    now: OffsetDateTime,
-) -> Result<()> {
-    let lease = &request.lease;
-    let at = timestamp::format(now);
-    let error_json = crate::execution::rules::to_canonical_opt(request.error.as_ref())?;
-    let done = sqlx::query(
-        "UPDATE m3rs_executions
-         SET lifecycle = 'finished', outcome = ?, error_json = ?, result_json = NULL,
-             finished_at = ?, updated_at = ?,
-             lease_owner_id = NULL, lease_token = NULL, lease_expires_at = NULL
-         WHERE id = ? AND finished_at IS NULL AND lease_owner_id = ? AND lease_token = ?
-           AND lease_expires_at <= ?",
-    )
-    .bind(request.outcome.as_str())
-    .bind(&error_json)
-    .bind(&at)
-    .bind(&at)
-    .bind(&lease.execution_id)
-    .bind(&lease.owner_id)
-    .bind(&lease.lease_token)
-    .bind(&at)
-    .execute(&mut *tx)
-    .await
-    .map_err(|e| storage("could not terminalize the execution", e))?;
-    if done.rows_affected() != 1 {
-        return Err(error::concurrent_change(&lease.execution_id));
-    }
-    Ok(())
 }
 
 /// Fails every unresolved round of the execution with `recovery_unavailable`, if the
 /// managed-input tables exist (recovery never creates them).
 async fn fail_unresolved_rounds(
-    tx: &mut SqliteConnection,
+    tx: &mut sqlx::SqliteConnection,
     execution_id: &str,
     reason: &str,
     now: OffsetDateTime,

@@ -2,11 +2,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use m3_types::{Clock, Error, ExecutionStatus, Result, new_id, timestamp};
-use serde_json::Value;
+use m3_types::{Clock, Error, Result, new_id, timestamp};
 use sqlx::SqlitePool;
 use sqlx::sqlite::SqliteSynchronous;
 use time::OffsetDateTime;
@@ -14,22 +12,22 @@ use tokio::sync::OnceCell;
 use tracing::instrument;
 
 use super::rows::{event_from_row, execution_from_row, select_execution};
-use super::writes::{fetch, fetch_existing};
+use super::writes::fetch;
 use super::{managed, schema};
 use crate::ExecutionStore;
 use crate::ManagedInputStore;
 use crate::execution::record::{
-    AcquireLease, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
-    ExecutionRecord, FinishExecution, ListExecutions, NewExecution, TerminalizeExpired,
-    Terminalized,
+    AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
+    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution, ListExecutions,
+    NewExecution, RenewLeases, TerminalizeExpired, Terminalized,
 };
+use crate::execution::rules::change_step;
 use crate::execution::rules::errors as error;
-use crate::execution::rules::{Acquire, acquire_token, check_acquire, diagnose, lease_expiry};
 use crate::signal::datagram::DatagramSignal;
 use crate::signal::{Announce, Change, ChangeKind, ChangeSignal};
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
-use crate::sqlite::error::{single_outcome, storage};
+use crate::sqlite::error::storage;
 use crate::sqlite::file::{WriteGate, write_gate};
 
 /// SQLite backend of [`ExecutionStore`].
@@ -186,47 +184,11 @@ impl ExecutionStore for SqliteExecutionStore {
 
     #[instrument(skip_all, fields(execution.id = %request.execution_id, owner.id = %request.owner_id), err)]
     async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease> {
-        let token = acquire_token(&request)?;
-        let id = request.execution_id.as_str();
-        let now = self.now();
-        let expires_at = lease_expiry(now, request.ttl)?;
-        let mut tx = self.begin_write().await?;
-        let result = async {
-            let record = fetch_existing(&mut tx, id).await?;
-            if let Acquire::Held(stored) = check_acquire(&record, &request.owner_id, &token, now)? {
-                return Ok(stored);
-            }
-            let done = sqlx::query(
-                "UPDATE m3rs_executions
-                 SET lease_owner_id = ?, lease_token = ?, lease_expires_at = ?, updated_at = ?
-                 WHERE id = ? AND lease_token IS NULL AND finished_at IS NULL",
-            )
-            .bind(&request.owner_id)
-            .bind(&token)
-            .bind(timestamp::format(expires_at))
-            .bind(timestamp::format(now))
-            .bind(id)
-            .execute(&mut *tx)
+        self.do_acquire_lease(request)
             .await
-            .map_err(|e| match e.as_database_error().map(|d| d.kind()) {
-                Some(sqlx::error::ErrorKind::UniqueViolation) => error::lease_token_in_use(id),
-                _ => storage("could not acquire the lease", e),
-            })?;
-            if done.rows_affected() != 1 {
-                let fresh = fetch(&mut tx, id).await?;
-                return Err(diagnose(fresh.as_ref(), id, None, now));
-            }
-            Ok(ExecutionLease {
-                execution_id: id.to_owned(),
-                owner_id: request.owner_id,
-                lease_token: token,
-                expires_at,
+            .announce(self.signal(), |lease| {
+                Change::new(lease.execution_id.clone(), ChangeKind::Execution)
             })
-        }
-        .await;
-        tx.finish(result).await.announce(self.signal(), |lease| {
-            Change::new(lease.execution_id.clone(), ChangeKind::Execution)
-        })
     }
 
     #[instrument(skip_all, fields(owner.id = %request.owner_id), err)]
@@ -241,83 +203,32 @@ impl ExecutionStore for SqliteExecutionStore {
         claimed
     }
 
-    #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
-    async fn renew_lease(
-        &self,
-        lease: &ExecutionLeaseRef,
-        ttl: Duration,
-    ) -> Result<ExecutionLease> {
-        single_outcome(self.renew_batch(std::slice::from_ref(lease), ttl).await)
-    }
-
-    #[instrument(skip_all, fields(leases = leases.len()), err)]
-    async fn renew_leases(
-        &self,
-        leases: &[ExecutionLeaseRef],
-        ttl: Duration,
-    ) -> Result<Vec<Result<ExecutionLease>>> {
-        self.renew_batch(leases, ttl).await
+    #[instrument(skip_all, fields(leases = batch.leases.len()), err)]
+    async fn renew_leases(&self, batch: RenewLeases) -> Result<Vec<Result<ExecutionLease>>> {
+        self.renew_batch(&batch.leases, batch.ttl).await
     }
 
     #[instrument(skip_all, fields(execution.id = %lease.execution_id, owner.id = %lease.owner_id), err)]
     async fn release_lease(&self, lease: &ExecutionLeaseRef) -> Result<()> {
-        let id = lease.execution_id.as_str();
-        let now = self.now();
-        let mut tx = self.begin_write().await?;
-        let result = async {
-            let done = sqlx::query(
-                "UPDATE m3rs_executions
-                 SET lease_owner_id = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
-                 WHERE id = ? AND lease_owner_id = ? AND lease_token = ? AND lease_expires_at > ?",
-            )
-            .bind(timestamp::format(now))
-            .bind(id)
-            .bind(&lease.owner_id)
-            .bind(&lease.lease_token)
-            .bind(timestamp::format(now))
-            .execute(&mut *tx)
+        self.do_release_lease(lease)
             .await
-            .map_err(|e| storage("could not release the lease", e))?;
-            if done.rows_affected() == 1 {
-                return Ok(());
-            }
-            match fetch(&mut tx, id).await? {
-                Some(record) if record.is_finished() && record.lease.is_none() => Ok(()),
-                fresh => Err(diagnose(fresh.as_ref(), id, Some(lease), now)),
-            }
-        }
-        .await;
-        tx.finish(result)
-            .await
-            .announce(self.signal(), |()| Change::new(id, ChangeKind::Execution))
+            .announce(self.signal(), |()| {
+                Change::new(lease.execution_id.clone(), ChangeKind::Execution)
+            })
     }
 
-    #[instrument(skip(self, lease), err)]
-    async fn transition(
-        &self,
-        execution_id: &str,
-        to: ExecutionStatus,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionRecord> {
-        self.do_transition(execution_id, to, lease)
-            .await
-            .announce(self.signal(), Change::of_execution)
+    #[instrument(skip_all, fields(execution.id = %change.execution_id()), err)]
+    async fn write_execution(&self, change: ExecutionChange) -> Result<ExecutionRecord> {
+        self.mutate(change.execution_id(), self.now(), |staged, now| {
+            change_step(staged, &change, now)
+        })
+        .await
+        .announce(self.signal(), Change::of_execution)
     }
 
     #[instrument(skip_all, fields(execution.id = %request.execution_id), err)]
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
         self.do_finish(request)
-            .await
-            .announce(self.signal(), Change::of_execution)
-    }
-
-    #[instrument(skip(self), err)]
-    async fn request_cancel(
-        &self,
-        execution_id: &str,
-        reason: Option<&str>,
-    ) -> Result<ExecutionRecord> {
-        self.do_request_cancel(execution_id, reason)
             .await
             .announce(self.signal(), Change::of_execution)
     }
@@ -334,16 +245,9 @@ impl ExecutionStore for SqliteExecutionStore {
         requested.ok_or_else(|| error::not_found(execution_id))
     }
 
-    #[instrument(skip(self, payload, lease), err)]
-    async fn append_event(
-        &self,
-        execution_id: &str,
-        kind: &str,
-        payload: Value,
-        lease: Option<&ExecutionLeaseRef>,
-    ) -> Result<ExecutionEvent> {
-        self.do_append_event(execution_id, kind, payload, lease)
-            .await
+    #[instrument(skip_all, fields(execution.id = %event.execution_id, kind = %event.kind), err)]
+    async fn append_event(&self, event: AppendEvent) -> Result<ExecutionEvent> {
+        self.do_append_event(event).await
     }
 
     #[instrument(skip(self), err)]

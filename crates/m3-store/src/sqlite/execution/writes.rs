@@ -1,14 +1,13 @@
-//! Transaction building blocks of the SQLite execution store: fetching inside
-//! a transaction and event appends.
+//! Transaction building blocks of the SQLite execution store: reading an execution inside
+//! a transaction, and writing what the shared steps changed.
 
-use m3_types::{Error, Result, canonical_json, timestamp};
-use serde_json::Value;
+use m3_types::{Result, canonical_json, timestamp};
 use sqlx::SqliteConnection;
-use time::OffsetDateTime;
 
-use super::rows::{event_from_row, execution_from_row, select_execution};
+use super::rows::{execution_from_row, select_execution};
 use crate::execution::record::{ExecutionEvent, ExecutionRecord};
 use crate::execution::rules::errors as error;
+use crate::execution::rules::{StagedWrite, to_canonical_opt};
 use crate::sqlite::error::storage;
 
 /// Reads one execution on `conn` (inside or outside a transaction).
@@ -34,51 +33,73 @@ pub(crate) async fn fetch_existing(
         .ok_or_else(|| error::not_found(execution_id))
 }
 
-/// Appends one event with the next sequence number. Must run inside a
-/// `BEGIN IMMEDIATE` transaction, which serializes appenders.
-pub(crate) async fn append(
-    conn: &mut SqliteConnection,
-    execution_id: &str,
-    kind: &str,
-    payload: Value,
-    now: OffsetDateTime,
-) -> Result<ExecutionEvent> {
-    let payload_json = canonical_json(&payload)?;
-    let next: i64 = sqlx::query_scalar(
-        "SELECT COALESCE(MAX(sequence) + 1, 0) FROM m3rs_execution_events WHERE execution_id = ?",
-    )
-    .bind(execution_id)
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(|e| storage("could not read the event sequence", e))?;
+/// Writes the mutable columns of `record` over its row (inside the write transaction that
+/// read it, so nothing changed it since). A lease token another execution holds is
+/// `lease_token_in_use`.
+async fn save(conn: &mut SqliteConnection, record: &ExecutionRecord) -> Result<()> {
+    let id = record.execution_id.as_str();
+    let lease = record.lease.as_ref();
     let done = sqlx::query(
+        "UPDATE m3rs_executions
+         SET lifecycle = ?, outcome = ?, error_json = ?, result_json = ?, finished_at = ?,
+             updated_at = ?, lease_owner_id = ?, lease_token = ?, lease_expires_at = ?,
+             cancel_requested_at = ?, cancel_reason = ?
+         WHERE id = ?",
+    )
+    .bind(record.lifecycle.as_str())
+    .bind(record.outcome.map(|o| o.as_str()))
+    .bind(to_canonical_opt(record.error.as_ref())?)
+    .bind(to_canonical_opt(record.result.as_ref())?)
+    .bind(record.finished_at.map(timestamp::format))
+    .bind(timestamp::format(record.updated_at))
+    .bind(lease.map(|l| l.owner_id.as_str()))
+    .bind(lease.map(|l| l.lease_token.as_str()))
+    .bind(lease.map(|l| timestamp::format(l.expires_at)))
+    .bind(record.cancel_requested_at.map(timestamp::format))
+    .bind(record.cancel_reason.as_deref())
+    .bind(id)
+    .execute(&mut *conn)
+    .await
+    .map_err(|e| match e.as_database_error().map(|d| d.kind()) {
+        Some(sqlx::error::ErrorKind::UniqueViolation) => error::lease_token_in_use(id),
+        _ => storage("could not write the execution", e),
+    })?;
+    if done.rows_affected() != 1 {
+        return Err(error::concurrent_change(id));
+    }
+    Ok(())
+}
+
+/// Inserts one event (its sequence number was decided under the write lock).
+pub(crate) async fn insert_event(
+    conn: &mut SqliteConnection,
+    event: &ExecutionEvent,
+) -> Result<()> {
+    sqlx::query(
         "INSERT INTO m3rs_execution_events(execution_id, sequence, kind, payload_json, created_at)
          VALUES (?, ?, ?, ?, ?)",
     )
-    .bind(execution_id)
-    .bind(next)
-    .bind(kind)
-    .bind(&payload_json)
-    .bind(timestamp::format(now))
+    .bind(&event.execution_id)
+    .bind(i64::try_from(event.sequence).unwrap_or(i64::MAX))
+    .bind(&event.kind)
+    .bind(canonical_json(&event.payload)?)
+    .bind(timestamp::format(event.timestamp))
     .execute(&mut *conn)
     .await
     .map_err(|e| storage("could not append the event", e))?;
-    if done.rows_affected() != 1 {
-        return Err(
-            Error::storage("event append did not insert exactly one row")
-                .with_detail("execution_id", execution_id),
-        );
+    Ok(())
+}
+
+/// Writes what the steps did to `staged`: the record, if they changed it, and the events
+/// they appended.
+pub(crate) async fn store(conn: &mut SqliteConnection, staged: &StagedWrite) -> Result<()> {
+    if staged.is_changed() {
+        save(conn, &staged.record).await?;
     }
-    let row = sqlx::query(
-        "SELECT execution_id, sequence, kind, payload_json, created_at
-         FROM m3rs_execution_events WHERE execution_id = ? AND sequence = ?",
-    )
-    .bind(execution_id)
-    .bind(next)
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(|e| storage("could not read the appended event", e))?;
-    event_from_row(&row)
+    for event in staged.events() {
+        insert_event(conn, event).await?;
+    }
+    Ok(())
 }
 
 /// True if `table` exists in the database (without creating anything).
