@@ -12,6 +12,7 @@ use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 use tracing::instrument;
 
+use super::probe::SqliteProbe;
 use super::rows::{event_from_row, execution_from_row, select_execution};
 use super::writes::{fetch, fetch_existing};
 use super::{managed, schema};
@@ -25,7 +26,7 @@ use crate::execution::record::{
 use crate::execution::rules::errors as error;
 use crate::execution::rules::{Acquire, acquire_token, check_acquire, diagnose, lease_expiry};
 use crate::signal::datagram::DatagramSignal;
-use crate::signal::{Announce, Change, ChangeKind, ChangeSignal};
+use crate::signal::{Announce, Change, ChangeKind, ChangeProbe, ChangeSignal};
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
 use crate::sqlite::error::{single_outcome, storage};
@@ -65,6 +66,9 @@ pub(super) struct Inner {
     pub(super) managed: OnceCell<Arc<dyn ManagedInputStore>>,
     /// Where committed changes are announced (shared by every store on the file).
     pub(super) signal: Arc<DatagramSignal>,
+    /// The batched safety re-read of the file's execution waiters, attached to `signal`
+    /// (which holds it weakly: it serves while this store lives).
+    _probe: Arc<dyn ChangeProbe>,
 }
 
 impl SqliteExecutionStore {
@@ -93,6 +97,9 @@ impl SqliteExecutionStore {
             return Err(Error::model_validation("database path must not be empty"));
         }
         let (pool, canonical) = open_pool(&path, &options).await?;
+        let signal = DatagramSignal::for_database(&canonical, options.get_change_signal());
+        let probe: Arc<dyn ChangeProbe> = Arc::new(SqliteProbe { pool: pool.clone() });
+        signal.attach_probe(&probe);
         let store = Self {
             inner: Arc::new(Inner {
                 path,
@@ -100,7 +107,8 @@ impl SqliteExecutionStore {
                 gate: write_gate(&canonical),
                 clock: Arc::clone(options.get_clock()),
                 managed: OnceCell::new(),
-                signal: DatagramSignal::for_database(&canonical, options.get_change_signal()),
+                signal,
+                _probe: probe,
             }),
         };
         let mut reader = store
