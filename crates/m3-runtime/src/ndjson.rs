@@ -1,5 +1,6 @@
-//! Bounded NDJSON line reading over any buffered reader, shared by the MCP client's
-//! stdout reader (`mcp::frames`) and the relay (`relay::run`, `relay::observer`).
+//! Bounded NDJSON line reading over any buffered reader, for the relay (`relay::run`,
+//! `relay::observer`). (The MCP client's stdout reader, `mcp::frames`, reads on demand
+//! inside its transport and keeps the same bound.)
 //!
 //! The bound counts the frame without its newline. What to do with a line past the
 //! bound is the caller's choice: the relay forwards it byte for byte with

@@ -291,7 +291,8 @@ impl AgentSession {
         tool: &str,
         arguments: Map<String, Value>,
     ) -> Result<CompletedOperation> {
-        self.await_tool(server, tool).await;
+        // Boxed, like every step that is not alive while a round waits for its answer.
+        Box::pin(self.await_tool(server, tool)).await;
         self.run(server, OperationRequest::tool(tool, arguments))
             .await
     }
@@ -385,13 +386,15 @@ impl AgentSession {
         connection: &McpConnection,
         request: OperationRequest,
     ) -> Result<CompletedOperation> {
-        let mut progress = connection.start(request).await?;
+        // The steps around the wait for an answer are boxed: a waiting execution keeps only
+        // the wait's state, for as long as the answer takes.
+        let mut progress = Box::pin(connection.start(request)).await?;
         let mut delivered = false;
         loop {
             let round = match progress {
                 OperationProgress::Complete(done) => {
                     if delivered {
-                        self.coordinator()?.resolve_round(true).await?;
+                        Box::pin(self.coordinator()?.resolve_round(true)).await?;
                     }
                     return Ok(done);
                 }
@@ -400,7 +403,7 @@ impl AgentSession {
             if delivered {
                 // The server answered the retry with the next round: the previous
                 // round was delivered.
-                self.coordinator()?.resolve_round(false).await?;
+                Box::pin(self.coordinator()?.resolve_round(false)).await?;
                 delivered = false;
             }
             let (responses, managed) = match &mut self.input {
@@ -420,8 +423,8 @@ impl AgentSession {
                 }
             };
             progress = match managed {
-                None => round.respond(responses).await?,
-                Some(coordinator) => deliver(&coordinator, round, responses).await?,
+                None => Box::pin(round.respond(responses)).await?,
+                Some(coordinator) => Box::pin(deliver(&coordinator, round, responses)).await?,
             };
         }
     }

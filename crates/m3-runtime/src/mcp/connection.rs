@@ -11,7 +11,7 @@ use tokio::sync::{Semaphore, watch};
 
 use super::driver;
 use super::fault::{ConnectionFault, FaultSender, wait_for_fault};
-use super::frames;
+use super::frames::{self, FrameReader};
 use super::handler::{LegacyRouter, M3ClientHandler};
 use super::http;
 use super::negotiation::{falls_back, handshake, lifecycle_mode, negotiated};
@@ -20,6 +20,7 @@ use super::options::{ConnectOptions, ProtocolEra};
 use super::process::{self, ServerProcess, SpawnSettings};
 use super::raw::RawMessages;
 use super::record::LogicalOperation;
+use super::transport::StdioTransport;
 
 /// How many operation records a connection keeps for [`McpConnection::operation_log`].
 const OPERATION_LOG_LIMIT: usize = 256;
@@ -194,14 +195,25 @@ impl McpConnection {
         let (process, pipes) = process::spawn(server, &settings)?;
         let (fault_tx, faults) = FaultSender::new();
         let raw = Arc::new(RawMessages::default());
-        let reader = frames::spawn_reader(
-            pipes.stdout,
-            options.max_frame_bytes,
-            fault_tx.clone(),
-            process.kill_token(),
-            process.exit_watch(),
-            Arc::clone(&raw),
-        );
+        let ends = frames::Ends {
+            faults: fault_tx.clone(),
+            kill: process.kill_token(),
+            exited: process.exit_watch(),
+            raw: Arc::clone(&raw),
+        };
+        let frames = match FrameReader::new(pipes.stdout, options.max_frame_bytes, ends) {
+            Ok(frames) => frames,
+            Err(error) => {
+                process.shutdown(Duration::ZERO).await;
+                return Err(Error::transport(format!(
+                    "cannot read the stdout of MCP server '{}': {error}",
+                    server.name
+                ))
+                .with_detail("server", server.name.clone())
+                .with_source(error));
+            }
+        };
+        let transport = StdioTransport::new(frames, pipes.stdin);
         let parts = Parts {
             server: server.name.clone(),
             options: options.clone(),
@@ -210,7 +222,7 @@ impl McpConnection {
             process: Some(process),
             secrets: Vec::new(),
         };
-        Self::establish((reader, pipes.stdin), parts, lifecycle).await
+        Self::establish(transport, parts, lifecycle).await
     }
 
     /// Connect to any binding: [`McpConnection::connect`] for a stdio server,

@@ -64,6 +64,7 @@
 //!   `protocol_error` at once; silence ends it with `timeout` after the request
 //!   timeout. See `docs/protocol.md`.
 
+mod compat;
 mod connection;
 mod driver;
 mod fault;
@@ -76,6 +77,7 @@ mod options;
 pub(crate) mod process;
 mod raw;
 mod record;
+mod transport;
 pub(crate) mod wire;
 
 pub use connection::{McpConnection, ServerIdentity, ToolDescriptor};

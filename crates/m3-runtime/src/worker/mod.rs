@@ -294,7 +294,9 @@ impl Worker {
             error,
             outcome,
         };
-        self.finish(&record, &spec, &lease, ended, &log).await
+        // Boxed, like every step that is not alive while the execution waits for an answer:
+        // the task keeps only the waiting path's state for its whole life.
+        Box::pin(self.finish(&record, &spec, &lease, ended, &log)).await
     }
 
     /// The stored execution and its spec.
@@ -406,7 +408,7 @@ impl Worker {
             (None, Some(plan)) => InputPolicy::Plan(plan.queue()),
             (None, None) => InputPolicy::Fail,
         };
-        let mut session = AgentSession::connect(SessionSetup {
+        let mut session = Box::pin(AgentSession::connect(SessionSetup {
             execution_id: &lease.execution_id,
             servers: &spec.servers,
             env: &self.env,
@@ -418,7 +420,7 @@ impl Worker {
             log,
             clock: self.executions.clock(),
             connect: harness.connects_servers(),
-        })
+        }))
         .await?;
         self.executions
             .transition(
@@ -428,7 +430,7 @@ impl Worker {
             )
             .await?;
         let text = harness.run_turn(&spec.prompt, &mut session).await;
-        session.close().await;
+        Box::pin(session.close()).await;
         let text = text?;
         self.executions
             .transition(&lease.execution_id, ExecutionStatus::Idle, Some(lease))

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
-use super::{Change, ChangeHub, ChangeSignal, ChangeSubscription, Topic};
+use super::{Change, ChangeHub, ChangeProbe, ChangeSignal, ChangeSubscription, Topic};
 
 /// How long the listening thread blocks before it looks at its stop flag again (it is
 /// normally stopped by a datagram; this only bounds a missed one).
@@ -80,6 +80,17 @@ impl DatagramSignal {
             sender,
             listener: OnceLock::new(),
         }
+    }
+
+    /// Lets `probe` re-read for this file's execution waiters (see [`ChangeHub::attach_probe`]).
+    pub(crate) fn attach_probe(&self, probe: &Arc<dyn ChangeProbe>) {
+        self.hub.attach_probe(probe);
+    }
+
+    /// Whether a probe is attached and alive.
+    #[cfg(test)]
+    pub(crate) fn has_probe(&self) -> bool {
+        self.hub.has_probe()
     }
 
     /// This process's socket, bound on first use (`None`: signals from other processes

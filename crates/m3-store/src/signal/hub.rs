@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::probe::{self, ChangeProbe, SweepGuard};
 use super::{Change, ChangeKind, ChangeSignal, DEFAULT_FALLBACK_POLL, SAFETY_POLL, Topic, Wake};
 
 /// The in-process fan-out of announced changes to the matching subscriptions.
@@ -25,7 +26,10 @@ use super::{Change, ChangeKind, ChangeSignal, DEFAULT_FALLBACK_POLL, SAFETY_POLL
 /// their own only every [`SAFETY_POLL`] (a change announced but lost on the way still
 /// costs latency only), a hub that is not live's every fallback interval
 /// ([`DEFAULT_FALLBACK_POLL`]): 1,000 waiters on a live hub cost 1,000 reads per 30 s,
-/// not per second.
+/// not per second. With a [`ChangeProbe`] attached ([`attach_probe`](Self::attach_probe)),
+/// the [`Topic::Execution`] subscriptions of a live hub do not re-read on their own at all:
+/// one sweep per hub reads the marks of all their executions every safety interval and
+/// wakes only those whose mark changed (see [`super::probe`]).
 ///
 /// ```
 /// # async fn demo() {
@@ -43,13 +47,17 @@ pub struct ChangeHub {
 }
 
 #[derive(Debug)]
-struct Shared {
+pub(super) struct Shared {
     /// The re-read interval while the hub is not live.
     fallback: Duration,
     /// The re-read interval while it is.
     safety: Duration,
     live: AtomicBool,
     state: Mutex<State>,
+    /// The backends' batched re-reads; the first one still alive is used.
+    probes: Mutex<Vec<Weak<dyn ChangeProbe>>>,
+    /// Whether this hub's sweep task runs.
+    sweeping: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -90,8 +98,25 @@ impl ChangeHub {
                 safety: safety.max(floor),
                 live: AtomicBool::new(true),
                 state: Mutex::new(State::default()),
+                probes: Mutex::new(Vec::new()),
+                sweeping: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Lets `probe` stand in for the safety re-reads of this hub's [`Topic::Execution`]
+    /// subscriptions while the hub is live (see [`super::probe`]). The hub keeps only a weak
+    /// reference: the probe serves while its owner (the store object) keeps it; after that
+    /// the subscriptions re-read on their own again.
+    pub fn attach_probe(&self, probe: &Arc<dyn ChangeProbe>) {
+        let mut probes = self.shared.probes();
+        probes.retain(|probe| probe.strong_count() > 0);
+        probes.push(Arc::downgrade(probe));
+    }
+
+    /// Whether a probe is attached and alive.
+    pub fn has_probe(&self) -> bool {
+        self.shared.probe().is_some()
     }
 
     /// The interval after which this hub's subscriptions re-read on their own now: the
@@ -183,12 +208,75 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn probes(&self) -> MutexGuard<'_, Vec<Weak<dyn ChangeProbe>>> {
+        self.probes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn interval(&self) -> Duration {
-        if self.live.load(Ordering::Acquire) {
+        if self.is_live() {
             self.safety
         } else {
             self.fallback
         }
+    }
+
+    pub(super) fn is_live(&self) -> bool {
+        self.live.load(Ordering::Acquire)
+    }
+
+    pub(super) fn safety_interval(&self) -> Duration {
+        self.safety
+    }
+
+    /// The first attached probe still alive.
+    pub(super) fn probe(&self) -> Option<Arc<dyn ChangeProbe>> {
+        self.probes().iter().find_map(Weak::upgrade)
+    }
+
+    /// The executions with a [`Topic::Execution`] subscription.
+    pub(super) fn watched_executions(&self) -> Vec<String> {
+        self.lock().by_execution.keys().cloned().collect()
+    }
+
+    /// Wakes every subscription to `execution_id`'s topic.
+    pub(super) fn wake_execution(&self, execution_id: &str) {
+        if let Some(subscribers) = self.lock().by_execution.get(execution_id) {
+            subscribers.values().for_each(|n| n.notify_one());
+        }
+    }
+
+    /// Whether the sweep re-reads for the [`Topic::Execution`] subscriptions now, starting
+    /// it on the current tokio runtime if it does not run (without a runtime: `false`).
+    fn sweep_covers(self: &Arc<Self>) -> bool {
+        if !self.is_live() || self.probe().is_none() {
+            return false;
+        }
+        if self.sweeping.load(Ordering::Acquire) {
+            return true;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return false;
+        };
+        if !self.sweeping.swap(true, Ordering::AcqRel) {
+            // The guard is in the future from the start: a task dropped before its first
+            // poll still marks the sweep stopped.
+            let guard = SweepGuard {
+                hub: Arc::downgrade(self),
+            };
+            runtime.spawn(probe::sweep(guard));
+        }
+        true
+    }
+
+    /// The sweep ended: its subscriptions arm their own timers at their next wait.
+    pub(super) fn sweep_stopped(&self) {
+        self.sweeping.store(false, Ordering::Release);
+        let state = self.lock();
+        state
+            .by_execution
+            .values()
+            .flat_map(HashMap::values)
+            .for_each(|n| n.notify_one());
     }
 }
 
@@ -264,22 +352,44 @@ impl ChangeSubscription {
 
     /// Completes when a matching change was announced since the last call
     /// ([`Wake::Signalled`]) or after the fallback interval ([`Wake::Poll`]); then re-read.
+    /// A [`Topic::Execution`] subscription of a live hub with a [`ChangeProbe`] has no timer
+    /// of its own: the hub's sweep wakes it (as [`Wake::Signalled`]) when its execution's
+    /// mark changed.
     ///
     /// # Cancel safety
     ///
     /// Cancel-safe: dropped while waiting, a wake-up it received is kept for the next call.
     pub async fn changed(&mut self) -> Wake {
-        let sleep = tokio::time::sleep(self.fallback());
-        match &self.wake {
-            Some(notify) => tokio::select! {
+        let timer = self.own_timer();
+        match (&self.wake, timer) {
+            (Some(notify), Some(every)) => tokio::select! {
                 () = notify.notified() => Wake::Signalled,
-                () = sleep => Wake::Poll,
+                () = tokio::time::sleep(every) => Wake::Poll,
             },
-            None => {
-                sleep.await;
+            (Some(notify), None) => {
+                notify.notified().await;
+                Wake::Signalled
+            }
+            (None, every) => {
+                tokio::time::sleep(every.unwrap_or(self.fallback)).await;
                 Wake::Poll
             }
         }
+    }
+
+    /// How long the next wait may last without a wake-up (`None`: the hub's sweep re-reads
+    /// for this subscription).
+    fn own_timer(&self) -> Option<Duration> {
+        let Some(registration) = &self.registration else {
+            return Some(self.fallback);
+        };
+        let Some(hub) = registration.hub.upgrade() else {
+            return Some(self.fallback);
+        };
+        if registration.execution_id.is_some() && hub.sweep_covers() {
+            return None;
+        }
+        Some(hub.interval())
     }
 }
 

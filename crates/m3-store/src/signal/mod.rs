@@ -22,6 +22,8 @@
 //! - [`ChangeHub`] is the in-process fan-out every backend can reuse: the memory backend is
 //!   only a hub; the SQLite backend adds a Unix datagram to each other waiting process (see
 //!   `docs/custom-backend.md`).
+//! - A [`ChangeProbe`] a backend attaches to its hub replaces the execution waiters' own
+//!   safety re-reads with one batched read per interval ([`probe`]).
 //!
 //! ```
 //! # async fn demo() -> m3_types::Result<()> {
@@ -42,11 +44,13 @@
 #[cfg(feature = "sqlite")]
 pub(crate) mod datagram;
 mod hub;
+pub mod probe;
 
 use std::fmt::Debug;
 use std::time::Duration;
 
 pub use hub::{ChangeHub, ChangeSubscription};
+pub use probe::{ChangeProbe, ProbeFuture};
 
 /// How long a waiter sleeps at most before it re-reads the store without a wake-up: the
 /// fallback that makes a lost or missing signal cost latency only.
@@ -54,8 +58,9 @@ pub const DEFAULT_FALLBACK_POLL: Duration = Duration::from_secs(1);
 
 /// How long a waiter sleeps at most before it re-reads the store while the signal is live
 /// (see [`ChangeHub::is_live`]): only a safety net for an announcement lost on the way (a
-/// committer killed between its commit and its send), so it is rare enough that 1,000
-/// waiting executions cost about 33 reads per second.
+/// committer killed between its commit and its send). Where the backend attaches a
+/// [`ChangeProbe`] (SQLite), one batched read per store and interval stands in for the
+/// re-reads of all the execution waiters ([`probe`]); elsewhere each waiter re-reads.
 pub const SAFETY_POLL: Duration = Duration::from_secs(30);
 
 /// The environment variable that turns the store's change signal off when set to `off`

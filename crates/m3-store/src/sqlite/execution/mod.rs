@@ -8,6 +8,7 @@
 mod claim;
 mod lifecycle;
 mod managed;
+mod probe;
 mod renew;
 mod rows;
 mod schema;

@@ -11,6 +11,7 @@ use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 use tracing::instrument;
 
+use super::probe::SqliteProbe;
 use super::rows::{event_from_row, execution_from_row, select_execution};
 use super::writes::fetch;
 use super::{managed, schema};
@@ -24,7 +25,7 @@ use crate::execution::record::{
 use crate::execution::rules::change_step;
 use crate::execution::rules::errors as error;
 use crate::signal::datagram::DatagramSignal;
-use crate::signal::{Announce, Change, ChangeKind, ChangeSignal};
+use crate::signal::{Announce, Change, ChangeKind, ChangeProbe, ChangeSignal};
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
 use crate::sqlite::error::storage;
@@ -66,6 +67,9 @@ pub(super) struct Inner {
     pub(super) signal: Arc<DatagramSignal>,
     /// The connections' configured `synchronous`, for the managed-input store on the pool.
     pub(super) synchronous: SqliteSynchronous,
+    /// The batched safety re-read of the file's execution waiters, attached to `signal`
+    /// (which holds it weakly: it serves while this store lives).
+    _probe: Arc<dyn ChangeProbe>,
 }
 
 impl SqliteExecutionStore {
@@ -94,6 +98,9 @@ impl SqliteExecutionStore {
             return Err(Error::model_validation("database path must not be empty"));
         }
         let (pool, canonical) = open_pool(&path, &options).await?;
+        let signal = DatagramSignal::for_database(&canonical, options.get_change_signal());
+        let probe: Arc<dyn ChangeProbe> = Arc::new(SqliteProbe { pool: pool.clone() });
+        signal.attach_probe(&probe);
         let store = Self {
             inner: Arc::new(Inner {
                 path,
@@ -101,8 +108,9 @@ impl SqliteExecutionStore {
                 gate: write_gate(&canonical),
                 clock: Arc::clone(options.get_clock()),
                 managed: OnceCell::new(),
-                signal: DatagramSignal::for_database(&canonical, options.get_change_signal()),
+                signal,
                 synchronous: options.get_synchronous(),
+                _probe: probe,
             }),
         };
         let mut reader = store
