@@ -210,7 +210,7 @@ mod tests {
         let ours = StdioTransport::new(FrameReader::over(receiver, 1 << 20, ends()), our_out);
         let (our_messages, our_bytes) = exchange(ours, our_written).await;
         assert_eq!(our_messages, their_messages);
-        assert_eq!(our_messages.len(), 4, "{our_messages:?}");
+        assert_eq!(our_messages.len(), 6, "{our_messages:?}");
         assert_eq!(
             String::from_utf8(our_bytes).unwrap(),
             String::from_utf8(their_bytes).unwrap()

@@ -36,38 +36,16 @@ impl ChangeProbe for SqliteProbe {
 
 impl SqliteProbe {
     async fn read(&self, executions: &[String]) -> Result<HashMap<String, u64>> {
-        let failed = |e| storage("could not read the marks of the waiting executions", e);
-        let mut conn = self.pool.acquire().await.map_err(failed)?;
+        let mut conn = self.pool.acquire().await.map_err(unreadable)?;
         let ids = serde_json::Value::from(executions).to_string();
         let tables = existing_tables(&mut conn).await?;
         let mut hashers: HashMap<String, DefaultHasher> = HashMap::new();
-        if tables.iter().any(|t| t == EXECUTIONS_TABLE) {
-            let rows = sqlx::query(EXECUTION_MARKS)
-                .bind(&ids)
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(failed)?;
-            for row in rows {
-                let id: String = row.try_get(0).map_err(failed)?;
-                let hasher = hashers.entry(id).or_default();
-                for column in 1..5 {
-                    row.try_get::<Option<String>, _>(column)
-                        .map_err(failed)?
-                        .hash(hasher);
-                }
-            }
-        }
-        if tables.iter().any(|t| t == MANAGED_ROUNDS_TABLE) {
-            let rows = sqlx::query(ROUND_MARKS)
-                .bind(&ids)
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(failed)?;
-            for row in rows {
-                let id: String = row.try_get(0).map_err(failed)?;
-                let hasher = hashers.entry(id).or_default();
-                row.try_get::<String, _>(1).map_err(failed)?.hash(hasher);
-                row.try_get::<String, _>(2).map_err(failed)?.hash(hasher);
+        for (table, marks) in [
+            (EXECUTIONS_TABLE, EXECUTION_MARKS),
+            (MANAGED_ROUNDS_TABLE, ROUND_MARKS),
+        ] {
+            if tables.iter().any(|t| t == table) {
+                hash_rows(&mut conn, marks, &ids, &mut hashers).await?;
             }
         }
         Ok(hashers
@@ -75,6 +53,35 @@ impl SqliteProbe {
             .map(|(id, hasher)| (id, hasher.finish()))
             .collect())
     }
+}
+
+fn unreadable(error: sqlx::Error) -> m3_types::Error {
+    storage("could not read the marks of the waiting executions", error)
+}
+
+/// Runs `marks` (the execution id first, then the marked columns) for `ids` (a JSON array)
+/// and hashes each row's columns into its execution's hasher, in row order.
+async fn hash_rows(
+    conn: &mut SqliteConnection,
+    marks: &'static str,
+    ids: &str,
+    hashers: &mut HashMap<String, DefaultHasher>,
+) -> Result<()> {
+    let rows = sqlx::query(marks)
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(unreadable)?;
+    for row in rows {
+        let id: String = row.try_get(0).map_err(unreadable)?;
+        let hasher = hashers.entry(id).or_default();
+        for column in 1..row.len() {
+            row.try_get::<Option<String>, _>(column)
+                .map_err(unreadable)?
+                .hash(hasher);
+        }
+    }
+    Ok(())
 }
 
 /// Which of the two marked tables exist.
@@ -86,7 +93,7 @@ async fn existing_tables(conn: &mut SqliteConnection) -> Result<Vec<String>> {
     .bind(MANAGED_ROUNDS_TABLE)
     .fetch_all(conn)
     .await
-    .map_err(|e| storage("could not read the marks of the waiting executions", e))
+    .map_err(unreadable)
 }
 
 #[cfg(test)]
@@ -107,7 +114,7 @@ mod tests {
     }
 
     /// Runs `sql` on the file behind the store's back: nothing is announced.
-    async fn unannounced(pool: &SqlitePool, sql: &str, binds: &[&str]) {
+    async fn unannounced(pool: &SqlitePool, sql: &'static str, binds: &[&str]) {
         let mut query = sqlx::query(sql);
         for bind in binds {
             query = query.bind(*bind);
