@@ -25,6 +25,12 @@ async fn store_with_round() -> (PgManagedInputStore, String, RoundRef, LeaseRef)
     let options = isolated_options().unwrap();
     let schema = options.schema().to_owned();
     let store = PgManagedInputStore::open_with(options).await.unwrap();
+    let (round, lease) = new_round(&store).await.unwrap();
+    (store, schema, round, lease)
+}
+
+/// Creates round 0 of a fresh execution, leased to `worker-1`.
+async fn new_round(store: &PgManagedInputStore) -> m3_types::Result<(RoundRef, LeaseRef)> {
     let execution = m3_types::new_id();
     let created = store
         .create_round(CreateRound::new(
@@ -32,10 +38,11 @@ async fn store_with_round() -> (PgManagedInputStore, String, RoundRef, LeaseRef)
             "worker-1",
             LEASE,
         ))
-        .await
-        .unwrap();
-    let round = RoundRef::new(execution, "round-1");
-    (store, schema, round, LeaseRef::of(&created.lease))
+        .await?;
+    Ok((
+        RoundRef::new(execution, "round-1"),
+        LeaseRef::of(&created.lease),
+    ))
 }
 
 fn kept_count(store: &PgManagedInputStore) -> usize {
@@ -184,18 +191,7 @@ async fn a_write_dropped_mid_statement_does_not_keep_its_connection() {
 
 /// One round's lifecycle (create, answer, deliver, resolve) of a fresh execution.
 async fn lifecycle(store: &PgManagedInputStore) -> m3_types::Result<()> {
-    let execution = m3_types::new_id();
-    let created = store
-        .create_round(CreateRound::new(
-            sample_round(&execution, "round-1"),
-            "worker-1",
-            LEASE,
-        ))
-        .await?;
-    let (round, lease) = (
-        RoundRef::new(execution, "round-1"),
-        LeaseRef::of(&created.lease),
-    );
+    let (round, lease) = new_round(store).await?;
     store
         .submit_responses(&round, &lease, sample_submission("k-1"))
         .await?;
