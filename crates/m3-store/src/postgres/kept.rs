@@ -38,8 +38,34 @@ pub(crate) const MAX_KEPT: usize = 8;
 /// pool.
 pub(crate) const HOLD: Duration = Duration::from_millis(50);
 
-/// The connections a store object keeps, newest last, each with the time it was kept.
-type Kept = Mutex<Vec<(PoolConnection<Postgres>, Instant)>>;
+/// The connections a store object keeps, newest last.
+type Kept = Mutex<Vec<KeptConnection>>;
+
+/// A kept connection and when it was kept.
+#[derive(Debug)]
+struct KeptConnection {
+    /// Always `Some` until taken or dropped.
+    conn: Option<PoolConnection<Postgres>>,
+    since: Instant,
+}
+
+impl KeptConnection {
+    fn take(mut self) -> Option<PoolConnection<Postgres>> {
+        self.conn.take()
+    }
+}
+
+impl Drop for KeptConnection {
+    /// Back to the pool, which needs a tokio runtime to take it (sqlx spawns there); with
+    /// none (the store dropped after its runtime ended) it is closed instead.
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take()
+            && tokio::runtime::Handle::try_current().is_err()
+        {
+            drop(conn.detach());
+        }
+    }
+}
 
 /// The kept connections of one store object (see the module docs).
 #[derive(Debug)]
@@ -85,7 +111,7 @@ impl KeptConnections {
     }
 
     fn take(&self) -> Option<PoolConnection<Postgres>> {
-        lock(&self.kept).pop().map(|(conn, _)| conn)
+        lock(&self.kept).pop().and_then(KeptConnection::take)
     }
 
     /// Keeps `conn` when there is room and the pool can spare it; otherwise it goes back
@@ -99,7 +125,10 @@ impl KeptConnections {
         if kept.len() >= self.capacity {
             return;
         }
-        kept.push((conn, Instant::now()));
+        kept.push(KeptConnection {
+            conn: Some(conn),
+            since: Instant::now(),
+        });
         if kept.len() == 1 {
             self.kept_one.notify_one();
         }
@@ -124,7 +153,7 @@ impl KeptConnections {
     }
 }
 
-fn lock(kept: &Kept) -> std::sync::MutexGuard<'_, Vec<(PoolConnection<Postgres>, Instant)>> {
+fn lock(kept: &Kept) -> std::sync::MutexGuard<'_, Vec<KeptConnection>> {
     // A panic while holding the lock cannot leave the list inconsistent (push and pop).
     kept.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -140,7 +169,7 @@ async fn sweep(kept: Arc<Kept>, kept_one: Arc<Notify>) {
                 let mut kept = lock(&kept);
                 let (old, fresh): (Vec<_>, Vec<_>) = kept
                     .drain(..)
-                    .partition(|(_, since)| since.elapsed() >= HOLD);
+                    .partition(|kept| kept.since.elapsed() >= HOLD);
                 *kept = fresh;
                 if kept.is_empty() {
                     break;

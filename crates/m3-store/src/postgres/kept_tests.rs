@@ -227,3 +227,23 @@ async fn more_concurrent_writers_than_connections_all_finish() {
     assert!(finished.is_ok(), "concurrent writers did not finish");
     assert!(kept_count(&store) <= 2, "at most half the pool is kept");
 }
+
+/// A store object outliving its runtime (a program's last handle dropped after the runtime
+/// ended) closes its kept connections instead of handing them to a pool that would need
+/// the runtime to take them.
+#[test]
+fn a_store_dropped_after_its_runtime_ended_closes_its_kept_connections() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = runtime.block_on(async {
+        let (store, _, _, _) = store_with_round().await;
+        assert_eq!(kept_count(&store), 1);
+        store
+    });
+    drop(runtime);
+    assert!(tokio::runtime::Handle::try_current().is_err());
+    drop(store);
+}

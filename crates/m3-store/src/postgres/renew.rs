@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use m3_types::{ManagedInputRecord, Result};
+use sqlx::PgConnection;
 use time::OffsetDateTime;
 
 use super::error::db;
@@ -34,12 +35,20 @@ impl PgManagedInputStore {
         lease_duration: Duration,
     ) -> Result<Vec<Result<ManagedInputRecord>>> {
         require_lease_duration(lease_duration)?;
-        let (mut read, now) = self.read_batch(leases).await?;
+        // Two autocommit statements: on the store object's kept connection, like every
+        // round write outside a transaction.
+        let mut conn = self.shared().connection().await?;
+        let read = self.read_batch(conn.in_use(), leases).await;
+        conn.settle(&read);
+        let (mut read, now) = read?;
         let mut outcomes: Vec<Result<ManagedInputRecord>> = leases
             .iter()
             .map(|item| renew_read(&mut read, item, lease_duration, now))
             .collect();
-        let written = self.write_batch(&read).await?;
+        let written = self.write_batch(conn.in_use(), &read).await;
+        conn.settle(&written);
+        conn.release();
+        let written = written?;
         for (outcome, (round, lease)) in outcomes.iter_mut().zip(leases) {
             if outcome.is_ok() && !written.contains(&key(round)) {
                 *outcome = self.renew_alone(round, lease, lease_duration).await;
@@ -51,6 +60,7 @@ impl PgManagedInputStore {
     /// The stored rows of the batch's rounds, and the store's now.
     async fn read_batch(
         &self,
+        conn: &mut PgConnection,
         leases: &[(RoundRef, LeaseRef)],
     ) -> Result<(HashMap<RoundKey, ReadRound>, OffsetDateTime)> {
         let (executions, rounds): (Vec<&str>, Vec<&str>) = leases
@@ -64,7 +74,7 @@ impl PgManagedInputStore {
         )
         .bind(&executions)
         .bind(&rounds)
-        .fetch_all(&self.shared().pool)
+        .fetch_all(conn)
         .await
         .map_err(db("cannot read the managed-input rounds"))?;
         let now = match rows.first() {
@@ -86,7 +96,11 @@ impl PgManagedInputStore {
 
     /// Writes every renewed round over the row it was read from, in one statement;
     /// returns the rounds written (a row changed since the read is not).
-    async fn write_batch(&self, read: &HashMap<RoundKey, ReadRound>) -> Result<Vec<RoundKey>> {
+    async fn write_batch(
+        &self,
+        conn: &mut PgConnection,
+        read: &HashMap<RoundKey, ReadRound>,
+    ) -> Result<Vec<RoundKey>> {
         let mut columns = RoundColumns::default();
         for ((execution_id, round_id), round) in read {
             if let Some(record) = &round.renewed {
@@ -111,7 +125,7 @@ impl PgManagedInputStore {
         .bind(&columns.expiries)
         .bind(&columns.updated)
         .bind(&columns.previous)
-        .fetch_all(&self.shared().pool)
+        .fetch_all(conn)
         .await
         .map_err(db("cannot renew the managed-input leases"))
     }
