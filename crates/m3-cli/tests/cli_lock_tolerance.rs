@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{Store, managed_run, refs, shipping_server};
+use std::time::Duration;
+
+use common::{Store, managed_run, refs, shipping_server, wait_until};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, SqliteConnection};
 
@@ -50,6 +52,12 @@ fn read_only_commands_answer_while_another_process_holds_the_write_lock() {
     let mut run = store.spawn(&refs(&managed_run(&shipping_server(""), "book_shipment")));
     let execution = run.next_json()["execution_id"].as_str().unwrap().to_owned();
     let round_id = run.next_json()["round_id"].as_str().unwrap().to_owned();
+    // The round is stored (and printed) before the execution moves to `waiting_for_input`
+    // in a second write; the lock must not be taken between the two.
+    wait_until(Duration::from_secs(10), "waiting_for_input", || {
+        let status = store.m3(&["--json", "status", &execution]).expect_code(0);
+        (status.json()["lifecycle"] == "waiting_for_input").then_some(())
+    });
 
     let lock = WriteLock::hold(&store);
     let pending = store

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tempfile::TempDir;
@@ -177,7 +177,7 @@ impl Running {
 
     /// Waits for the end; returns the exit code, the remaining stdout lines and stderr.
     pub fn finish(mut self) -> Done {
-        let deadline = std::time::Instant::now() + STEP;
+        let deadline = Instant::now() + STEP;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 let mut stdout = String::new();
@@ -195,7 +195,7 @@ impl Running {
                     stderr,
                 };
             }
-            if std::time::Instant::now() > deadline {
+            if Instant::now() > deadline {
                 let _ = self.child.kill();
                 panic!("m3 did not finish within {STEP:?}");
             }
@@ -245,4 +245,16 @@ pub fn refs(args: &[String]) -> Vec<&str> {
 
 pub fn exists(path: &Path) -> bool {
     path.exists()
+}
+
+/// Polls `check` until it returns `Some` or `within` passed (then panics with `what`).
+pub fn wait_until<T>(within: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -10,13 +10,14 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 use sqlx::{Connection, Row, SqliteConnection};
 
+pub use crate::common::wait_until;
 use crate::common::{Running, Store, m3_bin, refs};
 
 /// The execution lease the tests submit with (seconds): short, so recovery is quick.
@@ -195,18 +196,6 @@ pub fn rounds(db: &Path, id: &str) -> Vec<RoundRow> {
             })
             .collect()
     })
-}
-
-/// Polls `check` until it returns `Some` or `within` passed (then panics with `what`).
-pub fn wait_until<T>(within: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Sends `signal` to `child`.
