@@ -1,6 +1,6 @@
 //! [`AsyncExecutionHandle`]: read, answer, wait for and cancel one execution.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use m3_store::signal::{ChangeSubscription, Topic};
@@ -10,7 +10,7 @@ use m3_store::{
 };
 use m3_types::{
     Error, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, ManagedInputRecord,
-    ManagedInputStatus, PendingElicitationRound, ResponseMap, Result, messages,
+    ManagedInputStatus, PendingElicitationRound, Reason, ResponseMap, Result, messages,
 };
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -78,6 +78,10 @@ pub struct AsyncExecutionHandle {
     kit: Arc<KitInner>,
     execution_id: String,
     human_input: HumanInput,
+    /// The round this handle (or a clone) last returned from `pending_elicitation`, with the
+    /// lease it held then: an answer to that round presents it instead of reading the round
+    /// again (see `respond_elicitation`).
+    seen_pending: Arc<Mutex<Option<(String, LeaseRef)>>>,
 }
 
 fn not_found(what: &str, id: &str) -> Error {
@@ -90,7 +94,23 @@ impl AsyncExecutionHandle {
             kit,
             execution_id,
             human_input,
+            seen_pending: Arc::default(),
         }
+    }
+
+    fn seen_pending(&self) -> std::sync::MutexGuard<'_, Option<(String, LeaseRef)>> {
+        // Only a cache: a panicking holder cannot leave it half-written.
+        self.seen_pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lease last seen on round `round_id`, if this handle saw it pending.
+    fn seen_lease(&self, round_id: &str) -> Option<LeaseRef> {
+        self.seen_pending()
+            .as_ref()
+            .filter(|(seen, _)| seen == round_id)
+            .map(|(_, lease)| lease.clone())
     }
 
     /// The execution id.
@@ -137,16 +157,19 @@ impl AsyncExecutionHandle {
             return Ok(None);
         }
         let store = self.kit.store.managed_input_store().await?;
-        let mut pending: Vec<PendingElicitationRound> = store
+        let mut pending: Vec<ManagedInputRecord> = store
             .list_rounds(&self.execution_id)
             .await?
             .into_iter()
             .filter(|r| r.status == ManagedInputStatus::Pending)
-            .map(|r| r.pending)
             .collect();
         match pending.len() {
             0 => Ok(None),
-            1 => Ok(pending.pop()),
+            1 => Ok(pending.pop().map(|record| {
+                *self.seen_pending() =
+                    Some((record.pending.round_id.clone(), LeaseRef::of(&record.lease)));
+                record.pending
+            })),
             n => Err(Error::managed_input_state(messages::MULTIPLE_PENDING)
                 .with_detail("pending_rounds", n)),
         }
@@ -192,18 +215,49 @@ impl AsyncExecutionHandle {
         }
         let store = self.kit.store.managed_input_store().await?;
         let round = RoundRef::new(self.execution_id.clone(), round_id);
-        let record = store.get_round(&round).await?.ok_or_else(|| {
-            not_found("managed-input round", round_id).with_detail("round_id", round_id)
-        })?;
-        // The responder borrows the worker's lease (the reference's contract).
-        store
-            .submit_responses(
-                &round,
-                &LeaseRef::of(&record.lease),
-                ResponseSubmission::new(responses, idempotency_key),
-            )
-            .await?;
+        let submission = ResponseSubmission::new(responses, idempotency_key);
+        // The responder borrows the worker's lease (the reference's contract). The lease this
+        // handle saw on the pending round saves reading it again; the store checks it in the
+        // write, and only a lease that is no longer the stored one needs the read.
+        let seen = match self.seen_lease(round_id) {
+            Some(lease) => Some(
+                store
+                    .submit_responses(&round, &lease, submission.clone())
+                    .await,
+            ),
+            None => None,
+        };
+        match seen {
+            Some(Err(error)) if error.reason() == Some(Reason::LeaseNotHeld) => {
+                self.submit_under_current_lease(&store, &round, submission)
+                    .await?;
+            }
+            Some(done) => {
+                done?;
+            }
+            None => {
+                self.submit_under_current_lease(&store, &round, submission)
+                    .await?
+            }
+        }
         self.kit.notifier.notify_response(round_id);
+        Ok(())
+    }
+
+    /// Reads `round` and submits under the lease it holds now.
+    async fn submit_under_current_lease(
+        &self,
+        store: &Arc<dyn ManagedInputStore>,
+        round: &RoundRef,
+        submission: ResponseSubmission,
+    ) -> Result<()> {
+        let record = store.get_round(round).await?.ok_or_else(|| {
+            not_found("managed-input round", &round.round_id)
+                .with_detail("round_id", round.round_id.clone())
+        })?;
+        store
+            .submit_responses(round, &LeaseRef::of(&record.lease), submission)
+            .await?;
         Ok(())
     }
 

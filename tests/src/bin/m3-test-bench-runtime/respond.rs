@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use m3_kit::{AsyncAgent, AsyncExecutionHandle, AsyncMcpTestKit, ExecutionTrace, SubmitOptions};
 use m3_tests::runtime_support::{address, call, shipping};
-use m3_types::HumanInput;
+use m3_types::{ExecutionStatus, HumanInput};
 use time::OffsetDateTime;
 
 use crate::Error;
@@ -38,8 +38,24 @@ async fn wait_visible(handle: &AsyncExecutionHandle) -> Result<(String, OffsetDa
     }
 }
 
-/// Child process: reads execution ids on stdin; for each, polls for its round, answers it,
-/// and prints `<visible_unix_us> <respond_unix_us>`.
+/// Waits until the execution is `waiting_for_input` (polled every 1 ms). The worker stores
+/// the round first and then records its request event and the lifecycle change; a response
+/// timed from the round's first sight would also time the worker's own setup commits, which
+/// hold SQLite's write lock then. A person, a test or a service answers a round it saw
+/// waiting, so the measured path starts there.
+async fn wait_waiting(handle: &AsyncExecutionHandle) -> Result<(), Error> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while handle.snapshot().await?.lifecycle != ExecutionStatus::WaitingForInput {
+        if Instant::now() > deadline {
+            return Err("not waiting_for_input within 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(())
+}
+
+/// Child process: reads execution ids on stdin; for each, polls for its round, answers it
+/// once the execution waits, and prints `<visible_unix_us> <respond_unix_us>`.
 pub(crate) async fn responder(database: &str) -> Result<(), Error> {
     let kit = AsyncMcpTestKit::builder()
         .database(database)
@@ -53,6 +69,7 @@ pub(crate) async fn responder(database: &str) -> Result<(), Error> {
     while let Some(line) = lines.next().transpose()? {
         let handle = kit.attach(line.trim()).await?;
         let (round_id, visible) = wait_visible(&handle).await?;
+        wait_waiting(&handle).await?;
         let respond = OffsetDateTime::now_utc();
         answer(&handle, &round_id).await?;
         writeln!(out, "{} {}", micros(visible), micros(respond))?;
@@ -141,6 +158,7 @@ async fn same_process(agent: &AsyncAgent, exe: &str, rounds: usize) -> Result<Se
         let submitted = OffsetDateTime::now_utc();
         let handle = agent.submit("Book a shipment.", options(exe)).await?;
         let (round_id, visible) = wait_visible(&handle).await?;
+        wait_waiting(&handle).await?;
         let respond = OffsetDateTime::now_utc();
         answer(&handle, &round_id).await?;
         let result = handle.result(Some(Duration::from_secs(60))).await?;
