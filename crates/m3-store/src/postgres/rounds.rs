@@ -107,7 +107,8 @@ impl PgManagedInputStore {
             .await
     }
 
-    /// As [`update`](Self::update), committing the write as `wait` says.
+    /// As [`update`](Self::update), committing the write as `wait` says; a write that does
+    /// not wait for its flush does not wait for its announcement either.
     async fn update_with(
         &self,
         round: &RoundRef,
@@ -120,11 +121,17 @@ impl PgManagedInputStore {
         let mut conn = self.shared.connection().await?;
         let done = self.update_on(conn.in_use(), round, wait, step).await;
         conn.settle(&done);
-        if announce && done.is_ok() {
-            let change = round_change(round);
-            self.shared.signal.announce_on(conn, &change).await;
-        } else {
-            conn.release();
+        match (announce && done.is_ok(), wait) {
+            (true, CommitWait::Flush) => {
+                let change = round_change(round);
+                self.shared.signal.announce_on(conn, &change).await;
+            }
+            // Neither the flush nor the announcement holds up the MCP retry that follows.
+            (true, CommitWait::Skip) => self
+                .shared
+                .signal
+                .announce_queued(conn, &round_change(round)),
+            (false, _) => conn.release(),
         }
         done
     }

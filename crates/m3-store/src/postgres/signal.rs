@@ -5,6 +5,8 @@
 //!   object's own subscriptions at once and sends the change with `pg_notify` in a statement
 //!   of its own, with `synchronous_commit` off (a hint needs no flush), before the store call
 //!   returns: a process that exits right after its commit (`m3 respond`) has announced it.
+//!   The one exception is `start_delivery`, which the worker's MCP retry waits for: like its
+//!   commit, which does not wait for the WAL flush, it queues its announcement and returns.
 //!   A round write sends it on the connection of its commit when no other announcement of
 //!   the store object is under way; otherwise (and for the execution store's writes) it is
 //!   sent by one task per store object, so the announcements of concurrent writes go out
@@ -197,6 +199,24 @@ impl PgSignal {
         } else {
             conn.release();
             self.queue_and_send(payload).await;
+        }
+    }
+
+    /// [`announce_on`](Self::announce_on) for a write whose commit did not wait for its flush
+    /// either (`start_delivery`, whose caller sends the MCP retry next): releases the
+    /// connection and queues the announcement to the sender task without waiting for it to go
+    /// out. The writer's process keeps running (it is delivering), so the task sends it.
+    pub(crate) fn announce_queued(&self, conn: StoreConnection<'_>, change: &Change) {
+        self.hub.publish(change);
+        conn.release();
+        if !self.cross_process {
+            return;
+        }
+        if let Some(queue) = self.sender() {
+            // Nobody waits for the confirmation; a queue closed by a runtime shutting down
+            // loses the wake-up only (waiters poll).
+            let (sent, _unawaited) = oneshot::channel();
+            let _ = queue.send((self.payload(change), sent));
         }
     }
 
