@@ -199,7 +199,8 @@ impl Worker {
     ) -> Result<ExecutionRecord> {
         let (record, spec) = self.load(execution_id).await?;
         let lease = self.claim(&record, &spec).await?;
-        self.drive(record, spec, lease, cancel, CancellationToken::new())
+        drop(record);
+        self.drive(spec, lease, cancel, CancellationToken::new())
             .await
     }
 
@@ -222,7 +223,11 @@ impl Worker {
         drained: CancellationToken,
     ) -> Result<ExecutionRecord> {
         let lease = claimed.lease.to_ref();
-        let spec = match parse_spec(&claimed.record) {
+        let parsed = parse_spec(&claimed.record);
+        // The stored record (its spec as JSON) is not needed past here: a waiting execution
+        // should not hold it for as long as the answer takes.
+        drop(claimed);
+        let spec = match parsed {
             Ok(spec) => spec,
             Err(error) => {
                 // A spec this build cannot read fails the execution instead of leaving it.
@@ -233,20 +238,18 @@ impl Worker {
             }
         };
         self.executions.renew_lease(&lease, spec.lease()).await?;
-        self.drive(claimed.record, spec, lease, cancel, drained)
-            .await
+        self.drive(spec, lease, cancel, drained).await
     }
 
     /// Runs a leased execution in lifecycle `starting` to its end.
     async fn drive(
         &self,
-        record: ExecutionRecord,
         spec: ExecutionSpec,
         lease: ExecutionLeaseRef,
         cancel: CancellationToken,
         drained: CancellationToken,
     ) -> Result<ExecutionRecord> {
-        let execution_id = record.execution_id.as_str();
+        let execution_id = lease.execution_id.as_str();
         let stop = CancellationToken::new();
         let _stop_guard = stop.clone().drop_guard();
         let lost = CancellationToken::new();
@@ -296,7 +299,7 @@ impl Worker {
         };
         // Boxed, like every step that is not alive while the execution waits for an answer:
         // the task keeps only the waiting path's state for its whole life.
-        Box::pin(self.finish(&record, &spec, &lease, ended, &log)).await
+        Box::pin(self.finish(&spec, &lease, ended, &log)).await
     }
 
     /// The stored execution and its spec.
@@ -440,7 +443,6 @@ impl Worker {
 
     async fn finish(
         &self,
-        record: &ExecutionRecord,
         spec: &ExecutionSpec,
         lease: &ExecutionLeaseRef,
         ended: Ended,
@@ -459,11 +461,15 @@ impl Worker {
             operations: log.snapshot(),
             token_usage: log.token_usage(),
         };
+        let execution_id = lease.execution_id.as_str();
         let current = self
             .executions
-            .get_execution(&record.execution_id)
+            .get_execution(execution_id)
             .await?
-            .unwrap_or_else(|| record.clone());
+            .ok_or_else(|| {
+                Error::not_found(format!("execution '{execution_id}' does not exist"))
+                    .with_detail("execution_id", execution_id)
+            })?;
         let mut snapshot = current.state();
         snapshot.lifecycle = ExecutionStatus::Finished;
         snapshot.outcome = Some(outcome);
@@ -473,7 +479,7 @@ impl Worker {
         result.activity_health = trace.activity_health();
         trace.persist_into(&mut result, error.as_ref(), &log.secrets())?;
         let stored_error = result.error.clone();
-        let mut request = FinishExecution::new(&record.execution_id, outcome)
+        let mut request = FinishExecution::new(execution_id, outcome)
             .with_result(result)
             .with_lease(lease.clone());
         if let Some(error) = stored_error {

@@ -116,9 +116,10 @@ impl Validated {
     }
 }
 
-/// How many rounds one store object keeps images for; past it the cache starts over (a miss
-/// costs one extra round trip, never a wrong answer).
-const CAPACITY: usize = 1024;
+/// How many rounds one store object keeps images for; past it one image makes room for the
+/// next (a miss costs one extra round trip, never a wrong answer). An image is worth keeping
+/// between a read and the write that follows it, not for the life of a waiting round.
+const CAPACITY: usize = 256;
 
 /// The images of the rounds this store object read or wrote last, by round.
 #[derive(Debug, Default)]
@@ -156,8 +157,11 @@ impl ImageCache {
         );
         let validated = Arc::new(Validated { image, record });
         let mut images = self.lock();
-        if images.len() >= CAPACITY && !images.contains_key(&key) {
-            images.clear();
+        if images.len() >= CAPACITY
+            && !images.contains_key(&key)
+            && let Some(evicted) = images.keys().next().cloned()
+        {
+            images.remove(&evicted);
         }
         images.insert(key, validated);
     }
@@ -186,4 +190,67 @@ fn is_terminal(record: &ManagedInputRecord) -> bool {
         record.status,
         ManagedInputStatus::Resolved | ManagedInputStatus::Failed
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::conformance::sample_round;
+    use crate::sqlite::SqliteManagedInputStore;
+    use crate::{CreateRound, ManagedInputStore};
+
+    async fn store(dir: &tempfile::TempDir) -> SqliteManagedInputStore {
+        SqliteManagedInputStore::open(dir.path().join("images.sqlite"))
+            .await
+            .expect("open")
+    }
+
+    async fn create(store: &SqliteManagedInputStore, execution_id: &str) -> ManagedInputRecord {
+        store
+            .create_round(CreateRound::new(
+                sample_round(execution_id, "round-1"),
+                "worker-a",
+                Duration::from_secs(60),
+            ))
+            .await
+            .expect("create")
+    }
+
+    #[tokio::test]
+    async fn a_renewed_round_keeps_no_image_until_it_is_read_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store(&dir).await;
+        let created = create(&store, "exec-1").await;
+        let round = RoundRef::of(&created);
+        assert!(store.inner().images.get(&round).is_some());
+
+        store
+            .renew(
+                &round,
+                &LeaseRef::of(&created.lease),
+                Duration::from_secs(60),
+            )
+            .await
+            .expect("renew");
+        assert!(store.inner().images.get(&round).is_none());
+
+        store.get_round(&round).await.expect("read").expect("round");
+        assert!(store.inner().images.get(&round).is_some());
+    }
+
+    #[tokio::test]
+    async fn the_cache_holds_at_most_its_capacity_and_keeps_the_newest_image() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store(&dir).await;
+        let mut last = None;
+        for index in 0..=CAPACITY {
+            last = Some(create(&store, &format!("exec-{index}")).await);
+        }
+        let images = &store.inner().images;
+        assert_eq!(images.lock().len(), CAPACITY);
+        let newest = RoundRef::of(&last.expect("created"));
+        assert!(images.get(&newest).is_some());
+    }
 }

@@ -44,16 +44,28 @@ const FAIL_RECOVERY: &str = concat!(
     record_columns!()
 );
 
-/// The one row a guarded UPDATE changed, decoded and remembered as the round's image.
+/// Whether a write keeps the row it left as the round's image (see [`ImageCache`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Image {
+    Remember,
+    Forget,
+}
+
+/// The one row a guarded UPDATE changed, decoded, and remembered as the round's image or
+/// forgotten as `image` says.
 fn single(
     rows: &[sqlx::sqlite::SqliteRow],
     images: &ImageCache,
+    image: Image,
     what: &'static str,
 ) -> Result<ManagedInputRecord> {
     match rows {
         [row] => {
             let record = decode_record(row)?;
-            images.remember(row, &record);
+            match image {
+                Image::Remember => images.remember(row, &record),
+                Image::Forget => images.forget(&RoundRef::of(&record)),
+            }
             Ok(record)
         }
         _ => Err(raced(what)),
@@ -65,6 +77,7 @@ fn single(
 async fn update_one(
     conn: &mut SqliteConnection,
     images: &ImageCache,
+    image: Image,
     update: Query<'_, Sqlite, SqliteArguments>,
     failure: &'static str,
     what: &'static str,
@@ -73,7 +86,7 @@ async fn update_one(
         .fetch_all(&mut *conn)
         .await
         .map_err(|e| storage(failure, e))?;
-    single(&rows, images, what)
+    single(&rows, images, image, what)
 }
 
 const FAIL_UNRESOLVED: &str = "UPDATE m3_managed_input_rounds SET status='failed',failed_at=?,failure_code='recovery_unavailable',failure_message=?,updated_at=? WHERE execution_id=? AND status IN ('pending','response_validated','delivery_started','delivered')";
@@ -236,6 +249,7 @@ async fn claim_in_tx(
     update_one(
         conn,
         images,
+        Image::Remember,
         update,
         "cannot claim a managed-input round",
         "claim",
@@ -263,7 +277,17 @@ async fn renew_in_tx(
         &now_text,
     );
     let failure = "cannot renew a managed-input lease";
-    update_one(conn, images, update, failure, "lease renewal").await
+    // No image: a renewed round waits, and whoever writes it next (the waiter woken by its
+    // response) reads it first; 1,000 waiting rounds would otherwise hold 1,000 images.
+    update_one(
+        conn,
+        images,
+        Image::Forget,
+        update,
+        failure,
+        "lease renewal",
+    )
+    .await
 }
 
 async fn fail_in_tx(
@@ -286,7 +310,7 @@ async fn fail_in_tx(
         .bind(&now_text);
     let update = bind_lease_guard(update, round, lease, &now_text);
     let failed = "cannot fail a managed-input round";
-    update_one(conn, images, update, failed, "failure").await
+    update_one(conn, images, Image::Remember, update, failed, "failure").await
 }
 
 async fn fail_recovery_in_tx(
@@ -311,5 +335,13 @@ async fn fail_recovery_in_tx(
         .bind(expected_lease_token)
         .bind(&now_text);
     let failed = "cannot record a managed-input recovery failure";
-    update_one(conn, images, update, failed, "recovery decision").await
+    update_one(
+        conn,
+        images,
+        Image::Remember,
+        update,
+        failed,
+        "recovery decision",
+    )
+    .await
 }
