@@ -391,7 +391,7 @@ impl AgentSession {
         let mut progress = Box::pin(connection.start(request)).await?;
         let mut delivered = false;
         loop {
-            let round = match progress {
+            let mut round = match progress {
                 OperationProgress::Complete(done) => {
                     if delivered {
                         Box::pin(self.coordinator()?.resolve_round(true)).await?;
@@ -415,7 +415,7 @@ impl AgentSession {
                 ),
                 InputPolicy::Managed(coordinator) => {
                     let coordinator = Arc::clone(coordinator);
-                    let pending = self.pending_round(&round, &coordinator)?;
+                    let pending = self.pending_round(&mut round, &coordinator)?;
                     let parameters = round.record().arguments.clone().unwrap_or_default();
                     let delivery = coordinator.await_round(pending, parameters).await?;
                     delivered = true;
@@ -438,10 +438,11 @@ impl AgentSession {
 
     fn pending_round(
         &self,
-        round: &InputRound,
+        round: &mut InputRound,
         coordinator: &Coordinator,
     ) -> Result<PendingElicitationRound> {
         let created_at = coordinator.now();
+        let requests = round.hand_over_requests();
         let mut pending = PendingElicitationRound::new(
             m3_types::new_id(),
             self.execution_id.clone(),
@@ -449,7 +450,7 @@ impl AgentSession {
             round.server(),
             round.operation_kind(),
             round.operation_name(),
-            round.requests().clone(),
+            requests,
             created_at,
         )?;
         pending.request_state = round.request_state().map(str::to_owned);
@@ -492,6 +493,10 @@ fn unexpected_elicitation(round: &InputRound) -> Error {
     .with_detail("operation_name", round.operation_name())
     .with_detail(
         "request_keys",
-        round.requests().keys().cloned().collect::<Vec<_>>(),
+        round
+            .request_keys()
+            .into_iter()
+            .cloned()
+            .collect::<Vec<_>>(),
     )
 }

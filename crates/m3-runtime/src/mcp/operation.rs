@@ -224,6 +224,8 @@ fn collect_text(value: &Value, out: &mut Vec<String>) {
 pub struct InputRound {
     pub(super) driver: Box<Driver>,
     pub(super) requests: BTreeMap<String, ElicitationRequest>,
+    /// The request keys, once [`InputRound::hand_over_requests`] moved the requests out.
+    pub(super) handed_over: Option<BTreeSet<String>>,
     pub(super) request_state: Option<String>,
     pub(super) attempt: u32,
     pub(super) round_index: u32,
@@ -241,6 +243,23 @@ impl InputRound {
     /// The keyed requests (legacy era: the single key [`LEGACY_REQUEST_KEY`]).
     pub fn requests(&self) -> &BTreeMap<String, ElicitationRequest> {
         &self.requests
+    }
+
+    /// Moves the requests out for a managed round, which stores them, and keeps only their
+    /// keys (what an answer must match): a round that waits for an answer, possibly for
+    /// hours, does not hold its requests twice. [`requests`](Self::requests) is empty after.
+    pub(crate) fn hand_over_requests(&mut self) -> BTreeMap<String, ElicitationRequest> {
+        let requests = std::mem::take(&mut self.requests);
+        self.handed_over = Some(requests.keys().cloned().collect());
+        requests
+    }
+
+    /// The keys an answer must match, whether or not the requests were handed over.
+    pub(crate) fn request_keys(&self) -> BTreeSet<&String> {
+        match &self.handed_over {
+            Some(keys) => keys.iter().collect(),
+            None => self.requests.keys().collect(),
+        }
     }
 
     /// The opaque `requestState` (2026-07-28), verbatim.
@@ -317,7 +336,7 @@ impl InputRound {
     /// # Errors
     /// `managed_input_invalid` naming the missing and unexpected keys.
     pub fn check_responses(&self, responses: &ResponseMap) -> Result<()> {
-        let expected: BTreeSet<&String> = self.requests.keys().collect();
+        let expected = self.request_keys();
         let given: BTreeSet<&String> = responses.keys().collect();
         if expected == given {
             return Ok(());
@@ -373,8 +392,8 @@ impl InputRound {
     /// As [`InputRound::respond`].
     pub async fn decline(self) -> Result<OperationProgress> {
         let responses = self
-            .requests
-            .keys()
+            .request_keys()
+            .into_iter()
             .map(|k| (k.clone(), ElicitationResponse::decline()))
             .collect();
         self.respond(responses).await
@@ -386,8 +405,8 @@ impl InputRound {
     /// As [`InputRound::respond`].
     pub async fn cancel(self) -> Result<OperationProgress> {
         let responses = self
-            .requests
-            .keys()
+            .request_keys()
+            .into_iter()
             .map(|k| (k.clone(), ElicitationResponse::cancel()))
             .collect();
         self.respond(responses).await

@@ -230,6 +230,7 @@ impl Driver {
         Ok(OperationProgress::InputRequired(InputRound {
             driver: Box::new(self),
             requests,
+            handed_over: None,
             request_state: None,
             attempt,
             round_index,

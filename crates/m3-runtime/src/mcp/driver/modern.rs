@@ -149,6 +149,7 @@ impl Driver {
         Ok(OperationProgress::InputRequired(InputRound {
             driver: Box::new(self),
             requests,
+            handed_over: None,
             request_state,
             attempt,
             round_index,
