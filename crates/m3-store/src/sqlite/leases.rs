@@ -1,6 +1,4 @@
-//! Lease and failure operations: `claim_round`, `renew`, `fail`, `fail_recovery`.
-
-use std::time::Duration;
+//! Lease and failure operations: `claim_round`, `fail`, `fail_recovery` (renewals: `renew`).
 
 use m3_types::{ManagedInputRecord, Result};
 use sqlx::SqliteConnection;
@@ -11,24 +9,18 @@ use time::OffsetDateTime;
 use super::checks::{bind_lease_guard, fetch_existing};
 use super::codec::{decode_record, timestamp_text};
 use super::columns::record_columns;
-use super::error::{batch_item, storage};
+use super::error::storage;
 use super::image::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{
-    Decision, apply_claim, check_claim, check_fail, check_fail_recovery, check_renew,
-    check_renew_args, lease_expiry, new_lease_token, raced, require_lease_duration, require_text,
+    Decision, apply_claim, check_claim, check_fail, check_fail_recovery, lease_expiry,
+    new_lease_token, raced, require_text,
 };
 use crate::{ClaimRound, LeaseRef, RoundFailure, RoundRef};
 
 const CLAIM: &str = concat!(
     "UPDATE m3_managed_input_rounds SET status=?,delivered_at=?,owner_id=?,lease_token=?,lease_expires_at=?,updated_at=? ",
     "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status=? AND lease_expires_at<=? RETURNING ",
-    record_columns!()
-);
-
-const RENEW: &str = concat!(
-    "UPDATE m3_managed_input_rounds SET lease_expires_at=?,updated_at=? ",
-    "WHERE execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status IN ('pending','response_validated','delivery_started') AND lease_expires_at>? RETURNING ",
     record_columns!()
 );
 
@@ -44,28 +36,16 @@ const FAIL_RECOVERY: &str = concat!(
     record_columns!()
 );
 
-/// Whether a write keeps the row it left as the round's image (see [`ImageCache`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Image {
-    Remember,
-    Forget,
-}
-
-/// The one row a guarded UPDATE changed, decoded, and remembered as the round's image or
-/// forgotten as `image` says.
+/// The one row a guarded UPDATE changed, decoded and remembered as the round's image.
 fn single(
     rows: &[sqlx::sqlite::SqliteRow],
     images: &ImageCache,
-    image: Image,
     what: &'static str,
 ) -> Result<ManagedInputRecord> {
     match rows {
         [row] => {
             let record = decode_record(row)?;
-            match image {
-                Image::Remember => images.remember(row, &record),
-                Image::Forget => images.forget(&RoundRef::of(&record)),
-            }
+            images.remember(row, &record);
             Ok(record)
         }
         _ => Err(raced(what)),
@@ -77,7 +57,6 @@ fn single(
 async fn update_one(
     conn: &mut SqliteConnection,
     images: &ImageCache,
-    image: Image,
     update: Query<'_, Sqlite, SqliteArguments>,
     failure: &'static str,
     what: &'static str,
@@ -86,7 +65,7 @@ async fn update_one(
         .fetch_all(&mut *conn)
         .await
         .map_err(|e| storage(failure, e))?;
-    single(&rows, images, image, what)
+    single(&rows, images, what)
 }
 
 const FAIL_UNRESOLVED: &str = "UPDATE m3_managed_input_rounds SET status='failed',failed_at=?,failure_code='recovery_unavailable',failure_message=?,updated_at=? WHERE execution_id=? AND status IN ('pending','response_validated','delivery_started','delivered')";
@@ -141,39 +120,6 @@ impl SqliteManagedInputStore {
             Ok(now) => claim_in_tx(&mut write, &inner.images, round, claim, now).await,
             Err(error) => Err(error),
         };
-        write.finish(result).await
-    }
-
-    /// `renew_leases` (and `renew`, a batch of one): every lease of the batch in one write
-    /// transaction.
-    pub(super) async fn renew_batch(
-        &self,
-        leases: &[(RoundRef, LeaseRef)],
-        lease_duration: Duration,
-    ) -> Result<Vec<Result<ManagedInputRecord>>> {
-        require_lease_duration(lease_duration)?;
-        if leases.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.ensure_schema().await?;
-        let inner = self.inner();
-        let mut write = inner.begin_write().await?;
-        let result = async {
-            let now = inner.now()?;
-            let mut outcomes = Vec::with_capacity(leases.len());
-            for (round, lease) in leases {
-                let renewed = match check_renew_args(round, lease, lease_duration) {
-                    Ok(()) => {
-                        renew_in_tx(&mut write, &inner.images, round, lease, lease_duration, now)
-                            .await
-                    }
-                    Err(error) => Err(error),
-                };
-                outcomes.push(batch_item(renewed)?);
-            }
-            Ok(outcomes)
-        }
-        .await;
         write.finish(result).await
     }
 
@@ -249,43 +195,9 @@ async fn claim_in_tx(
     update_one(
         conn,
         images,
-        Image::Remember,
         update,
         "cannot claim a managed-input round",
         "claim",
-    )
-    .await
-}
-
-async fn renew_in_tx(
-    conn: &mut SqliteConnection,
-    images: &ImageCache,
-    round: &RoundRef,
-    lease: &LeaseRef,
-    lease_duration: Duration,
-    now: OffsetDateTime,
-) -> Result<ManagedInputRecord> {
-    let current = fetch_existing(conn, round).await?;
-    check_renew(&current, lease, now)?;
-    let expires = lease_expiry(now, lease_duration)?;
-    let now_text = timestamp_text(now);
-    let expires_text = timestamp_text(expires);
-    let update = bind_lease_guard(
-        sqlx::query(RENEW).bind(&expires_text).bind(&now_text),
-        round,
-        lease,
-        &now_text,
-    );
-    let failure = "cannot renew a managed-input lease";
-    // No image: a renewed round waits, and whoever writes it next (the waiter woken by its
-    // response) reads it first; 1,000 waiting rounds would otherwise hold 1,000 images.
-    update_one(
-        conn,
-        images,
-        Image::Forget,
-        update,
-        failure,
-        "lease renewal",
     )
     .await
 }
@@ -310,7 +222,7 @@ async fn fail_in_tx(
         .bind(&now_text);
     let update = bind_lease_guard(update, round, lease, &now_text);
     let failed = "cannot fail a managed-input round";
-    update_one(conn, images, Image::Remember, update, failed, "failure").await
+    update_one(conn, images, update, failed, "failure").await
 }
 
 async fn fail_recovery_in_tx(
@@ -335,13 +247,5 @@ async fn fail_recovery_in_tx(
         .bind(expected_lease_token)
         .bind(&now_text);
     let failed = "cannot record a managed-input recovery failure";
-    update_one(
-        conn,
-        images,
-        Image::Remember,
-        update,
-        failed,
-        "recovery decision",
-    )
-    .await
+    update_one(conn, images, update, failed, "recovery decision").await
 }

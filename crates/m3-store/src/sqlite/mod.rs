@@ -15,6 +15,7 @@ pub(crate) mod file;
 mod image;
 pub(crate) mod leases;
 mod options;
+mod renew;
 mod responses;
 mod rounds;
 mod schema;
