@@ -219,26 +219,19 @@ impl AsyncExecutionHandle {
         // The responder borrows the worker's lease (the reference's contract). The lease this
         // handle saw on the pending round saves reading it again; the store checks it in the
         // write, and only a lease that is no longer the stored one needs the read.
-        let seen = match self.seen_lease(round_id) {
-            Some(lease) => Some(
-                store
-                    .submit_responses(&round, &lease, submission.clone())
-                    .await,
-            ),
-            None => None,
+        let answered = match self.seen_lease(round_id) {
+            Some(lease) => match store
+                .submit_responses(&round, &lease, submission.clone())
+                .await
+            {
+                Err(error) if error.reason() == Some(Reason::LeaseNotHeld) => false,
+                done => done.map(|_| true)?,
+            },
+            None => false,
         };
-        match seen {
-            Some(Err(error)) if error.reason() == Some(Reason::LeaseNotHeld) => {
-                self.submit_under_current_lease(&store, &round, submission)
-                    .await?;
-            }
-            Some(done) => {
-                done?;
-            }
-            None => {
-                self.submit_under_current_lease(&store, &round, submission)
-                    .await?
-            }
+        if !answered {
+            self.submit_under_current_lease(&store, &round, submission)
+                .await?;
         }
         self.kit.notifier.notify_response(round_id);
         Ok(())
