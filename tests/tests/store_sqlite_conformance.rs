@@ -22,18 +22,18 @@ const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
 /// not recur in 150 stressed runs, and no task of ours blocks a thread; bounding the
 /// shutdown keeps a straggling background task from holding the test, and a slow shutdown
 /// is reported on stderr for whoever reads a failing run's output.
-fn run_suite(suite: impl Future<Output = ()>) {
+fn run_suite(suite: impl Future<Output = ()>) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()
-        .expect("a tokio runtime");
+        .build()?;
     runtime.block_on(suite);
     let stopping = Instant::now();
     runtime.shutdown_timeout(SHUTDOWN_LIMIT);
     if stopping.elapsed() >= SHUTDOWN_LIMIT {
         eprintln!("the runtime did not stop within {SHUTDOWN_LIMIT:?} after the suite passed");
     }
+    Ok(())
 }
 
 async fn backend(clock: Arc<dyn Clock>, options: SqliteStoreOptions) -> m3_types::Result<Backend> {
@@ -55,7 +55,8 @@ fn sqlite_store_passes_the_conformance_suite_with_default_options() {
         assert!(report.is_success(), "{report}");
         assert_eq!(report.passed.len(), case_count());
         assert!(case_count() >= 60, "the suite must keep at least 60 cases");
-    });
+    })
+    .unwrap();
 }
 
 #[test]
@@ -68,7 +69,8 @@ fn sqlite_store_passes_the_conformance_suite_with_non_default_options() {
         let report = run_all(move |clock| backend(clock, options.clone())).await;
         println!("{report}");
         assert!(report.is_success(), "{report}");
-    });
+    })
+    .unwrap();
 }
 
 async fn execution_backend(
@@ -92,7 +94,8 @@ fn sqlite_execution_store_passes_the_execution_suite_with_default_options() {
         println!("{report}");
         assert!(report.is_success(), "{report}");
         assert_eq!(report.passed.len(), execution::CASES.len());
-    });
+    })
+    .unwrap();
 }
 
 #[test]
@@ -107,5 +110,6 @@ fn sqlite_execution_store_passes_the_execution_suite_with_non_default_options() 
             execution::run_all(move |clock| execution_backend(clock, options.clone())).await;
         println!("{report}");
         assert!(report.is_success(), "{report}");
-    });
+    })
+    .unwrap();
 }
