@@ -203,11 +203,14 @@ fn log_call(path: &std::path::Path, tool: &str, responses: Option<&InputResponse
         "answered": responses.is_some(),
         "city": city,
     });
+    // One `write` per line: servers of several workers append to one log, and a
+    // formatted write would reach the file in pieces that interleave with theirs.
+    let bytes = format!("{line}\n");
     let written = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
-        .and_then(|mut file| writeln!(file, "{line}"));
+        .and_then(|mut file| file.write_all(bytes.as_bytes()));
     if let Err(error) = written {
         tracing::warn!(%error, "cannot write the call log");
     }

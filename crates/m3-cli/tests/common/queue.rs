@@ -105,7 +105,10 @@ pub fn call_log(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|error| panic!("call log line {line:?}: {error}"))
+        })
         .collect()
 }
 
