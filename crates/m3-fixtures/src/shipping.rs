@@ -423,3 +423,35 @@ impl ServerHandler for ShippingHandler {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::log_call;
+
+    #[test]
+    fn concurrent_servers_append_whole_call_log_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("calls.jsonl");
+        let writers: Vec<_> = (0..8)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        log_call(&path, "book_shipment", None);
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1600);
+        for line in lines {
+            let value: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|error| panic!("broken line {line:?}: {error}"));
+            assert_eq!(value["tool"], "book_shipment");
+        }
+    }
+}
