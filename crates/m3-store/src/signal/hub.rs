@@ -69,6 +69,21 @@ struct State {
     broad: HashMap<u64, (Topic, Arc<Notify>)>,
 }
 
+impl State {
+    fn all_notifies(&self) -> impl Iterator<Item = Arc<Notify>> + '_ {
+        let by_execution = self.by_execution.values().flat_map(HashMap::values);
+        let broad = self.broad.values().map(|(_, notify)| notify);
+        by_execution.chain(broad).cloned()
+    }
+}
+
+/// Wakes the collected subscriptions. Called after the hub's lock is released: a waker may
+/// run foreign code (another executor's, or one that drops a subscription inline), and the
+/// lock is not re-entrant.
+fn wake_all(woken: &[Arc<Notify>]) {
+    woken.iter().for_each(|notify| notify.notify_one());
+}
+
 impl Default for ChangeHub {
     fn default() -> Self {
         Self::new()
@@ -146,24 +161,25 @@ impl ChangeHub {
     /// [`ChangeKind::Any`]). A subscription that is not waiting keeps the wake-up for its
     /// next [`changed`](ChangeSubscription::changed).
     pub fn publish(&self, change: &Change) {
-        let state = self.shared.lock();
-        if change.kind == ChangeKind::Any {
-            state
-                .by_execution
-                .values()
-                .flat_map(HashMap::values)
-                .for_each(|n| n.notify_one());
-            state.broad.values().for_each(|(_, n)| n.notify_one());
-            return;
-        }
-        if let Some(subscribers) = state.by_execution.get(&change.execution_id) {
-            subscribers.values().for_each(|n| n.notify_one());
-        }
-        for (topic, notify) in state.broad.values() {
-            if topic.matches(change) {
-                notify.notify_one();
+        let woken: Vec<Arc<Notify>> = {
+            let state = self.shared.lock();
+            if change.kind == ChangeKind::Any {
+                state.all_notifies().collect()
+            } else {
+                let by_execution = state
+                    .by_execution
+                    .get(&change.execution_id)
+                    .into_iter()
+                    .flat_map(HashMap::values);
+                let broad = state
+                    .broad
+                    .values()
+                    .filter(|(topic, _)| topic.matches(change))
+                    .map(|(_, notify)| notify);
+                by_execution.chain(broad).cloned().collect()
             }
-        }
+        };
+        wake_all(&woken);
     }
 
     /// How many subscriptions are open.
@@ -240,9 +256,15 @@ impl Shared {
 
     /// Wakes every subscription to `execution_id`'s topic.
     pub(super) fn wake_execution(&self, execution_id: &str) {
-        if let Some(subscribers) = self.lock().by_execution.get(execution_id) {
-            subscribers.values().for_each(|n| n.notify_one());
-        }
+        let woken: Vec<Arc<Notify>> = self
+            .lock()
+            .by_execution
+            .get(execution_id)
+            .into_iter()
+            .flat_map(HashMap::values)
+            .cloned()
+            .collect();
+        wake_all(&woken);
     }
 
     /// Whether the sweep re-reads for the [`Topic::Execution`] subscriptions now, starting
@@ -271,12 +293,14 @@ impl Shared {
     /// The sweep ended: its subscriptions arm their own timers at their next wait.
     pub(super) fn sweep_stopped(&self) {
         self.sweeping.store(false, Ordering::Release);
-        let state = self.lock();
-        state
+        let woken: Vec<Arc<Notify>> = self
+            .lock()
             .by_execution
             .values()
             .flat_map(HashMap::values)
-            .for_each(|n| n.notify_one());
+            .cloned()
+            .collect();
+        wake_all(&woken);
     }
 }
 
