@@ -19,9 +19,10 @@ const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
 /// Every assertion is made inside `suite`. Once (in CI, under load) the non-default run
 /// printed "108 of 108 conformance cases passed" and then did not end for ten minutes: the
 /// time went into dropping the runtime, which waits without limit for its threads. It did
-/// not recur in 234 runs under load, and no `Drop` on that path was found to block;
-/// bounding the shutdown keeps a straggling background task from holding the test, and a
-/// slow shutdown is reported on stderr for whoever reads a failing run's output.
+/// not recur in 234 runs under load. The one suspect found since (the change hub woke its
+/// subscriptions while holding its non-re-entrant lock) is fixed, without proof that it was
+/// the cause; bounding the shutdown keeps a straggling background task from holding the
+/// test, and a slow shutdown is reported on stderr for whoever reads a failing run's output.
 fn run_suite(suite: impl Future<Output = ()>) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -34,6 +35,14 @@ fn run_suite(suite: impl Future<Output = ()>) -> std::io::Result<()> {
         eprintln!("the runtime did not stop within {SHUTDOWN_LIMIT:?} after the suite passed");
     }
     Ok(())
+}
+
+/// Every option away from its default: `NORMAL` sync, a short busy timeout, one connection.
+fn non_default_options() -> SqliteStoreOptions {
+    SqliteStoreOptions::new()
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_millis(1500))
+        .max_connections(1)
 }
 
 async fn backend(clock: Arc<dyn Clock>, options: SqliteStoreOptions) -> m3_types::Result<Backend> {
@@ -62,10 +71,7 @@ fn sqlite_store_passes_the_conformance_suite_with_default_options() {
 #[test]
 fn sqlite_store_passes_the_conformance_suite_with_non_default_options() {
     run_suite(async {
-        let options = SqliteStoreOptions::new()
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_millis(1500))
-            .max_connections(1);
+        let options = non_default_options();
         let report = run_all(move |clock| backend(clock, options.clone())).await;
         println!("{report}");
         assert!(report.is_success(), "{report}");
@@ -101,11 +107,7 @@ fn sqlite_execution_store_passes_the_execution_suite_with_default_options() {
 #[test]
 fn sqlite_execution_store_passes_the_execution_suite_with_non_default_options() {
     run_suite(async {
-        let options = SqliteStoreOptions::new()
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_millis(1500))
-            .max_connections(1)
-            .change_signal(false);
+        let options = non_default_options().change_signal(false);
         let report =
             execution::run_all(move |clock| execution_backend(clock, options.clone())).await;
         println!("{report}");

@@ -70,10 +70,15 @@ struct State {
 }
 
 impl State {
-    fn all_notifies(&self) -> impl Iterator<Item = Arc<Notify>> + '_ {
-        let by_execution = self.by_execution.values().flat_map(HashMap::values);
+    /// Every [`Topic::Execution`] subscription.
+    fn execution_notifies(&self) -> impl Iterator<Item = &Arc<Notify>> {
+        self.by_execution.values().flat_map(HashMap::values)
+    }
+
+    /// Every subscription.
+    fn all_notifies(&self) -> impl Iterator<Item = &Arc<Notify>> {
         let broad = self.broad.values().map(|(_, notify)| notify);
-        by_execution.chain(broad).cloned()
+        self.execution_notifies().chain(broad)
     }
 }
 
@@ -164,7 +169,7 @@ impl ChangeHub {
         let woken: Vec<Arc<Notify>> = {
             let state = self.shared.lock();
             if change.kind == ChangeKind::Any {
-                state.all_notifies().collect()
+                state.all_notifies().cloned().collect()
             } else {
                 let by_execution = state
                     .by_execution
@@ -293,13 +298,7 @@ impl Shared {
     /// The sweep ended: its subscriptions arm their own timers at their next wait.
     pub(super) fn sweep_stopped(&self) {
         self.sweeping.store(false, Ordering::Release);
-        let woken: Vec<Arc<Notify>> = self
-            .lock()
-            .by_execution
-            .values()
-            .flat_map(HashMap::values)
-            .cloned()
-            .collect();
+        let woken: Vec<Arc<Notify>> = self.lock().execution_notifies().cloned().collect();
         wake_all(&woken);
     }
 }
