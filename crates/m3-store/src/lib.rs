@@ -66,6 +66,8 @@ pub mod memory;
 mod open;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod recent;
 pub mod signal;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;

@@ -61,6 +61,8 @@ use m3_types::{Clock, ManualClock, Result};
 use crate::{ManagedInputStore, RoundRef};
 
 pub use check::CaseFailure;
+#[cfg(test)]
+pub(crate) use fixture::other_address;
 pub use fixture::{sample_round, sample_submission, start_time};
 
 /// What a backend's factory builds for one case.

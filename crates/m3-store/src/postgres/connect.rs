@@ -13,7 +13,10 @@ use time::OffsetDateTime;
 
 use super::error::db;
 use super::kept::{KeptConnections, StoreConnection};
+use super::rounds::KnownRound;
+use super::server_time::{ServerTime, Window};
 use super::signal::PgSignal;
+use crate::recent::RecentRounds;
 
 /// The pool size when the URL has no `max_connections` parameter.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
@@ -164,6 +167,10 @@ pub(crate) struct Shared {
     pub(crate) signal: Arc<PgSignal>,
     /// Connections kept between operations (see [`KeptConnections`]).
     pub(crate) kept: KeptConnections,
+    /// The server's clock as last read (see [`ServerTime`]).
+    pub(crate) server_time: Arc<ServerTime>,
+    /// The stored form of the rounds this store object read or wrote last.
+    pub(crate) rounds: RecentRounds<KnownRound>,
 }
 
 impl Shared {
@@ -181,6 +188,30 @@ impl Shared {
     /// [`KeptConnections`]).
     pub(crate) async fn connection(&self) -> Result<StoreConnection<'_>> {
         self.kept.connection().await
+    }
+
+    /// The time to decide a write at without reading the server's clock first: the injected
+    /// clock's (the write pins nothing), else the estimate of the server's, with the window
+    /// of server time the write must pin (see [`ServerTime`]).
+    pub(crate) fn decision_time(&self) -> (OffsetDateTime, Option<Window>) {
+        match self.injected_now() {
+            Some(now) => (now, None),
+            None => {
+                let estimate = self.server_time.estimate();
+                (estimate.now, Some(estimate.window()))
+            }
+        }
+    }
+
+    /// Learns the server's time from a reading a write returned at `received`.
+    pub(crate) fn observe_server_time(&self, server: OffsetDateTime, received: Instant) {
+        self.server_time.observe(server, received);
+    }
+
+    /// Starts the estimate of the server's time again from a fresh reading (a read that
+    /// comes before a write decided on it: see [`ServerTime::reset`]).
+    pub(crate) fn reset_server_time(&self, server: OffsetDateTime, received: Instant) {
+        self.server_time.reset(server, received);
     }
 
     /// The injected clock's time, for statements that otherwise read the server clock
@@ -222,9 +253,10 @@ pub(crate) async fn open(options: PgStoreOptions) -> Result<Shared> {
         .await
         .map_err(db("cannot connect to PostgreSQL"))?;
     migrate(&mut conn, &schema).await?;
+    let server_time = Arc::new(measure_server_time(&mut conn).await?);
     let clock: Arc<dyn Clock> = match &options.clock {
         Some(clock) => Arc::clone(clock),
-        None => Arc::new(ServerClock::measure(&mut conn).await?),
+        None => Arc::clone(&server_time) as Arc<dyn Clock>,
     };
     drop(conn);
     let signal = Arc::new(PgSignal::new(
@@ -238,6 +270,8 @@ pub(crate) async fn open(options: PgStoreOptions) -> Result<Shared> {
         pool,
         injected: options.clock,
         clock,
+        server_time,
+        rounds: RecentRounds::default(),
         signal,
     })
 }
@@ -304,34 +338,13 @@ fn unknown_version(schema: &str, applied: i64, known: i64) -> Error {
     .with_detail("known_version", known)
 }
 
-/// The database server's clock as a [`Clock`]: the local clock plus the offset measured
-/// when the store was opened. Store operations read the server clock in their own
-/// statements; this is what the store reports to callers (deadlines, recovery scans).
-#[derive(Debug)]
-struct ServerClock {
-    offset: time::Duration,
-}
-
-impl ServerClock {
-    async fn measure(conn: &mut PgConnection) -> Result<Self> {
-        let sent = Instant::now();
-        let local = OffsetDateTime::now_utc();
-        let server: OffsetDateTime = sqlx::query_scalar("SELECT clock_timestamp()")
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(db("cannot read the server clock"))?;
-        let half_trip =
-            time::Duration::try_from(sent.elapsed() / 2).unwrap_or(time::Duration::ZERO);
-        Ok(Self {
-            offset: server - (local + half_trip),
-        })
-    }
-}
-
-impl Clock for ServerClock {
-    fn now(&self) -> OffsetDateTime {
-        crate::truncate_to_stored_precision(OffsetDateTime::now_utc() + self.offset)
-    }
+/// Reads the server's clock once, for the store's first estimate of it.
+async fn measure_server_time(conn: &mut PgConnection) -> Result<ServerTime> {
+    let server: OffsetDateTime = sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db("cannot read the server clock"))?;
+    Ok(ServerTime::new(server, Instant::now()))
 }
 
 fn check_schema_name(schema: &str) -> Result<()> {

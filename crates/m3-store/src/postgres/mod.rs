@@ -12,7 +12,8 @@
 //! on any number of hosts. Canonical payloads are kept as `text` (never `jsonb`).
 //!
 //! The default store clock is the database server's (`clock_timestamp()`, read by the
-//! statement that locks the row), so workers with skewed clocks agree on lease expiry; an
+//! statement that locks the row, or estimated from the last reading and pinned by the write
+//! that uses it: `server_time.rs`), so workers with skewed clocks agree on lease expiry; an
 //! injected [`Clock`](m3_types::Clock) wins. See `docs/postgres.md`.
 
 mod claim;
@@ -24,6 +25,7 @@ mod kept;
 mod renew;
 mod round_create;
 mod rounds;
+mod server_time;
 mod signal;
 #[cfg(feature = "conformance")]
 pub mod testing;

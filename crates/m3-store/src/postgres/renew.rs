@@ -50,8 +50,10 @@ impl PgManagedInputStore {
         conn.release();
         let written = written?;
         for (outcome, (round, lease)) in outcomes.iter_mut().zip(leases) {
-            if outcome.is_ok() && !written.contains(&key(round)) {
-                *outcome = self.renew_alone(round, lease, lease_duration).await;
+            match outcome {
+                Ok(record) if written.contains(&key(round)) => self.keep_written(record),
+                Ok(_) => *outcome = self.renew_alone(round, lease, lease_duration).await,
+                Err(_) => {}
             }
         }
         Ok(outcomes)

@@ -1,16 +1,20 @@
 //! [`PgManagedInputStore`]: one row per round in `m3rs_rounds`.
 //!
-//! Every change of a round is a compare-and-set in two statements, no explicit transaction:
-//! read the row (and the server clock), ask the shared
-//! [`rules`](crate::managed_input::rules), and write the record they return with one guarded
-//! `UPDATE ... WHERE record_json = <the record read> RETURNING` (autocommit). When a
-//! concurrent writer changed the round in between, nothing is written and the step is
-//! decided again on the new record, so two racing writers behave as if serialized. Creates
-//! (`round_create.rs`) are one `INSERT ... ON CONFLICT DO NOTHING` under the table's unique
-//! keys.
+//! Every change of a round is a compare-and-set, no explicit transaction: the shared
+//! [`rules`](crate::managed_input::rules) decide on a record of the round, and one guarded
+//! `UPDATE ... WHERE record_json = <that record> RETURNING` (autocommit) writes the record
+//! they return. When this store object knows the round (it read or wrote it last, see
+//! [`RecentRounds`](crate::recent::RecentRounds)), the rules decide on that record at the
+//! estimated server time and the write pins both (see
+//! [`ServerTime`](super::server_time::ServerTime)): one statement. Otherwise, and whenever
+//! that write matches no row or the rules refuse or skip it there, the row is read first
+//! (with the server's clock) and decided on again. When a concurrent writer changed the
+//! round in between, nothing is written and the step is decided again on the new record,
+//! so two racing writers behave as if serialized. Creates (`round_create.rs`) are one
+//! `INSERT ... ON CONFLICT DO NOTHING` under the table's unique keys.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use m3_types::{Clock, Error, ManagedInputRecord, Reason, Result};
@@ -20,6 +24,7 @@ use time::OffsetDateTime;
 
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
+use super::server_time::Window;
 use crate::managed_input::rules::{
     self, RoundWrite, Transition, apply_recovery_failure, require_round, require_text,
     stored_invalid,
@@ -143,6 +148,9 @@ impl PgManagedInputStore {
         wait: CommitWait,
         step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
     ) -> Result<ManagedInputRecord> {
+        if let Some(written) = self.update_known(conn, round, wait, &step).await? {
+            return Ok(written);
+        }
         for _ in 0..UPDATE_ATTEMPTS {
             let row: Option<(String, OffsetDateTime)> = sqlx::query_as(
                 "SELECT record_json, clock_timestamp() FROM m3rs_rounds \
@@ -154,13 +162,16 @@ impl PgManagedInputStore {
             .await
             .map_err(db("cannot read the managed-input round"))?;
             let (stored, server_now) = row.ok_or_else(|| rules::missing_round(round))?;
+            self.shared.reset_server_time(server_now, Instant::now());
             let current = decode(&stored)?;
             let Some(write) = step(&current, self.shared.now(server_now))? else {
+                self.shared
+                    .rounds
+                    .keep(&current, KnownRound::new(stored, &current));
                 return Ok(current);
             };
-            let redacted = write.redacted_json.as_deref();
-            if write_round(&mut *conn, &stored, &write.record, redacted, wait).await? {
-                return Ok(write.record);
+            if let Some(written) = self.write_known(conn, &stored, write, wait, None).await? {
+                return Ok(written);
             }
             // Another writer changed the round since the read: decide again on its record.
         }
@@ -169,6 +180,93 @@ impl PgManagedInputStore {
         )
         .with_detail("execution_id", round.execution_id.clone())
         .with_detail("round_id", round.round_id.clone()))
+    }
+
+    /// The write `step` decides on the round as this store object last read or wrote it, at
+    /// the estimated server time, in one statement (no read). `None`, with nothing written,
+    /// when the object knows no record of the round, when `step` wants no write or refuses
+    /// it there (both are decided again on a fresh read: the known record may be behind),
+    /// or when the row or the server's clock has moved on since.
+    async fn update_known(
+        &self,
+        conn: &mut PgConnection,
+        round: &RoundRef,
+        wait: CommitWait,
+        step: &(impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send),
+    ) -> Result<Option<ManagedInputRecord>> {
+        let Some(known) = self.shared.rounds.get(round) else {
+            return Ok(None);
+        };
+        let (now, window) = self.shared.decision_time();
+        let Ok(Some(write)) = step(&known.record, now) else {
+            return Ok(None);
+        };
+        let written = self
+            .write_known(conn, &known.stored, write, wait, window)
+            .await?;
+        if written.is_none() {
+            self.shared.rounds.forget(round);
+        }
+        Ok(written)
+    }
+
+    /// [`write_round`] of `write` over `previous`, pinned to `window` if given; on success
+    /// the server's time it returned is learned and the written record kept as known and
+    /// returned; `None` when the row no longer held `previous` (or the window was missed).
+    async fn write_known(
+        &self,
+        conn: &mut PgConnection,
+        previous: &str,
+        write: RoundWrite,
+        wait: CommitWait,
+        window: Option<Window>,
+    ) -> Result<Option<ManagedInputRecord>> {
+        let encoded = encode(&write.record)?;
+        let redacted = write.redacted_json.as_deref();
+        let pinned = Pinned { wait, window };
+        let written =
+            write_round(conn, previous, &write.record, &encoded, redacted, pinned).await?;
+        let Some(server_now) = written else {
+            return Ok(None);
+        };
+        self.shared.observe_server_time(server_now, Instant::now());
+        let known = KnownRound::new(encoded, &write.record);
+        self.shared.rounds.keep(&write.record, known);
+        Ok(Some(write.record))
+    }
+}
+
+impl PgManagedInputStore {
+    /// Keeps `record`, just written by a statement of its own (a batch), as known.
+    pub(super) fn keep_written(&self, record: &ManagedInputRecord) {
+        match encode(record) {
+            Ok(stored) => self
+                .shared
+                .rounds
+                .keep(record, KnownRound::new(stored, record)),
+            Err(_) => self.shared.rounds.forget(&RoundRef::of(record)),
+        }
+    }
+}
+
+/// A round's record as stored (the exact text a compare-and-set compares) and decoded.
+#[derive(Debug, Clone)]
+pub(crate) struct KnownRound {
+    stored: String,
+    record: ManagedInputRecord,
+}
+
+impl KnownRound {
+    pub(super) fn new(stored: String, record: &ManagedInputRecord) -> Self {
+        Self {
+            stored,
+            record: record.clone(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn record(&self) -> &ManagedInputRecord {
+        &self.record
     }
 }
 
@@ -203,33 +301,45 @@ pub(super) fn encode(record: &ManagedInputRecord) -> Result<String> {
         .map_err(|e| Error::storage(format!("cannot encode the managed-input record: {e}")))
 }
 
-/// Writes `record` over the row that held `previous`, with a new redacted projection if
-/// given, in one statement: `false` when the row no longer holds `previous` (a concurrent
-/// writer came first; nothing is overwritten).
+/// Writes `record` (stored as `encoded`) over the row that held `previous`, with a new
+/// redacted projection if given, in one statement, committed and pinned as `pinned` says.
+/// Returns the server's time at the write, or `None` when the row no longer holds
+/// `previous` (a concurrent writer came first) or the server's time is outside the pinned
+/// window: nothing is overwritten then.
 async fn write_round<'e>(
     conn: impl PgExecutor<'e>,
     previous: &str,
     record: &ManagedInputRecord,
+    encoded: &str,
     redacted_json: Option<&str>,
-    wait: CommitWait,
-) -> Result<bool> {
-    let statement = match wait {
+    pinned: Pinned,
+) -> Result<Option<OffsetDateTime>> {
+    let statement = match pinned.wait {
         CommitWait::Flush => WRITE_ROUND,
         CommitWait::Skip => WRITE_ROUND_UNFLUSHED,
     };
-    let written: Option<i32> = sqlx::query_scalar(statement)
+    let (earliest, latest) = pinned.window.unzip();
+    sqlx::query_scalar(statement)
         .bind(record.execution_id())
         .bind(record.round_id())
         .bind(record.status.as_str())
-        .bind(encode(record)?)
+        .bind(encoded)
         .bind(redacted_json)
         .bind(record.lease.expires_at)
         .bind(record.updated_at)
         .bind(previous)
+        .bind(earliest)
+        .bind(latest)
         .fetch_optional(conn)
         .await
-        .map_err(db("cannot write the managed-input round"))?;
-    Ok(written.is_some())
+        .map_err(db("cannot write the managed-input round"))
+}
+
+/// How a round write commits, and the server time it must happen in (if any).
+#[derive(Debug, Clone, Copy)]
+struct Pinned {
+    wait: CommitWait,
+    window: Option<Window>,
 }
 
 /// Whether a round write's commit waits for its WAL flush.
@@ -243,24 +353,25 @@ enum CommitWait {
 }
 
 /// The guarded compare-and-set of a round's record (see the module docs), up to its
-/// `RETURNING`.
+/// `RETURNING`: `$9` and `$10`, when not null, are the window the server's clock must be in.
 macro_rules! write_round_sql {
     () => {
         "UPDATE m3rs_rounds SET status = $3, record_json = $4, \
          redacted_responses_json = COALESCE($5, redacted_responses_json), \
          lease_expires_at = $6, updated_at = $7 \
-         WHERE execution_id = $1 AND round_id = $2 AND record_json = $8"
+         WHERE execution_id = $1 AND round_id = $2 AND record_json = $8 \
+         AND ($9::timestamptz IS NULL OR clock_timestamp() BETWEEN $9 AND $10::timestamptz)"
     };
 }
 
 /// The compare-and-set, committed as the server is configured.
-const WRITE_ROUND: &str = concat!(write_round_sql!(), " RETURNING 1");
+const WRITE_ROUND: &str = concat!(write_round_sql!(), " RETURNING clock_timestamp()");
 
 /// The compare-and-set whose autocommit transaction does not wait for the flush: the local
 /// setting lasts until that transaction's commit, which reads it.
 const WRITE_ROUND_UNFLUSHED: &str = concat!(
     write_round_sql!(),
-    " AND set_config('synchronous_commit', 'off', true) = 'off' RETURNING 1"
+    " AND set_config('synchronous_commit', 'off', true) = 'off' RETURNING clock_timestamp()"
 );
 
 /// [`write_round`] on a row the caller has locked: a change behind the lock is an error.
@@ -270,7 +381,15 @@ async fn store_round(
     record: &ManagedInputRecord,
     redacted_json: Option<&str>,
 ) -> Result<()> {
-    if write_round(conn, previous, record, redacted_json, CommitWait::Flush).await? {
+    let pinned = Pinned {
+        wait: CommitWait::Flush,
+        window: None,
+    };
+    let encoded = encode(record)?;
+    if write_round(conn, previous, record, &encoded, redacted_json, pinned)
+        .await?
+        .is_some()
+    {
         Ok(())
     } else {
         Err(Error::storage(
@@ -334,8 +453,15 @@ impl ManagedInputStore for PgManagedInputStore {
         .await;
         conn.settle_sqlx(&stored);
         conn.release();
-        let stored = stored.map_err(db("cannot read the managed-input round"))?;
-        stored.as_deref().map(decode).transpose()
+        let Some(stored) = stored.map_err(db("cannot read the managed-input round"))? else {
+            return Ok(None);
+        };
+        let record = decode(&stored)?;
+        // A read usually precedes a write of the same round (a woken worker delivering).
+        self.shared
+            .rounds
+            .keep(&record, KnownRound::new(stored, &record));
+        Ok(Some(record))
     }
 
     async fn scan_rounds(&self, execution_id: &str) -> Result<RoundScan> {
@@ -459,3 +585,7 @@ impl crate::conformance::CorruptRecord for PgManagedInputStore {
             .ok_or_else(|| Error::storage("the round to corrupt does not exist"))
     }
 }
+
+#[cfg(all(test, feature = "conformance"))]
+#[path = "known_tests.rs"]
+mod known_tests;

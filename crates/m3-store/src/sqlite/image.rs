@@ -12,8 +12,7 @@
 //! caller falls back to the read-check-write path, which decides the outcome exactly as
 //! before. Correctness never depends on the image being current, only speed does.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use m3_types::{ManagedInputRecord, ManagedInputStatus};
 use sqlx::Row;
@@ -23,6 +22,7 @@ use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteRow};
 use time::OffsetDateTime;
 
 use super::columns::{GUARDED, Kind};
+use crate::recent::RecentRounds;
 use crate::{LeaseRef, RoundRef};
 
 /// A new stored value for [`RowImage::changed`].
@@ -116,80 +116,40 @@ impl Validated {
     }
 }
 
-/// How many rounds one store object keeps images for; past it one image makes room for the
-/// next (a miss costs one extra round trip, never a wrong answer). An image is worth keeping
-/// between a read and the write that follows it, not for the life of a waiting round.
-const CAPACITY: usize = 256;
-
 /// The images of the rounds this store object read or wrote last, by round.
 #[derive(Debug, Default)]
 pub(crate) struct ImageCache {
-    images: Mutex<HashMap<(String, String), Arc<Validated>>>,
+    images: RecentRounds<Validated>,
 }
 
 impl ImageCache {
     /// Remembers `row` (which decoded into `record`) as the round's image; a terminal round
     /// is forgotten instead, since no write can follow.
     pub(crate) fn remember(&self, row: &SqliteRow, record: &ManagedInputRecord) {
-        if is_terminal(record) {
-            self.forget(&RoundRef::of_pending(&record.pending));
-            return;
-        }
         match RowImage::capture(row) {
-            Some(image) => self.keep(image, record.clone()),
+            Some(image) => self.remember_image(image, record),
             None => self.forget(&RoundRef::of_pending(&record.pending)),
         }
     }
 
     /// Remembers an image derived from a known one (see [`RowImage::changed`]).
     pub(crate) fn remember_image(&self, image: RowImage, record: &ManagedInputRecord) {
-        if is_terminal(record) {
-            self.forget(&RoundRef::of_pending(&record.pending));
-        } else {
-            self.keep(image, record.clone());
-        }
-    }
-
-    fn keep(&self, image: RowImage, record: ManagedInputRecord) {
-        let key = (
-            record.pending.execution_id.clone(),
-            record.pending.round_id.clone(),
-        );
-        let validated = Arc::new(Validated { image, record });
-        let mut images = self.lock();
-        if images.len() >= CAPACITY
-            && !images.contains_key(&key)
-            && let Some(evicted) = images.keys().next().cloned()
-        {
-            images.remove(&evicted);
-        }
-        images.insert(key, validated);
+        let validated = Validated {
+            image,
+            record: record.clone(),
+        };
+        self.images.keep(record, validated);
     }
 
     /// The round's image, if this store object holds one.
     pub(crate) fn get(&self, round: &RoundRef) -> Option<Arc<Validated>> {
-        self.lock()
-            .get(&(round.execution_id.clone(), round.round_id.clone()))
-            .cloned()
+        self.images.get(round)
     }
 
     /// Drops the round's image (it no longer matches the stored row).
     pub(crate) fn forget(&self, round: &RoundRef) {
-        self.lock()
-            .remove(&(round.execution_id.clone(), round.round_id.clone()));
+        self.images.forget(round);
     }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<Validated>>> {
-        // The map holds no invariant a panicking holder could break half-way.
-        self.images.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-fn is_terminal(record: &ManagedInputRecord) -> bool {
-    matches!(
-        record.status,
-        ManagedInputStatus::Resolved | ManagedInputStatus::Failed
-    )
 }
 
 #[cfg(test)]
@@ -245,11 +205,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = store(&dir).await;
         let mut last = None;
-        for index in 0..=CAPACITY {
+        for index in 0..=crate::recent::CAPACITY {
             last = Some(create(&store, &format!("exec-{index}")).await);
         }
         let images = &store.inner().images;
-        assert_eq!(images.lock().len(), CAPACITY);
+        assert_eq!(images.images.len(), crate::recent::CAPACITY);
         let newest = RoundRef::of(&last.expect("created"));
         assert!(images.get(&newest).is_some());
     }
