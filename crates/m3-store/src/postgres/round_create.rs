@@ -23,16 +23,17 @@ use crate::managed_input::rules::{
 use crate::signal::{Change, ChangeKind};
 
 impl PgManagedInputStore {
-    /// Creates the round and announces an `Ok` (a new round or a replay) on the same
-    /// connection.
+    /// Creates the round and queues the announcement of an `Ok` (a new round or a replay;
+    /// see [`Announce::Queued`](super::rounds::Announce::Queued)).
     pub(super) async fn do_create_round(&self, request: CreateRound) -> Result<ManagedInputRecord> {
         let new = prepare_create(request)?;
         let mut conn = self.shared().connection().await?;
         let done = self.create_on(conn.in_use(), &new).await;
         conn.settle(&done);
         if done.is_ok() {
+            // The worker creating a round goes on working (it waits for the answer next).
             let change = Change::new(new.round().execution_id, ChangeKind::Round);
-            self.shared().signal.announce_on(conn, &change).await;
+            self.shared().signal.announce_queued(conn, &change);
         } else {
             conn.release();
         }

@@ -98,26 +98,14 @@ impl PgManagedInputStore {
         Arc::clone(&self.shared.signal) as Arc<dyn ChangeSignal>
     }
 
-    /// Reads `round`, applies `step` to its record, and stores what `step` returns with a
-    /// compare-and-set on the record read (deciding again when another writer came first).
-    /// `None` leaves the round as it is. With `announce`, an `Ok` is announced to waiters
-    /// before this returns.
+    /// Applies `step` to a record of `round` (see the module docs) and stores what `step`
+    /// returns with a compare-and-set on that record (deciding again when another writer
+    /// came first), committed as `wait` says. `None` leaves the round as it is. An `Ok` is
+    /// announced to waiters as `announce` says.
     async fn update(
         &self,
         round: &RoundRef,
-        announce: bool,
-        step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
-    ) -> Result<ManagedInputRecord> {
-        self.update_with(round, announce, CommitWait::Flush, step)
-            .await
-    }
-
-    /// As [`update`](Self::update), committing the write as `wait` says; a write that does
-    /// not wait for its flush does not wait for its announcement either.
-    async fn update_with(
-        &self,
-        round: &RoundRef,
-        announce: bool,
+        announce: Announce,
         wait: CommitWait,
         step: impl Fn(&ManagedInputRecord, OffsetDateTime) -> Result<Option<RoundWrite>> + Send,
     ) -> Result<ManagedInputRecord> {
@@ -126,17 +114,16 @@ impl PgManagedInputStore {
         let mut conn = self.shared.connection().await?;
         let done = self.update_on(conn.in_use(), round, wait, step).await;
         conn.settle(&done);
-        match (announce && done.is_ok(), wait) {
-            (true, CommitWait::Flush) => {
+        match announce {
+            Announce::BeforeReturning if done.is_ok() => {
                 let change = round_change(round);
                 self.shared.signal.announce_on(conn, &change).await;
             }
-            // Neither the flush nor the announcement holds up the MCP retry that follows.
-            (true, CommitWait::Skip) => self
+            Announce::Queued if done.is_ok() => self
                 .shared
                 .signal
                 .announce_queued(conn, &round_change(round)),
-            (false, _) => conn.release(),
+            _ => conn.release(),
         }
         done
     }
@@ -279,7 +266,7 @@ impl PgManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        self.update(round, false, |current, now| {
+        self.update(round, Announce::Nothing, CommitWait::Flush, |current, now| {
             RoundWrite::renew(current, lease, lease_duration, now)
         })
         .await
@@ -340,6 +327,21 @@ async fn write_round<'e>(
 struct Pinned {
     wait: CommitWait,
     window: Option<Window>,
+}
+
+/// When a committed round write is announced to other store objects (see
+/// [`PgSignal`](super::signal::PgSignal)).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Announce {
+    /// Not at all (a lease renewal: nobody waits for it).
+    Nothing,
+    /// Sent before the write returns: a process may exit right after it (a response from
+    /// `m3 respond`, a failure, a recovery decision, a claim).
+    BeforeReturning,
+    /// Queued to the store object's sender task: the writer is the worker, which goes on
+    /// working (creating the round it then waits on, delivering it, resolving it), so the
+    /// task sends it, together with those of concurrent writes.
+    Queued,
 }
 
 /// Whether a round write's commit waits for its WAL flush.
@@ -497,16 +499,17 @@ impl ManagedInputStore for PgManagedInputStore {
 
     async fn write_round(&self, change: RoundChange) -> Result<ManagedInputRecord> {
         let round = change.round();
-        // `start_delivery` guards nothing durable: a row lost with the server reads
-        // `response_validated`, which recovery fails exactly as `delivery_started`.
-        let wait = match change.op() {
-            RoundOp::Transition {
-                transition: Transition::StartDelivery,
-                ..
-            } => CommitWait::Skip,
-            _ => CommitWait::Flush,
+        let (announce, wait) = match change.op() {
+            RoundOp::Transition { transition, .. } => match transition {
+                // `start_delivery` guards nothing durable: a row lost with the server reads
+                // `response_validated`, which recovery fails exactly as `delivery_started`.
+                // Neither its flush nor its announcement holds up the MCP retry that follows.
+                Transition::StartDelivery => (Announce::Queued, CommitWait::Skip),
+                _ => (Announce::Queued, CommitWait::Flush),
+            },
+            _ => (Announce::BeforeReturning, CommitWait::Flush),
         };
-        self.update_with(round, true, wait, |current, now| change.write(current, now))
+        self.update(round, announce, wait, |current, now| change.write(current, now))
             .await
     }
 
