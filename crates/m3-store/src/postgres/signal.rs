@@ -5,8 +5,12 @@
 //!   object's own subscriptions at once and sends the change with `pg_notify` in a statement
 //!   of its own, with `synchronous_commit` off (a hint needs no flush), before the store call
 //!   returns: a process that exits right after its commit (`m3 respond`) has announced it.
-//!   The one exception is `start_delivery`, which the worker's MCP retry waits for: like its
-//!   commit, which does not wait for the WAL flush, it queues its announcement and returns.
+//!   The exceptions are the worker's own round writes, whose process goes on working:
+//!   creating the round it then waits on, and the delivery steps (`start_delivery`, which the
+//!   MCP retry waits for, `mark_delivered`, `resolve`). They queue their announcement to the
+//!   store object's sender task and return ([`PgSignal::announce_queued`]). A worker that
+//!   dies before the task sent one loses that wake-up only (as below); the execution's
+//!   finish, which wakes every waiter on the execution, is announced before it returns.
 //!   A round write sends it on the connection of its commit when no other announcement of
 //!   the store object is under way; otherwise (and for the execution store's writes) it is
 //!   sent by one task per store object, so the announcements of concurrent writes go out
@@ -202,10 +206,9 @@ impl PgSignal {
         }
     }
 
-    /// [`announce_on`](Self::announce_on) for a write whose commit did not wait for its flush
-    /// either (`start_delivery`, whose caller sends the MCP retry next): releases the
-    /// connection and queues the announcement to the sender task without waiting for it to go
-    /// out. The writer's process keeps running (it is delivering), so the task sends it.
+    /// [`announce_on`](Self::announce_on) for a write of the worker's own round, whose
+    /// process keeps running (see the module docs): releases the connection and queues the
+    /// announcement to the sender task without waiting for it to go out.
     pub(crate) fn announce_queued(&self, conn: StoreConnection<'_>, change: &Change) {
         self.hub.publish(change);
         conn.release();
