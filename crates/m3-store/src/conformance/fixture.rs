@@ -14,6 +14,22 @@ use super::Harness;
 use super::check::{CaseFailure, ensure};
 use crate::{CreateRound, LeaseRef, ResponseSubmission, RoundFailure, RoundRef};
 
+/// Creates `round-1` of a fresh execution in `store`, leased to `worker-1` for `lease`.
+#[cfg(test)]
+pub(crate) async fn create_fresh_round(
+    store: &dyn crate::ManagedInputStore,
+    lease: Duration,
+) -> m3_types::Result<ManagedInputRecord> {
+    let execution = m3_types::new_id();
+    store
+        .create_round(CreateRound::new(
+            sample_round(&execution, "round-1"),
+            "worker-1",
+            lease,
+        ))
+        .await
+}
+
 /// The time every case starts at: 2026-01-01T00:00:00Z.
 pub fn start_time() -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap_or(OffsetDateTime::UNIX_EPOCH)

@@ -62,7 +62,7 @@ use crate::{ManagedInputStore, RoundRef};
 
 pub use check::CaseFailure;
 #[cfg(test)]
-pub(crate) use fixture::other_address;
+pub(crate) use fixture::{create_fresh_round, other_address};
 pub use fixture::{sample_round, sample_submission, start_time};
 
 /// What a backend's factory builds for one case.

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use sqlx::{Connection, PgConnection};
 
-use crate::conformance::{sample_round, sample_submission};
+use crate::conformance::{create_fresh_round, sample_submission};
 use crate::postgres::PgManagedInputStore;
 use crate::postgres::testing::{isolated_options, test_server_url};
-use crate::{CreateRound, LeaseRef, ManagedInputStore, RoundRef};
+use crate::{LeaseRef, ManagedInputStore, RoundRef};
 
 /// Upper bound of every wait, so a hang fails the test instead.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -29,20 +29,10 @@ async fn store_with_round() -> (PgManagedInputStore, String, RoundRef, LeaseRef)
     (store, schema, round, lease)
 }
 
-/// Creates round 0 of a fresh execution, leased to `worker-1`.
+/// Creates round 1 of a fresh execution, leased to `worker-1`.
 async fn new_round(store: &PgManagedInputStore) -> m3_types::Result<(RoundRef, LeaseRef)> {
-    let execution = m3_types::new_id();
-    let created = store
-        .create_round(CreateRound::new(
-            sample_round(&execution, "round-1"),
-            "worker-1",
-            LEASE,
-        ))
-        .await?;
-    Ok((
-        RoundRef::new(execution, "round-1"),
-        LeaseRef::of(&created.lease),
-    ))
+    let created = create_fresh_round(store, LEASE).await?;
+    Ok((RoundRef::of(&created), LeaseRef::of(&created.lease)))
 }
 
 fn kept_count(store: &PgManagedInputStore) -> usize {

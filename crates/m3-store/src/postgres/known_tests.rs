@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use m3_types::{ManagedInputRecord, ManagedInputStatus};
 use time::OffsetDateTime;
 
-use crate::conformance::{sample_round, sample_submission};
+use crate::conformance::{create_fresh_round, sample_round, sample_submission};
 use crate::postgres::testing::isolated_options;
 use crate::postgres::{PgManagedInputStore, PgStoreOptions};
 use crate::{CreateRound, LeaseRef, ManagedInputStore, RoundRef};
@@ -30,15 +30,7 @@ async fn two_stores() -> (PgManagedInputStore, PgManagedInputStore) {
 }
 
 async fn create(store: &PgManagedInputStore, lease: Duration) -> (RoundRef, LeaseRef) {
-    let execution = m3_types::new_id();
-    let created = store
-        .create_round(CreateRound::new(
-            sample_round(&execution, "round-1"),
-            "worker-1",
-            lease,
-        ))
-        .await
-        .unwrap();
+    let created = create_fresh_round(store, lease).await.unwrap();
     (RoundRef::of(&created), LeaseRef::of(&created.lease))
 }
 
@@ -132,15 +124,7 @@ async fn a_write_outside_the_estimates_window_is_decided_again_at_the_servers_ti
     // An estimate an hour behind, for a creation.
     let behind = server - skew;
     store.shared().server_time.reset(behind, Instant::now());
-    let execution = m3_types::new_id();
-    let created = store
-        .create_round(CreateRound::new(
-            sample_round(&execution, "round-1"),
-            "worker-1",
-            LEASE,
-        ))
-        .await
-        .unwrap();
+    let created = create_fresh_round(&store, LEASE).await.unwrap();
     let server = server_clock(&store).await;
     assert!(near(created.created_at, server), "{created:?} at {server}");
     assert!(near(store.shared().server_time.estimate().now, server));

@@ -266,9 +266,12 @@ impl PgManagedInputStore {
         lease: &LeaseRef,
         lease_duration: Duration,
     ) -> Result<ManagedInputRecord> {
-        self.update(round, Announce::Nothing, CommitWait::Flush, |current, now| {
-            RoundWrite::renew(current, lease, lease_duration, now)
-        })
+        self.update(
+            round,
+            Announce::Nothing,
+            CommitWait::Flush,
+            |current, now| RoundWrite::renew(current, lease, lease_duration, now),
+        )
         .await
     }
 }
@@ -509,8 +512,10 @@ impl ManagedInputStore for PgManagedInputStore {
             },
             _ => (Announce::BeforeReturning, CommitWait::Flush),
         };
-        self.update(round, announce, wait, |current, now| change.write(current, now))
-            .await
+        self.update(round, announce, wait, |current, now| {
+            change.write(current, now)
+        })
+        .await
     }
 
     async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {
