@@ -80,6 +80,13 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
+step "structure: crate floors and import loops"
+# m3-mcp reaches m3-types and no other m3 crate; m3-store-postgres reaches m3-store and
+# m3-types, m3-store does not reach it (cargo tree).
+scripts/check-crate-deps
+# No import loop between the files of any crate (every crate, tests included).
+scripts/check-module-loops
+
 step "m3-runtime and m3-kit without the codex feature"
 # The codex harness (and its toml/tempfile dependencies) is an optional feature.
 cargo clippy -p m3-runtime -p m3-kit --no-default-features --all-targets -- -D warnings
@@ -89,12 +96,14 @@ step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet
 
 step "tests (nextest)"
+# store_sqlite_disk_full (m3-tests) and cli_disk_full (m3-cli) mount a 2 MB tmpfs and
+# fill it: they need root (CI runs as root) and fail, never skip, without it.
 cargo build --workspace --all-targets --all-features --quiet
 cargo nextest run --workspace --all-features --no-fail-fast --failure-output final --no-tests=warn
 
 step "doctests (rustdoc, README.md and docs/*.md)"
 # The README and the guides are doctests of m3-kit (and docs/custom-backend.md of
-# m3-store): every Rust block in them is compiled and run as pasted. The guide's
+# m3-store, docs/postgres.md of m3-store-postgres): every Rust block in them is compiled and run as pasted. The guide's
 # program starts the `m3` binary by name, as a reader who installed it would.
 PATH="$CARGO_TARGET_DIR/debug:$PATH" cargo test --workspace --all-features --doc --quiet
 

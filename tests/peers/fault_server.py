@@ -16,6 +16,11 @@ tool, ``ship``. Calling ``ship`` triggers the fault:
 - ``hang``                        never answer
 - ``deep``                        answer with a result nested 200 levels deep (valid JSON past
                                   serde_json's 128-level recursion limit)
+- ``deep-result``                 answer with a structuredContent nested 124 levels deep (readable
+                                  JSON, over M3's nesting bound of 64)
+- ``many-requests``               modern: input_required with 5,000 requests in one round;
+                                  legacy: one elicitation/create with a 5,000-property schema
+- ``huge-message``                ask one question whose message is 5 MB (both eras)
 - ``malformed-input-required``    answer ``{"resultType": "input_required"}`` (neither field)
 - ``bad-request-method``          input_required whose request is ``sampling/createMessage``
 - ``withdraw``                    legacy: send elicitation/create, withdraw it 0.3 s later with
@@ -75,6 +80,26 @@ def fault(msg_id):
         nested = '{"a":' * 200 + '1' + '}' * 200
         out.write('{"jsonrpc":"2.0","id":' + json.dumps(msg_id) + ',"result":{"content":[],"structuredContent":' + nested + '}}\n')
         out.flush()
+        return
+    if mode == "deep-result":
+        nested = '{"a":' * 123 + '1' + '}' * 123
+        out.write('{"jsonrpc":"2.0","id":' + json.dumps(msg_id) + ',"result":{"content":[],"structuredContent":' + nested + '}}\n')
+        out.flush()
+        return
+    if mode in ("many-requests", "huge-message"):
+        message = "x" * (5 * 1000 * 1000) if mode == "huge-message" else "again?"
+        if mode == "many-requests" and args.era != "modern":
+            props = {f"p{i}": {"type": "string"} for i in range(5000)}
+            params = {"message": message, "requestedSchema": {"type": "object", "properties": props}}
+        else:
+            params = dict(FORM["params"], message=message)
+        if args.era == "modern":
+            count = 5000 if mode == "many-requests" else 1
+            requests = {f"q{i}": {"method": "elicitation/create", "params": params} for i in range(count)}
+            result(msg_id, {"resultType": "input_required", "inputRequests": requests, "requestState": "s"})
+        else:
+            server_request_id += 1
+            send({"jsonrpc": "2.0", "id": server_request_id, "method": "elicitation/create", "params": params})
         return
     if mode == "withdraw":
         server_request_id += 1

@@ -38,6 +38,12 @@ fn free_port() -> u16 {
 impl Browser {
     /// Starts chromedriver and a headless Chromium at `width` x `height`.
     pub async fn start(width: u32, height: u32) -> Self {
+        Self::start_with(width, height, &[]).await
+    }
+
+    /// [`Browser::start`] with more Chromium flags, e.g.
+    /// `--host-resolver-rules=MAP evil.example 127.0.0.1`.
+    pub async fn start_with(width: u32, height: u32, extra_args: &[&str]) -> Self {
         for binary in [CHROMIUM, CHROMEDRIVER] {
             assert!(
                 Path::new(binary).exists(),
@@ -53,7 +59,7 @@ impl Browser {
             .spawn()
             .unwrap_or_else(|error| panic!("cannot start chromedriver: {error}"));
         let profile = tempfile::tempdir().unwrap_or_else(|error| panic!("no temp dir: {error}"));
-        let args = vec![
+        let mut args = vec![
             "--headless".to_owned(),
             "--no-sandbox".to_owned(),
             "--disable-gpu".to_owned(),
@@ -66,6 +72,7 @@ impl Browser {
             format!("--window-size={width},{height}"),
             format!("--user-data-dir={}", profile.path().display()),
         ];
+        args.extend(extra_args.iter().map(|arg| (*arg).to_owned()));
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".into(),

@@ -5,6 +5,7 @@
 
 pub mod browser_support;
 pub mod codex_support;
+pub mod disk_support;
 pub mod http_support;
 pub mod runtime_support;
 pub mod store_support;

@@ -8,7 +8,7 @@ use m3_kit::{
     AgentSelection, AsyncAgent, AsyncExecutionHandle, AsyncMcpTestKit, ExecutionTrace,
     RoundDiagnostics, Script, SubmitOptions,
 };
-use m3_runtime::mcp::{AttemptOutcome, LogicalOperation};
+use m3_mcp::{AttemptOutcome, LogicalOperation};
 use m3_types::{
     ElicitationResponse, ErrorInfo, ExecutionOutcome, ExecutionResult, HumanInput,
     ManagedInputStatus, PendingElicitationRound, ResponseMap, StdioServer,

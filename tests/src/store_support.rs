@@ -32,7 +32,7 @@ impl TestDb {
     pub fn location(self, dir: &Path) -> m3_types::Result<String> {
         match self {
             Self::Sqlite => Ok(dir.join("m3.sqlite").display().to_string()),
-            Self::Postgres => m3_store::postgres::testing::isolated_url(),
+            Self::Postgres => m3_store_postgres::testing::isolated_url(),
         }
     }
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use m3_kit::CodexMcpProtocol;
-use m3_runtime::mcp::AttemptOutcome;
+use m3_mcp::AttemptOutcome;
 use m3_tests::codex_support::{
     CODEX, CODEX_OLD, CODEX_WAIT, CodexSetup, Peers, answer_the_booking_round,
     assert_no_authorization_sent, booking,

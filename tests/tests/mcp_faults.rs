@@ -10,7 +10,7 @@ mod mcp_support;
 
 use std::time::{Duration, Instant};
 
-use m3_runtime::mcp::{ConnectOptions, McpConnection, OperationRequest, ProtocolEra};
+use m3_mcp::{ConnectOptions, McpConnection, OperationRequest, ProtocolEra};
 use m3_types::StdioServer;
 use mcp_support::*;
 use serde_json::{Map, json};
@@ -356,4 +356,56 @@ async fn a_server_that_cannot_start_is_a_transport_error() {
         "{:?}",
         error.details()
     );
+}
+
+/// A round over the bounds of `m3_types::limits` (5,000 requests, a 5 MB message, a result
+/// nested past the nesting bound) is refused as `protocol_error` naming the bound, before
+/// any round exists, in both eras.
+#[tokio::test]
+async fn rounds_and_results_over_the_bounds_are_protocol_errors() {
+    for (era, flag) in [
+        (ProtocolEra::Modern, "modern"),
+        (ProtocolEra::Legacy, "legacy"),
+    ] {
+        for (fault, limit) in [
+            (
+                "many-requests",
+                if flag == "modern" {
+                    "requests_per_round"
+                } else {
+                    "request_bytes"
+                },
+            ),
+            ("huge-message", "request_bytes"),
+            ("deep-result", "nesting_depth"),
+        ] {
+            let connection = connect_fast(&fault_peer(fault, flag), era).await;
+            let request = OperationRequest::tool("ship", Map::new());
+            let outcome = tokio::time::timeout(BOUND, drive(&connection, request, accept))
+                .await
+                .unwrap_or_else(|_| panic!("{fault} {era}: no answer within {BOUND:?}"));
+            let error = match outcome {
+                Ok((done, rounds)) => panic!(
+                    "{fault} {era}: accepted ({} rounds): {:?}",
+                    rounds.len(),
+                    done.result().get("content")
+                ),
+                Err(error) => error,
+            };
+            assert_eq!(error.code(), "protocol_error", "{fault} {era}: {error}");
+            assert_eq!(
+                error.details()["reason"],
+                json!("limit_exceeded"),
+                "{fault} {era}: {:?}",
+                error.details()
+            );
+            assert_eq!(
+                error.details()["limit"],
+                json!(limit),
+                "{fault} {era}: {:?}",
+                error.details()
+            );
+            connection.close().await.unwrap();
+        }
+    }
 }

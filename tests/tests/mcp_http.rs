@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use m3_fixtures::Era;
-use m3_runtime::mcp::{
+use m3_mcp::{
     ConnectOptions, LEGACY_REQUEST_KEY, McpConnection, OperationRequest, ProtocolEra, ResumeRequest,
 };
 use m3_tests::http_support::{HttpPeer, free_port};

@@ -9,7 +9,7 @@ mod mcp_support;
 
 use std::time::Duration;
 
-use m3_runtime::mcp::{
+use m3_mcp::{
     AttemptOutcome, ConnectOptions, LEGACY_REQUEST_KEY, OperationRequest, ProtocolEra,
     ResumeRequest,
 };
@@ -35,7 +35,7 @@ const KINDS: [OperationKind; 3] = [
     OperationKind::Resource,
 ];
 
-async fn connect_era(era: ProtocolEra) -> m3_runtime::mcp::McpConnection {
+async fn connect_era(era: ProtocolEra) -> m3_mcp::McpConnection {
     // The era is fixed here (negotiation has its own test) so that a slow
     // interpreter start under parallel tests cannot turn into a legacy fallback.
     let connection = connect(&python_peer(), ConnectOptions::new().with_era(Some(era))).await;

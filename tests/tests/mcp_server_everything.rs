@@ -10,9 +10,7 @@ mod mcp_support;
 
 use std::time::{Duration, Instant};
 
-use m3_runtime::mcp::{
-    ConnectOptions, LEGACY_REQUEST_KEY, McpConnection, OperationRequest, ProtocolEra,
-};
+use m3_mcp::{ConnectOptions, LEGACY_REQUEST_KEY, McpConnection, OperationRequest, ProtocolEra};
 use m3_types::{ElicitationRequest, ElicitationResponse, StdioServer};
 use mcp_support::*;
 use serde_json::{Map, json};

@@ -9,7 +9,7 @@ mod mcp_support;
 use std::time::Duration;
 
 use m3_fixtures::{Era, HttpFixture};
-use m3_runtime::mcp::{ConnectOptions, McpConnection, ProtocolEra};
+use m3_mcp::{ConnectOptions, McpConnection, ProtocolEra};
 use m3_runtime::relay::{Direction, HttpRelay, POLICY_DENIED_MESSAGE, RelayEvent, RelayObserver};
 use mcp_support::{
     accept, connect_http, drive, http_binding as binding, http_fixture, shipping_tool,

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use m3_kit::{AsyncAgent, AsyncExecutionHandle, AsyncMcpTestKit, SubmitOptions};
-use m3_runtime::mcp::AttemptOutcome;
+use m3_mcp::AttemptOutcome;
 use m3_tests::runtime_support::{
     TempKit, TestResult, WAIT, accept, address, assert_late_response_refused, assert_refused, call,
     completes, ends, failure, final_result, first_call, first_round_failed, lifecycle, only,

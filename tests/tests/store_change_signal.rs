@@ -170,8 +170,8 @@ async fn the_socket_of_a_killed_process_is_removed_and_breaks_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_in_another_process_wakes_the_waiter_by_notify_on_postgres() {
-    let url = m3_store::postgres::testing::isolated_url().unwrap();
-    let store = m3_store::postgres::PgExecutionStore::open(&url)
+    let url = m3_store_postgres::testing::isolated_url().unwrap();
+    let store = m3_store_postgres::PgExecutionStore::open(&url)
         .await
         .unwrap();
     let id = store

@@ -33,6 +33,7 @@ async fn prepare(
     dir: &std::path::Path,
 ) -> Result<Race, Box<dyn std::error::Error>> {
     let db = backend.location(dir)?;
+    m3_store_postgres::register();
     let store = m3_store::open(&db).await?.managed_input_store().await?;
     let now = SystemClock.now();
     for i in 0..ROUNDS {

@@ -83,21 +83,7 @@ pub(crate) enum Command {
         execution: String,
     },
     /// Serve the HTTP API and the answer page over the store (until SIGINT/SIGTERM).
-    Serve {
-        /// The address to listen on (`127.0.0.1:0` picks a free port); anything but
-        /// loopback needs a token.
-        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
-        bind: std::net::SocketAddr,
-        /// A shared secret: API calls need `Authorization: Bearer TOKEN`; the printed
-        /// page URL carries it once and sets a cookie.
-        #[arg(
-            long,
-            value_name = "TOKEN",
-            env = "M3_SERVE_TOKEN",
-            hide_env_values = true
-        )]
-        token: Option<String>,
-    },
+    Serve(ServeArgs),
     /// Run a bundled example MCP server on stdin/stdout, or over Streamable HTTP.
     ExampleServer {
         /// The server: `shipping`.
@@ -215,6 +201,42 @@ pub(crate) struct WorkerArgs {
     /// applies, a moment later.
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_seconds)]
     pub(crate) claim_lease: f64,
+    #[command(flatten)]
+    pub(crate) round_limits: RoundLimitArgs,
+}
+
+/// The bounds on each round a server sends (`m3_types::limits::RoundLimits`); a round over
+/// one fails its operation with `protocol_error` and is never stored.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct RoundLimitArgs {
+    /// At most N requests in one round. These bounds apply where rounds enter: `m3 run` and
+    /// `m3 worker` (`m3 submit` only queues; the worker that runs the execution applies its own).
+    #[arg(long, value_name = "N",
+        default_value_t = m3_types::RoundLimits::DEFAULT_MAX_REQUESTS)]
+    pub(crate) max_round_requests: usize,
+    /// The largest message of one request, in bytes.
+    #[arg(long, value_name = "BYTES",
+        default_value_t = m3_types::RoundLimits::DEFAULT_MAX_MESSAGE_BYTES)]
+    pub(crate) max_message_bytes: usize,
+    /// The largest requested schema of one request, in bytes of compact JSON.
+    #[arg(long, value_name = "BYTES",
+        default_value_t = m3_types::RoundLimits::DEFAULT_MAX_SCHEMA_BYTES)]
+    pub(crate) max_schema_bytes: usize,
+    /// The largest request (message, schema or URL, _meta, task), in bytes of compact JSON.
+    #[arg(long, value_name = "BYTES",
+        default_value_t = m3_types::RoundLimits::DEFAULT_MAX_REQUEST_BYTES)]
+    pub(crate) max_request_bytes: usize,
+}
+
+impl RoundLimitArgs {
+    /// The limits these flags set.
+    pub(crate) fn limits(&self) -> m3_types::RoundLimits {
+        m3_types::RoundLimits::new()
+            .with_max_requests(self.max_round_requests)
+            .with_max_message_bytes(self.max_message_bytes)
+            .with_max_schema_bytes(self.max_schema_bytes)
+            .with_max_request_bytes(self.max_request_bytes)
+    }
 }
 
 const PENDING_EXAMPLES: &str = "\
@@ -294,6 +316,45 @@ pub(crate) struct RunArgs {
     /// Answer rounds in this terminal.
     #[arg(long)]
     pub(crate) interactive: bool,
+    #[command(flatten)]
+    pub(crate) round_limits: RoundLimitArgs,
+}
+
+/// `m3 serve`'s flags.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The address to listen on (`127.0.0.1:0` picks a free port); anything but
+    /// loopback needs a token.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub(crate) bind: std::net::SocketAddr,
+    /// A shared secret of at least 16 visible ASCII characters: API calls need
+    /// `Authorization: Bearer TOKEN`; the printed page URL carries it once and sets a cookie.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "M3_SERVE_TOKEN",
+        hide_env_values = true
+    )]
+    pub(crate) token: Option<String>,
+    /// Also answer requests for this host name (`NAME` or `NAME:PORT`; repeatable).
+    /// Without a token only loopback names are answered (DNS rebinding).
+    #[arg(long = "allowed-host", value_name = "HOST", value_parser = parse_allowed_host)]
+    pub(crate) allowed_hosts: Vec<m3_server::AllowedHost>,
+    /// Seconds a client may take to send a request's headers, or to start its next
+    /// request on an idle connection.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    pub(crate) header_timeout: f64,
+    /// The most connections served at once (lowered to fit the file limit).
+    #[arg(long, value_name = "N", default_value_t = m3_server::DEFAULT_MAX_CONNECTIONS)]
+    pub(crate) max_connections: usize,
+    /// Seconds a shutdown waits for open connections before closing them.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    pub(crate) shutdown_grace: f64,
+}
+
+fn parse_allowed_host(text: &str) -> Result<m3_server::AllowedHost, String> {
+    text.parse()
+        .map_err(|error: m3_types::Error| error.message().to_owned())
 }
 
 #[derive(Debug, Args)]

@@ -32,6 +32,7 @@ mod progress;
 mod render;
 mod responses;
 mod servers;
+mod terminal;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -130,7 +131,7 @@ async fn run_store_command(out: Output, db: &Path, command: Command) -> Result<(
         Command::Cancel { execution } => commands::inspect::cancel(out, db, &execution).await,
         Command::Recover => commands::inspect::recover(out, db).await,
         Command::Rounds { execution } => commands::inspect::rounds(out, db, &execution).await,
-        Command::Serve { bind, token } => commands::serve::run(out, db, bind, token).await,
+        Command::Serve(args) => commands::serve::run(out, db, args).await,
         Command::Doctor { announce_change } => match announce_change {
             Some(probe) => commands::doctor::announce_change(db, &probe).await,
             None => commands::doctor::run(out, db).await,

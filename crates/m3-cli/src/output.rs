@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::failure::Failure;
+use crate::terminal::escape_output;
 
 /// The output mode of one `m3` invocation.
 #[derive(Debug, Clone, Copy)]
@@ -86,10 +87,12 @@ impl Output {
         self.json_line(&value)
     }
 
-    /// Prints text for people on stdout (nothing with `--json`).
+    /// Prints text for people on stdout (nothing with `--json`), with every control
+    /// character but line breaks and m3's own colours made visible
+    /// ([`escape_output`]): a server's text cannot move the cursor or rewrite a line.
     pub(crate) fn say(self, text: impl AsRef<str>) {
         if !self.json {
-            write_stdout(text.as_ref());
+            write_stdout(&escape_output(text.as_ref()));
         }
     }
 
@@ -98,7 +101,7 @@ impl Output {
         let text = if self.json {
             failure.json().to_string()
         } else {
-            failure.human_line()
+            escape_output(&failure.human_line()).into_owned()
         };
         let mut stderr = std::io::stderr().lock();
         let _ = writeln!(stderr, "{text}");

@@ -1,51 +1,45 @@
-//! An elapsed-time line for long waits, drawn on stderr only when it is a terminal and
+//! An elapsed-time spinner for long waits, drawn on stderr only when it is a terminal and
 //! `--json` is off. Nothing is drawn otherwise.
 
-use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::task::JoinHandle;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
-/// A running ticker; dropping or [`Ticker::stop`]ping it erases the line.
+/// How often the spinner redraws.
+const TICK: Duration = Duration::from_millis(100);
+
+/// A running spinner; dropping or [`Ticker::stop`]ping it erases the line.
 #[derive(Debug)]
 pub(crate) struct Ticker {
-    task: Option<JoinHandle<()>>,
+    bar: Option<ProgressBar>,
 }
 
 impl Ticker {
-    /// Starts redrawing `  {what} ... 3.2s` every 100 ms, if `enabled`.
+    /// Starts redrawing `| {what} ... 3.2s` every 100 ms on stderr, if `enabled`.
     pub(crate) fn start(enabled: bool, what: impl Into<String>) -> Self {
         if !enabled {
-            return Self { task: None };
+            return Self { bar: None };
         }
-        let what = what.into();
-        let started = Instant::now();
-        let task = tokio::spawn(async move {
-            const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
-            let mut frame = 0usize;
-            loop {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                frame = (frame + 1) % FRAMES.len();
-                let mut stderr = std::io::stderr().lock();
-                let _ = write!(
-                    stderr,
-                    "\r{} {what} ... {:.1}s\x1b[K",
-                    FRAMES[frame],
-                    started.elapsed().as_secs_f64()
-                );
-                let _ = stderr.flush();
-            }
-        });
-        Self { task: Some(task) }
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        // The template is a constant; a parse error would be a programming error, and
+        // then the spinner falls back to indicatif's default style.
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ... {seconds}") {
+            bar.set_style(style.tick_chars("|/-\\ ").with_key(
+                "seconds",
+                |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+                    let _ = write!(out, "{:.1}s", state.elapsed().as_secs_f64());
+                },
+            ));
+        }
+        bar.set_message(what.into());
+        bar.enable_steady_tick(TICK);
+        Self { bar: Some(bar) }
     }
 
-    /// Stops the ticker and erases its line.
+    /// Stops the spinner and erases its line.
     pub(crate) fn stop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-            let mut stderr = std::io::stderr().lock();
-            let _ = write!(stderr, "\r\x1b[K");
-            let _ = stderr.flush();
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
         }
     }
 }

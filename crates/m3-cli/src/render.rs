@@ -8,11 +8,12 @@ use serde_json::Value;
 
 use crate::form::{FieldKind, fields};
 use crate::output::{Output, compact, table};
+use crate::terminal::{escape, url_host_line};
 
 /// `m3 status`: one snapshot.
 pub(crate) fn snapshot(out: Output, state: &ExecutionState) -> String {
     let mut lines = vec![
-        format!("execution    {}", state.execution_id),
+        format!("execution    {}", escape(&state.execution_id)),
         format!("lifecycle    {}", out.status(&state.lifecycle.to_string())),
         format!(
             "outcome      {}",
@@ -27,15 +28,16 @@ pub(crate) fn snapshot(out: Output, state: &ExecutionState) -> String {
     lines.join("\n")
 }
 
-/// One pending round: where it comes from and what each request asks.
+/// One pending round: where it comes from and what each request asks. Every text the server
+/// or the store supplied is [`escape`]d; a URL request also names its host.
 pub(crate) fn round(round: &PendingElicitationRound) -> String {
     let mut lines = vec![format!(
         "round {} of execution {}: {} {} {} asks ({} request{})",
-        round.round_id,
-        round.execution_id,
-        round.server,
+        escape(&round.round_id),
+        escape(&round.execution_id),
+        escape(&round.server),
         round.operation_kind,
-        round.operation_name,
+        escape(&round.operation_name),
         round.requests.len(),
         if round.requests.len() == 1 { "" } else { "s" }
     )];
@@ -43,14 +45,15 @@ pub(crate) fn round(round: &PendingElicitationRound) -> String {
         lines.push(format!("  deadline {}", timestamp::format(deadline)));
     }
     for (key, request) in &round.requests {
+        let key = escape(key);
         match request {
             ElicitationRequest::Form(form) => {
-                lines.push(format!("  [{key}] form: {}", form.message));
+                lines.push(format!("  [{key}] form: {}", escape(&form.message)));
                 for field in fields(&form.requested_schema) {
                     let kind = match &field.kind {
-                        FieldKind::Text { format, .. } => {
-                            format.clone().unwrap_or_else(|| "string".to_owned())
-                        }
+                        FieldKind::Text { format, .. } => format
+                            .as_deref()
+                            .map_or_else(|| "string".to_owned(), |f| escape(f).into_owned()),
                         FieldKind::Number { integer: true, .. } => "integer".to_owned(),
                         FieldKind::Number { .. } => "number".to_owned(),
                         FieldKind::Boolean => "boolean".to_owned(),
@@ -58,7 +61,7 @@ pub(crate) fn round(round: &PendingElicitationRound) -> String {
                             "one of {}",
                             choices
                                 .iter()
-                                .map(|c| c.value.as_str())
+                                .map(|c| escape(&c.value))
                                 .collect::<Vec<_>>()
                                 .join("|")
                         ),
@@ -66,19 +69,20 @@ pub(crate) fn round(round: &PendingElicitationRound) -> String {
                             "any of {}",
                             choices
                                 .iter()
-                                .map(|c| c.value.as_str())
+                                .map(|c| escape(&c.value))
                                 .collect::<Vec<_>>()
                                 .join("|")
                         ),
                         _ => "JSON".to_owned(),
                     };
                     let required = if field.required { ", required" } else { "" };
-                    lines.push(format!("      {}: {kind}{required}", field.name));
+                    lines.push(format!("      {}: {kind}{required}", escape(&field.name)));
                 }
             }
             ElicitationRequest::Url(url) => {
-                lines.push(format!("  [{key}] url: {}", url.message));
-                lines.push(format!("      {}", url.url));
+                lines.push(format!("  [{key}] url: {}", escape(&url.message)));
+                lines.push(format!("      {}", escape(&url.url)));
+                lines.push(format!("      {}", url_host_line(&url.url)));
             }
         }
     }
@@ -89,9 +93,11 @@ pub(crate) fn round(round: &PendingElicitationRound) -> String {
 pub(crate) fn respond_hint(round: &PendingElicitationRound) -> String {
     let mut hint = format!(
         "answer from any terminal: m3 respond {} {} --idempotency-key KEY",
-        round.execution_id, round.round_id
+        escape(&round.execution_id),
+        escape(&round.round_id)
     );
     for (key, request) in &round.requests {
+        let key = escape(key);
         match request {
             ElicitationRequest::Form(_) => hint.push_str(&format!(" --accept '{key}={{...}}'")),
             ElicitationRequest::Url(_) => hint.push_str(&format!(" --accept-url {key}")),
@@ -105,7 +111,7 @@ pub(crate) fn result(out: Output, result: &ExecutionResult) -> String {
     let state = &result.snapshot;
     let mut lines = vec![format!(
         "execution {} finished: {}",
-        state.execution_id,
+        escape(&state.execution_id),
         out.status(state.outcome.map_or("-", |outcome| outcome.as_str()))
     )];
     if let Some(direct) = &result.direct_result {
@@ -115,7 +121,11 @@ pub(crate) fn result(out: Output, result: &ExecutionResult) -> String {
         lines.push(format!("  turn: {}", summary(turn)));
     }
     if let Some(error) = &result.error {
-        lines.push(format!("  error: {}: {}", error.code, error.message));
+        lines.push(format!(
+            "  error: {}: {}",
+            error.code,
+            escape(&error.message)
+        ));
         if !error.details.is_empty() {
             lines.push(format!(
                 "  details: {}",
@@ -147,11 +157,14 @@ pub(crate) fn rounds(rounds: &[RoundDiagnostics]) -> String {
         .iter()
         .map(|round| {
             vec![
-                round.round_id.clone(),
+                escape(&round.round_id).into_owned(),
                 round.round_index.to_string(),
                 round.status.to_string(),
                 timestamp::format(round.created_at),
-                round.failure_code.clone().unwrap_or_else(|| "-".to_owned()),
+                round
+                    .failure_code
+                    .as_deref()
+                    .map_or_else(|| "-".to_owned(), |code| escape(code).into_owned()),
                 round.redacted_responses.as_ref().map_or_else(
                     || "-".to_owned(),
                     |map| summary(&Value::Object(map.clone())),
@@ -172,9 +185,10 @@ pub(crate) fn rounds(rounds: &[RoundDiagnostics]) -> String {
     )
 }
 
-/// A value shortened to one line.
+/// A value shortened to one line (JSON escapes C0 controls; C1 and bidi controls are
+/// [`escape`]d here).
 fn summary(value: &Value) -> String {
-    let text = compact(value);
+    let text = escape(&compact(value)).into_owned();
     if text.chars().count() > 300 {
         let cut: String = text.chars().take(300).collect();
         format!("{cut}...")

@@ -6,11 +6,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use common::{Store, refs};
+use common::{Store, cells_outside_responses, refs};
 use serde_json::json;
-use sqlx::{AssertSqlSafe, Connection, Row, SqliteConnection};
+use sqlx::{Connection, SqliteConnection};
 
 const SECRET: &str = "hunter2-secret";
 const TOO_LONG_SECRET: &str = "hunter2-far-too-long-for-the-schema";
@@ -49,44 +49,6 @@ fn raw_server(era: &str) -> String {
         quote(&script.display().to_string()),
         quote(&params.to_string())
     )
-}
-
-/// Every text cell of every table, except the round's own response columns.
-async fn cells_outside_responses(db: &Path) -> Vec<(String, String, String)> {
-    let url = format!("sqlite://{}?mode=ro", db.display());
-    let mut connection = SqliteConnection::connect(&url).await.unwrap();
-    let tables: Vec<String> =
-        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
-            .fetch_all(&mut connection)
-            .await
-            .unwrap();
-    let mut cells = Vec::new();
-    for table in tables {
-        let columns: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT name FROM pragma_table_info('{table}')"
-        )))
-        .fetch_all(&mut connection)
-        .await
-        .unwrap();
-        for column in columns {
-            if table == "m3_managed_input_rounds" && column == "responses_json" {
-                continue;
-            }
-            // Names come from the database's own catalogue.
-            let rows = sqlx::query(AssertSqlSafe(format!(
-                "SELECT CAST(\"{column}\" AS TEXT) FROM \"{table}\""
-            )))
-            .fetch_all(&mut connection)
-            .await
-            .unwrap();
-            for row in rows {
-                if let Some(text) = row.get::<Option<String>, _>(0) {
-                    cells.push((table.clone(), column.clone(), text));
-                }
-            }
-        }
-    }
-    cells
 }
 
 fn assert_clean(what: &str, text: &str) {

@@ -62,7 +62,7 @@ fn binding_beyond_loopback_needs_a_token() {
 #[test]
 fn the_guide_runs_against_m3_serve_while_m3_run_waits() {
     let store = Store::new();
-    let token = "guide-token";
+    let token = "guide-token-0123456789";
     let mut serve = store.spawn(&["serve", "--bind", "127.0.0.1:0", "--token", token]);
     let page = serve.next_line();
     assert!(

@@ -83,13 +83,13 @@ pub use error::FixtureError;
 pub use options::{
     CRASH_EXIT_CODE, Era, Fault, GARBAGE_LINE, OVERSIZED_TEXT_BYTES, ShippingOptions,
 };
-pub use scripts::quote_price;
+pub use scripts::{
+    CONFIRMATION_KEY, GIFT_MESSAGE_KEY, LABEL_PROMPT, QUOTE_RESOURCE_URI, SHIPPING_ADDRESS_KEY,
+    SHIPPING_ADDRESS_MESSAGE, VERIFICATION_KEY, VERIFICATION_URL_PREFIX, quote_price,
+};
 pub use serve::{SERVER_NAMES, ServeOutcome, serve_named_stdio, serve_shipping, serve_stdio};
 pub use serve_http::{HTTP_PATH, HttpFixture, serve_named_http, serve_shipping_http};
-pub use shipping::{
-    CONFIRMATION_KEY, GIFT_MESSAGE_KEY, LABEL_PROMPT, QUOTE_RESOURCE_URI, SHIPPING_ADDRESS_KEY,
-    SHIPPING_ADDRESS_MESSAGE, SHIPPING_SERVER_NAME, VERIFICATION_KEY, VERIFICATION_URL_PREFIX,
-};
+pub use shipping::SHIPPING_SERVER_NAME;
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.
 #[cfg(doctest)]

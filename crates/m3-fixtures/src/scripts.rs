@@ -12,13 +12,24 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use crate::{
-    flow::{Answer, Round, RoundAnswers, Step, answer},
-    shipping::{
-        GIFT_MESSAGE_KEY, SHIPPING_ADDRESS_KEY, SHIPPING_ADDRESS_MESSAGE, VERIFICATION_KEY,
-        VERIFICATION_URL_PREFIX,
-    },
-};
+use crate::flow::{Answer, Round, RoundAnswers, Step, answer};
+
+/// Request key of the address question.
+pub const SHIPPING_ADDRESS_KEY: &str = "shipping_address";
+/// Message of the address question.
+pub const SHIPPING_ADDRESS_MESSAGE: &str = "Enter the delivery address.";
+/// Request key of the URL verification round of `book_verified_shipment`.
+pub const VERIFICATION_KEY: &str = "verification";
+/// Prefix of the verification URL; the operation id follows it.
+pub const VERIFICATION_URL_PREFIX: &str = "https://example.test/verify/";
+/// Request key of the gift message question of `book_gift_shipment`.
+pub const GIFT_MESSAGE_KEY: &str = "gift_message";
+/// Request key of the confirmation asked by the quote resource.
+pub const CONFIRMATION_KEY: &str = "confirmation";
+/// URI of the resource that asks for a confirmation.
+pub const QUOTE_RESOURCE_URI: &str = "shipping://quote/latest";
+/// Name of the prompt that asks for the address.
+pub const LABEL_PROMPT: &str = "shipping_label";
 
 fn form(message: &str, schema: ElicitationSchema) -> ElicitRequestParams {
     ElicitRequestParams::FormElicitationParams {

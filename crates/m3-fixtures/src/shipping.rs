@@ -30,30 +30,15 @@ use crate::{
     flow::{Answer, Outcome, RetryInput, Round, RoundAnswers, Step, answer, drive},
     options::{Era, Fault, GARBAGE_LINE, OVERSIZED_TEXT_BYTES, ShippingOptions},
     scripts::{
-        address_round, book_gift_shipment, book_shipment, book_verified_shipment, booked,
-        confirmation_params, quote_json, quote_price, shipping_label, tools, weight,
+        CONFIRMATION_KEY, LABEL_PROMPT, QUOTE_RESOURCE_URI, address_round, book_gift_shipment,
+        book_shipment, book_verified_shipment, booked, confirmation_params, quote_json,
+        quote_price, shipping_label, tools, weight,
     },
     state::{OperationKey, StateSealer},
 };
 
 /// Name the server reports in `serverInfo`.
 pub const SHIPPING_SERVER_NAME: &str = "m3-shipping";
-/// Request key of the address question.
-pub const SHIPPING_ADDRESS_KEY: &str = "shipping_address";
-/// Message of the address question.
-pub const SHIPPING_ADDRESS_MESSAGE: &str = "Enter the delivery address.";
-/// Request key of the URL verification round of `book_verified_shipment`.
-pub const VERIFICATION_KEY: &str = "verification";
-/// Prefix of the verification URL; the operation id follows it.
-pub const VERIFICATION_URL_PREFIX: &str = "https://example.test/verify/";
-/// Request key of the gift message question of `book_gift_shipment`.
-pub const GIFT_MESSAGE_KEY: &str = "gift_message";
-/// Request key of the confirmation asked by the quote resource.
-pub const CONFIRMATION_KEY: &str = "confirmation";
-/// URI of the resource that asks for a confirmation.
-pub const QUOTE_RESOURCE_URI: &str = "shipping://quote/latest";
-/// Name of the prompt that asks for the address.
-pub const LABEL_PROMPT: &str = "shipping_label";
 
 /// Where a fault writes raw output and signals a crash.
 #[derive(Debug, Clone)]

@@ -8,8 +8,8 @@ use m3_types::{Error, ExecutionStatus, HumanInput, Result, messages};
 
 use crate::command_path::resolve_commands;
 use crate::handle::AsyncExecutionHandle;
-use crate::kit::KitInner;
 use crate::options::SubmitOptions;
+use crate::shared::KitInner;
 
 /// An agent of a kit (from [`AsyncMcpTestKit::agents`](crate::AsyncMcpTestKit::agents)).
 #[derive(Debug, Clone)]

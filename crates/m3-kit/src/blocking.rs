@@ -127,6 +127,13 @@ impl McpTestKitBuilder {
         }
     }
 
+    /// See [`AsyncMcpTestKitBuilder::round_limits`].
+    pub fn round_limits(self, limits: m3_types::RoundLimits) -> Self {
+        Self {
+            inner: self.inner.round_limits(limits),
+        }
+    }
+
     /// See [`AsyncMcpTestKitBuilder::recover_on_open`].
     pub fn recover_on_open(self, yes: bool) -> Self {
         Self {

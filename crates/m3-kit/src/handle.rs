@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use crate::kit::KitInner;
+use crate::shared::KitInner;
 
 /// Diagnostics of one round (never the raw responses).
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -11,38 +11,13 @@ use m3_runtime::{
 use m3_store::{CombinedStore, ExecutionStore, ListExecutions, ManagedInputStore};
 use m3_types::{
     Error, ExecutionState, HumanInput, ManagedInputStatus, PendingElicitationRound, Result,
+    RoundLimits,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::AsyncAgent;
 use crate::handle::AsyncExecutionHandle;
-
-/// Shared state of a kit, its agents and handles.
-#[derive(Debug)]
-pub(crate) struct KitInner {
-    pub(crate) store: Arc<dyn ExecutionStore>,
-    pub(crate) persistent: bool,
-    pub(crate) notifier: Arc<ResponseNotifier>,
-    /// The embedded worker (`None`: the kit only queues).
-    pool: Option<WorkerPool>,
-    /// Stops the recovery sweep of a kit without an embedded worker.
-    sweep_stop: CancellationToken,
-}
-
-impl KitInner {
-    /// The local cancellation token of an execution this kit runs.
-    pub(crate) fn local_token(&self, execution_id: &str) -> Option<CancellationToken> {
-        self.pool.as_ref()?.local_token(execution_id)
-    }
-
-    /// Hands a queued execution to the embedded worker, if the kit has one (otherwise it
-    /// waits for any `m3 worker` on the store).
-    pub(crate) fn spawn_worker(&self, execution_id: &str) {
-        if let Some(pool) = &self.pool {
-            pool.submit(execution_id);
-        }
-    }
-}
+use crate::shared::KitInner;
 
 /// The async test kit: submits agent executions, runs them in background
 /// workers, and gives handles to read and answer their elicitation rounds.
@@ -319,6 +294,7 @@ pub struct AsyncMcpTestKitBuilder {
     no_embedded_worker: bool,
     pool: Option<PoolOptions>,
     sweep: Option<Option<SweepOptions>>,
+    round_limits: RoundLimits,
 }
 
 impl AsyncMcpTestKitBuilder {
@@ -335,8 +311,9 @@ impl AsyncMcpTestKitBuilder {
         self
     }
 
-    /// Opens the store `url` names when building ([`m3_store::open`]: `memory:`, a
-    /// backend URL such as `sqlite://PATH`, or a plain database path).
+    /// Opens the store `url` names when building ([`open_store`](crate::open_store):
+    /// `memory:`, a backend URL such as `sqlite://PATH` or, with feature `postgres`,
+    /// `postgres://...`, or a plain database path).
     pub fn database(mut self, url: impl AsRef<Path>) -> Self {
         self.url = Some(url.as_ref().to_string_lossy().into_owned());
         self
@@ -354,6 +331,15 @@ impl AsyncMcpTestKitBuilder {
     /// own `env` wins, and nothing else is inherited).
     pub fn env(mut self, env: BTreeMap<String, String>) -> Self {
         self.env = env;
+        self
+    }
+
+    /// Bounds on every round a server sends to this kit's embedded worker (default
+    /// [`RoundLimits::new`]: 16 requests, 8 KiB message, 32 KiB schema, 64 KiB per
+    /// request). A round over one fails its operation with `protocol_error` before it is
+    /// stored. Nesting depth and answer size are fixed bounds (see [`m3_types::limits`]).
+    pub fn round_limits(mut self, limits: RoundLimits) -> Self {
+        self.round_limits = limits;
         self
     }
 
@@ -400,8 +386,8 @@ impl AsyncMcpTestKitBuilder {
     pub async fn build(self) -> Result<AsyncMcpTestKit> {
         let mut store: Arc<dyn ExecutionStore> = match (self.store, self.url) {
             (Some(store), _) => store,
-            (None, Some(url)) => m3_store::open(&url).await?,
-            (None, None) => m3_store::open("memory:").await?,
+            (None, Some(url)) => crate::open_store(&url).await?,
+            (None, None) => crate::open_store("memory:").await?,
         };
         if let Some(rounds) = self.rounds {
             store = Arc::new(CombinedStore::new(store, rounds));
@@ -419,7 +405,8 @@ impl AsyncMcpTestKitBuilder {
             }
             None
         } else {
-            let worker = Worker::new(Arc::clone(&store), Arc::clone(&notifier), self.env);
+            let worker = Worker::new(Arc::clone(&store), Arc::clone(&notifier), self.env)
+                .with_round_limits(self.round_limits);
             Some(WorkerPool::start(worker, options)?)
         };
         let kit = AsyncMcpTestKit {

@@ -60,6 +60,8 @@ mod command_path;
 mod handle;
 mod kit;
 mod options;
+mod shared;
+mod store_backends;
 
 pub use agent::AsyncAgent;
 pub use blocking::{Agent, ExecutionHandle, McpTestKit, McpTestKitBuilder};
@@ -82,6 +84,7 @@ pub use m3_types::{
     ResponseMap, Result, StdioServer,
 };
 pub use options::{HumanInputValue, SubmitOptions};
+pub use store_backends::{open_store, register_store_backends};
 
 /// The repository's README and guides, compiled and run as doctests (`cargo test --doc`), so
 /// the code people paste from them keeps working. Only built for doctests: the files live

@@ -1,4 +1,4 @@
-//! The m3-rs runtime: MCP client, harnesses, the managed-input coordinator and the execution worker.
+//! The m3-rs runtime: harnesses, the managed-input coordinator and the execution worker.
 //!
 //! `m3-runtime` drives agent executions against real MCP servers and pauses them on
 //! elicitation requests through an `m3-store` backend. It knows nothing about the
@@ -6,10 +6,10 @@
 //!
 //! # Concepts
 //!
-//! - [`mcp`]: the MCP client for stdio servers in both protocol eras (2026-07-28 and
-//!   the legacy `initialize` era). An operation that may need input returns either
-//!   its result or an [`InputRound`](mcp::InputRound) to answer, the same way in both
-//!   eras; every wire attempt is recorded in a [`LogicalOperation`](mcp::LogicalOperation).
+//! - The MCP client is the `m3-mcp` crate: stdio servers and Streamable HTTP endpoints in
+//!   both protocol eras. An operation that may need input returns either its result or an
+//!   [`InputRound`](m3_mcp::InputRound) to answer, the same way in both eras; every wire
+//!   attempt is recorded in a [`LogicalOperation`](m3_mcp::LogicalOperation).
 //! - [`AgentSelection`] / [`Script`]: which harness runs an execution; the
 //!   documented `{"harness": ..., ...}` JSON of M3.
 //! - [`harness`]: the [`Harness`](harness::Harness) trait and the built-in
@@ -20,7 +20,9 @@
 //!   and timeout, and writes its [`ExecutionResult`](m3_types::ExecutionResult)
 //!   with an [`ExecutionTrace`].
 //! - The managed-input coordinator (private, one per managed execution) persists
-//!   rounds and waits for responses; [`ResponseNotifier`] wakes it in-process.
+//!   rounds and waits for responses; [`ResponseNotifier`] wakes it in-process and a
+//!   [`RoundPendingHook`] hears of each pending round. Every lease a worker holds
+//!   (execution and round leases) is renewed in batches by one private `lease` module.
 //! - [`relay`]: the MCP relay (`m3 mcp-relay`) a harness such as Codex launches in place
 //!   of each stdio server, and the [`RelayObserver`](relay::RelayObserver) it reports
 //!   every frame to, so the worker sees the MCP wire of a harness-owned connection.
@@ -28,7 +30,7 @@
 //!
 //! # Stability
 //!
-//! [`mcp`], [`harness`] and [`relay`] are plumbing for `m3-kit` and the `m3` binary
+//! [`harness`] and [`relay`] are plumbing for `m3-kit` and the `m3` binary
 //! (the relay subcommand, the example server's tests), public so that those crates
 //! can reach them. Like `sqlx-core`, they are exempt from semver: anything in them may
 //! change in any release. Applications use `m3-kit`. Public types of this crate are
@@ -41,18 +43,16 @@
 
 mod coordinator;
 pub mod harness;
-mod lease_keeper;
-mod lease_renewal;
-pub mod mcp;
-mod ndjson;
+mod lease;
 mod recovery;
 pub mod relay;
 mod selection;
 mod spec;
+mod store_retry;
 mod trace;
 mod worker;
 
-pub use coordinator::{RECOVERY_UNAVAILABLE, ResponseNotifier};
+pub use coordinator::{RECOVERY_UNAVAILABLE, ResponseNotifier, RoundPendingHook};
 pub use recovery::{RecoveredExecution, RecoveryReport, recover};
 pub use selection::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, Script, ScriptStep,
@@ -65,8 +65,8 @@ pub use spec::{
 pub use trace::ExecutionTrace;
 pub use worker::{
     DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_POLL, DRAINED_REASON, DrainReport,
-    FILES_PER_EXECUTION, PoolEvent, PoolOptions, QUEUE_AGE_EXCEEDED, RoundPendingHook,
-    SweepOptions, Worker, WorkerPool, raise_open_files_limit, spawn_sweep, sweep_once,
+    FILES_PER_EXECUTION, PoolEvent, PoolOptions, QUEUE_AGE_EXCEEDED, SweepOptions, Worker,
+    WorkerPool, raise_open_files_limit, spawn_sweep, sweep_once,
 };
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

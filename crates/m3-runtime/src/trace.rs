@@ -1,13 +1,16 @@
 //! The typed trace stored in an [`ExecutionResult`].
 
+use std::collections::BTreeMap;
+
+use m3_types::redact::{marked_secret_values, redact_marked_responses};
 use m3_types::{
-    ActivityHealth, Error, ErrorInfo, ExecutionResult, OperationKind, Result, redact_with,
-    secret_values,
+    ActivityHealth, ElicitationRequest, Error, ErrorInfo, ExecutionResult, OperationKind,
+    PendingElicitationRound, ResponseMap, Result, redact_with, secret_values,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::mcp::{AttemptOutcome, LogicalOperation};
+use m3_mcp::{AttemptOutcome, LogicalOperation};
 
 /// What the runtime records in [`ExecutionResult::trace`]: the prompt, the
 /// agent's final text and one [`LogicalOperation`] per MCP operation, each with
@@ -74,7 +77,9 @@ impl ExecutionTrace {
     /// `input_responses` or a legacy exchange) become `"[REDACTED]"`, and so does every
     /// echo of such a value in other text (a tool result, the final text, the error),
     /// and so does every value of `extra_secrets` (the resolved `${NAME}` header values
-    /// of HTTP bindings) wherever it appears.
+    /// of HTTP bindings) wherever it appears. The answers of `marked` rounds also lose the
+    /// fields their request's schema marks secret (`format: password`, `writeOnly`), and
+    /// their values are replaced wherever they are echoed.
     ///
     /// # Errors
     /// `protocol_error` when the trace cannot be serialized.
@@ -83,10 +88,16 @@ impl ExecutionTrace {
         result: &mut ExecutionResult,
         error: Option<&Error>,
         extra_secrets: &[String],
+        marked: &[MarkedRound],
     ) -> Result<()> {
-        let operations = serde_json::to_value(&self.operations)
+        let mut operations = serde_json::to_value(&self.operations)
             .map_err(|e| Error::protocol("trace is not serializable").with_source(e))?;
-        let found = secret_values(&operations);
+        let mut found = secret_values(&operations);
+        found.extend(marked.iter().flat_map(|round| round.values.iter().cloned()));
+        // Longest first, so a secret containing another is replaced whole.
+        found.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        found.dedup();
+        redact_marked_answers(&mut operations, marked);
         let secrets: Vec<&str> = found
             .iter()
             .chain(extra_secrets)
@@ -105,6 +116,75 @@ impl ExecutionTrace {
         result.trace = Some(trace);
         result.error = error.map(|error| redacted_error(error.to_error_info(), &secrets));
         Ok(())
+    }
+}
+
+/// A delivered round whose request schema marks some fields secret, as the trace needs it.
+#[derive(Debug, Clone)]
+pub(crate) struct MarkedRound {
+    logical_operation_id: String,
+    requests: BTreeMap<String, ElicitationRequest>,
+    /// The answer's values in marked fields (long enough to look for in other text).
+    values: Vec<String>,
+}
+
+impl MarkedRound {
+    /// The marked part of `round`'s answer `responses`; `None` when its schemas mark
+    /// nothing that was answered.
+    pub(crate) fn of(round: &PendingElicitationRound, responses: &ResponseMap) -> Option<Self> {
+        let payload = serde_json::to_value(responses).ok()?;
+        if redact_marked_responses(&round.requests, &payload) == payload {
+            return None;
+        }
+        Some(Self {
+            logical_operation_id: round.logical_operation_id.clone(),
+            requests: round.requests.clone(),
+            values: marked_secret_values(&round.requests, responses),
+        })
+    }
+}
+
+/// Replaces, in the answers recorded by each operation's attempts (`input_responses`, and
+/// the legacy exchanges' `responses`), the fields the schemas of that operation's marked
+/// rounds mark secret.
+fn redact_marked_answers(operations: &mut Value, marked: &[MarkedRound]) {
+    let Some(operations) = operations.as_array_mut() else {
+        return;
+    };
+    for operation in operations {
+        let id = operation
+            .get("logical_operation_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let rounds: Vec<&MarkedRound> = marked
+            .iter()
+            .filter(|round| round.logical_operation_id == id)
+            .collect();
+        let Some(attempts) = operation.get_mut("attempts").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        if rounds.is_empty() {
+            continue;
+        }
+        for attempt in attempts.iter_mut().filter_map(Value::as_object_mut) {
+            let mut answers: Vec<&mut Value> = Vec::new();
+            for (name, value) in attempt.iter_mut() {
+                match (name.as_str(), value) {
+                    ("input_responses", answer) => answers.push(answer),
+                    ("rounds", Value::Array(exchanges)) => answers.extend(
+                        exchanges
+                            .iter_mut()
+                            .filter_map(|exchange| exchange.get_mut("responses")),
+                    ),
+                    _ => {}
+                }
+            }
+            for answer in answers.into_iter().filter(|answer| answer.is_object()) {
+                for round in &rounds {
+                    *answer = redact_marked_responses(&round.requests, answer);
+                }
+            }
+        }
     }
 }
 

@@ -3,18 +3,18 @@
 
 use axum::Json;
 use axum::Router;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use bytes::Bytes;
 use m3_kit::{ListExecutions, RoundDetails};
 use m3_types::{ElicitationResponse, ExecutionStatus, ResponseMap};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::config::Shared;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, ApiQuery};
+use crate::state::Shared;
 
 /// The API routes.
 pub(crate) fn routes(state: Shared) -> Router {
@@ -45,43 +45,41 @@ async fn health(State(state): State<Shared>) -> ApiResult<Json<Value>> {
     Ok(Json(json!({"status": "ok"})))
 }
 
-/// `(name, value)` pairs of a query string.
-pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
-    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-        .map(|(name, value)| (name.into_owned(), value.into_owned()))
-        .collect()
+/// `?lifecycle=&limit=` of the execution list (an empty value is no filter).
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    #[serde(default)]
+    lifecycle: String,
+    #[serde(default)]
+    limit: String,
 }
 
-fn list_query(query: Option<&str>) -> ApiResult<ListExecutions> {
-    let mut list = ListExecutions::new();
-    for (name, value) in query_pairs(query) {
-        match name.as_str() {
-            "lifecycle" if !value.is_empty() => {
-                let lifecycle: ExecutionStatus = value
-                    .parse()
-                    .map_err(|_| ApiError::bad_request(format!("unknown lifecycle '{value}'")))?;
-                list = list.with_lifecycle(lifecycle);
-            }
-            "limit" if !value.is_empty() => {
-                let limit: u32 = value.parse().map_err(|_| {
-                    ApiError::bad_request(format!("limit '{value}' is not a count"))
-                })?;
-                list = list.with_limit(limit);
-            }
-            _ => {}
+impl ListQuery {
+    fn to_list(&self) -> ApiResult<ListExecutions> {
+        let mut list = ListExecutions::new();
+        if !self.lifecycle.is_empty() {
+            let value = &self.lifecycle;
+            let lifecycle: ExecutionStatus = value
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("unknown lifecycle '{value}'")))?;
+            list = list.with_lifecycle(lifecycle);
         }
+        if !self.limit.is_empty() {
+            let value = &self.limit;
+            let limit: u32 = value
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("limit '{value}' is not a count")))?;
+            list = list.with_limit(limit);
+        }
+        Ok(list)
     }
-    Ok(list)
 }
 
 async fn executions(
     State(state): State<Shared>,
-    RawQuery(query): RawQuery,
+    ApiQuery(query): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<Value>> {
-    let summaries = state
-        .kit
-        .executions_where(list_query(query.as_deref())?)
-        .await?;
+    let summaries = state.kit.executions_where(query.to_list()?).await?;
     let states: Vec<_> = summaries.iter().map(|s| &s.state).collect();
     Ok(Json(to_json(&states)?))
 }
@@ -102,13 +100,20 @@ async fn rounds(
     Ok(Json(to_json(&rounds)?))
 }
 
-async fn inbox(State(state): State<Shared>, RawQuery(query): RawQuery) -> ApiResult<Json<Value>> {
-    for (name, value) in query_pairs(query.as_deref()) {
-        if name == "status" && value != "pending" {
-            return Err(ApiError::bad_request(
-                "the inbox lists pending rounds only (status=pending)",
-            ));
-        }
+/// `?status=pending` of the inbox (the only status it lists).
+#[derive(Debug, Deserialize)]
+struct InboxQuery {
+    status: Option<String>,
+}
+
+async fn inbox(
+    State(state): State<Shared>,
+    ApiQuery(query): ApiQuery<InboxQuery>,
+) -> ApiResult<Json<Value>> {
+    if query.status.is_some_and(|status| status != "pending") {
+        return Err(ApiError::bad_request(
+            "the inbox lists pending rounds only (status=pending)",
+        ));
     }
     Ok(Json(to_json(&state.kit.pending_rounds().await?)?))
 }
@@ -128,7 +133,7 @@ async fn round(
 
 /// A round as the API shows it: the public round's fields plus `status`,
 /// timestamps, failure and the redacted responses (never the raw ones).
-pub(crate) fn round_json(details: &RoundDetails) -> ApiResult<Value> {
+fn round_json(details: &RoundDetails) -> ApiResult<Value> {
     let mut out = match to_json(&details.round)? {
         Value::Object(map) => map,
         _ => Map::new(),
@@ -141,65 +146,44 @@ pub(crate) fn round_json(details: &RoundDetails) -> ApiResult<Value> {
     Ok(Value::Object(out))
 }
 
+/// `{"responses": {KEY: ElicitationResponse}, "idempotency_key": "..."}`.
+///
+/// Each response is read on its own, so a malformed one is the store's
+/// `managed_input_invalid` (422, naming its request key), not a 400.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Submission {
+    responses: Map<String, Value>,
+    idempotency_key: String,
+}
+
+impl Submission {
+    fn responses(self) -> ApiResult<(ResponseMap, String)> {
+        let mut responses = ResponseMap::new();
+        for (request_key, raw) in self.responses {
+            let response: ElicitationResponse = serde_json::from_value(raw).map_err(|e| {
+                ApiError::from(
+                    m3_types::Error::managed_input_validation(format!("invalid response: {e}"))
+                        .with_detail("request_key", request_key.as_str()),
+                )
+            })?;
+            responses.insert(request_key, response);
+        }
+        Ok((responses, self.idempotency_key))
+    }
+}
+
 async fn respond(
     State(state): State<Shared>,
     Path((execution_id, round_id)): Path<(String, String)>,
-    body: Result<Bytes, BytesRejection>,
+    ApiJson(submission): ApiJson<Submission>,
 ) -> ApiResult<Json<Value>> {
-    let body = body_bytes(body, state.body_limit)?;
-    let (responses, key) = parse_submission(&body)?;
+    let (responses, key) = submission.responses()?;
     let handle = state.kit.attach(&execution_id).await?;
     handle
         .respond_elicitation(&round_id, responses, &key)
         .await?;
     Ok(Json(round_json(&handle.round(&round_id).await?)?))
-}
-
-/// The body, or 413 when it is over the limit (400 for any other read error).
-pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> ApiResult<Bytes> {
-    body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(limit)
-        } else {
-            ApiError::bad_request(format!("cannot read the request body: {rejection}"))
-        }
-    })
-}
-
-/// `{"responses": {KEY: ElicitationResponse}, "idempotency_key": "..."}`.
-fn parse_submission(body: &[u8]) -> ApiResult<(ResponseMap, String)> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
-    let Value::Object(mut fields) = value else {
-        return Err(ApiError::bad_request("the body must be a JSON object"));
-    };
-    if let Some(unknown) = fields
-        .keys()
-        .find(|k| *k != "responses" && *k != "idempotency_key")
-    {
-        return Err(ApiError::bad_request(format!(
-            "unknown body field '{unknown}'"
-        )));
-    }
-    let Some(Value::String(key)) = fields.remove("idempotency_key") else {
-        return Err(ApiError::bad_request("idempotency_key must be a string"));
-    };
-    let Some(Value::Object(raw)) = fields.remove("responses") else {
-        return Err(ApiError::bad_request(
-            "responses must be an object of request key to response",
-        ));
-    };
-    let mut responses = ResponseMap::new();
-    for (request_key, raw) in raw {
-        let response: ElicitationResponse = serde_json::from_value(raw).map_err(|e| {
-            ApiError::from(
-                m3_types::Error::managed_input_validation(format!("invalid response: {e}"))
-                    .with_detail("request_key", request_key.as_str()),
-            )
-        })?;
-        responses.insert(request_key, response);
-    }
-    Ok((responses, key))
 }
 
 async fn cancel(
@@ -227,7 +211,7 @@ async fn cancel(
 }
 
 /// Serializes a public value (a failure here is a bug, reported as 500).
-pub(crate) fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> ApiResult<Value> {
+fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> ApiResult<Value> {
     serde_json::to_value(value).map_err(|e| {
         ApiError::from(m3_types::Error::protocol("cannot serialize the answer").with_source(e))
     })

@@ -26,8 +26,15 @@
 //! # Concepts
 //!
 //! - [`ServerBuilder`]: the kit plus options (token, body limit, poll
-//!   interval, base path, shutdown token); [`check_bind`] is the "no token,
-//!   no public address" rule of `m3 serve`.
+//!   interval, base path, shutdown token, [`AllowedHost`]s); [`check_bind`]
+//!   and [`check_token`] are the rules of `m3 serve` (no token, no public
+//!   address; no weak token).
+//! - [`serve()`] / [`serve_with()`]: the connection loop with [`ServeOptions`]
+//!   (header and body timeouts, a connection limit under the file limit, a
+//!   bounded graceful shutdown).
+//! - Without a token only loopback `Host` names are answered (DNS
+//!   rebinding), and a state-changing request's `Origin` must be the
+//!   server's own, scheme included.
 //! - The JSON API under `/api/v1`, `/healthz`, and Server-Sent Events at
 //!   `/api/v1/events` (ids resume with `Last-Event-ID`).
 //! - The page: `/` (the inbox), `/executions/{id}`, plain form posts that
@@ -45,25 +52,42 @@
 
 mod api;
 mod auth;
-mod config;
 mod error;
 mod events;
+mod extract;
+mod host;
 mod page;
+mod router;
+mod serve;
+mod state;
 
-use std::future::Future;
 use std::net::SocketAddr;
 
-pub use config::{DEFAULT_BODY_LIMIT, DEFAULT_POLL_INTERVAL, ServerBuilder};
+pub use host::AllowedHost;
 use m3_types::{Error, Result};
+pub use router::{DEFAULT_BODY_LIMIT, DEFAULT_POLL_INTERVAL, ServerBuilder};
+pub use serve::{
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_SHUTDOWN_GRACE, ServeOptions, serve, serve_with,
+};
 
-/// Refuses to serve on a non-loopback address without a token (the rule of
-/// `m3 serve`): anyone who can reach the port could otherwise read and answer
-/// every round.
+/// The fewest characters a token may have (`m3 serve --token`): about 95 bits
+/// from a random alphanumeric string, far beyond online guessing.
+pub const MIN_TOKEN_LENGTH: usize = 16;
+
+/// Refuses to serve on a non-loopback address without a token, and refuses
+/// a weak token anywhere (the rules of `m3 serve`): anyone who can reach the
+/// port could otherwise read and answer every round.
 ///
 /// # Errors
-/// `invalid_argument` naming the address.
+/// `invalid_argument` naming the address, or the token rule (see
+/// [`check_token`]).
 pub fn check_bind(addr: SocketAddr, token: Option<&str>) -> Result<()> {
-    if addr.ip().is_loopback() || token.is_some_and(|t| !t.is_empty()) {
+    if let Some(token) = token {
+        check_token(token)?;
+        return Ok(());
+    }
+    if addr.ip().is_loopback() {
         return Ok(());
     }
     Err(Error::model_validation(format!(
@@ -72,21 +96,37 @@ pub fn check_bind(addr: SocketAddr, token: Option<&str>) -> Result<()> {
     .with_detail("bind", addr.to_string()))
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then stops
-/// accepting and lets in-flight requests finish (event streams end when the
-/// builder's shutdown token is cancelled).
+/// Checks that `token` is strong enough to guard the server: at least
+/// [`MIN_TOKEN_LENGTH`] characters, each a visible ASCII character other than
+/// `"`, `,`, `;` and `\` (the token travels in a header and in a cookie,
+/// where anything else would not arrive intact).
+///
+/// ```
+/// assert!(m3_server::check_token("Yk3vQ9-rT2mWx8Lp").is_ok());
+/// let weak = m3_server::check_token(" ").unwrap_err();
+/// assert_eq!(weak.code(), "invalid_argument");
+/// ```
 ///
 /// # Errors
-/// An I/O failure of the listener, as [`Error::protocol`].
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| Error::protocol("the HTTP server stopped with an I/O error").with_source(e))
+/// `invalid_argument` with `details.rule` `token_too_short` or
+/// `token_characters`; the token itself is never part of the error.
+pub fn check_token(token: &str) -> Result<()> {
+    let length = token.chars().count();
+    if length < MIN_TOKEN_LENGTH {
+        return Err(Error::model_validation(format!(
+            "the token has {length} characters; a token needs at least {MIN_TOKEN_LENGTH} (e.g. `openssl rand -hex 16`)"
+        ))
+        .with_detail("rule", "token_too_short")
+        .with_detail("minimum_length", MIN_TOKEN_LENGTH));
+    }
+    let allowed = |c: char| c.is_ascii_graphic() && !matches!(c, '"' | ',' | ';' | '\\');
+    if !token.chars().all(allowed) {
+        return Err(Error::model_validation(
+            "the token may hold only visible ASCII characters other than '\"', ',', ';' and '\\' (no spaces)",
+        )
+        .with_detail("rule", "token_characters"));
+    }
+    Ok(())
 }
 
 /// `docs/serve.md`, compiled as doctests so its embedding example stays correct

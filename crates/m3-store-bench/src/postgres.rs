@@ -8,7 +8,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use m3_store::postgres::{PgManagedInputStore, PgStoreOptions};
+use m3_store_postgres::{PgManagedInputStore, PgStoreOptions};
 use m3_types::Result;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection};

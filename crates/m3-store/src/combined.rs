@@ -15,8 +15,8 @@ use crate::{
 /// rounds live in a separate (for example custom) [`ManagedInputStore`].
 ///
 /// Every execution operation is the inner store's. [`managed_input_store`] returns
-/// `rounds`, and [`terminalize_expired`] finishes the execution in `executions`, then fails
-/// the execution's unresolved rounds in `rounds` with
+/// `rounds`, and [`terminalize_expired`] and `finish` finish the execution in `executions`,
+/// then fail the execution's unresolved rounds in `rounds` with
 /// [`ManagedInputStore::fail_unresolved_rounds`]. The two steps are two transactions of two
 /// backends: a crash between them leaves the execution finished and its rounds unresolved,
 /// and nothing resumes them (a finished execution delivers no answer); the next recovery
@@ -72,7 +72,16 @@ impl ExecutionStore for CombinedStore {
     }
 
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
-        self.executions.finish(request).await
+        let execution_id = request.execution_id.clone();
+        let record = self.executions.finish(request).await?;
+        // Also on an idempotent repeat: it completes a finish whose second step failed.
+        self.rounds
+            .fail_unresolved_rounds(
+                &execution_id,
+                crate::execution::rules::ROUND_CLOSED_AT_FINISH,
+            )
+            .await?;
+        Ok(record)
     }
 
     async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {

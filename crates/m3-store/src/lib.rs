@@ -37,8 +37,6 @@
 //!   lease. Request values ([`CreateRound`], [`RoundRef`], [`LeaseRef`], [`ClaimRound`],
 //!   [`ResponseSubmission`], [`RoundFailure`]) keep argument lists short;
 //!   [`ManagedInputStoreExt`] adds conveniences.
-//! - `postgres` (feature `postgres`) is the PostgreSQL backend of both stores, for workers on
-//!   several hosts sharing one database.
 //! - [`sqlite`] is the SQLite backend, [`SqliteManagedInputStore`], on-disk compatible with
 //!   the Python original (sf-m3 0.3.1).
 //! - [`signal`] is the change signal: [`ExecutionStore::change_signal`] tells waiters that
@@ -46,11 +44,29 @@
 //!   making them poll; the row stays the truth and every wait keeps a slow fallback poll.
 //! - `conformance` (feature `conformance`) is the contract as a test suite that any backend
 //!   runs from its own tests.
+//! - [`open()`] opens a store by URL; [`open::register`] lets a backend crate serve its own
+//!   URL schemes there (the PostgreSQL backend, crate `m3-store-postgres`, registers
+//!   `postgres://`).
+//!
+//! # The backend toolkit
+//!
+//! What the shipped backends are built from is public, so a backend in another crate
+//! (`m3-store-postgres`, or yours: `docs/custom-backend.md`) stands where they do:
+//!
+//! - the shared rules, [`managed_input::rules`] and [`execution::rules`] (every decision
+//!   of the contract; a backend only reads and writes rows), and [`RoundChange`];
+//! - [`round_cache::RecentRounds`], the bounded cache of the rounds a store object last
+//!   read or wrote;
+//! - the change signal: [`signal::ChangeHub`] (in-process fan-out),
+//!   `signal::datagram::DatagramSignal` (Unix only: a datagram to the other processes
+//!   waiting on one file), [`signal::Announce`] (announce after a successful commit) and
+//!   [`signal::ChangeProbe`];
+//! - [`open::Opener`] and [`open::register`], for opening by URL;
+//! - the conformance suites (feature `conformance`).
 //!
 //! # Feature flags
 //!
-//! - `postgres`: the PostgreSQL backend (`postgres://`, `postgresql://` in [`open`]);
-//!   `postgres-tls` adds TLS (rustls) for remote servers.
+//! - `sqlite` (default): the SQLite backend.
 //! - `conformance`: exposes `m3_store::conformance` (not semver-stable).
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 #![forbid(unsafe_code)]
@@ -63,11 +79,8 @@ mod clock;
 mod combined;
 pub mod managed_input;
 pub mod memory;
-mod open;
-#[cfg(feature = "postgres")]
-pub mod postgres;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod recent;
+pub mod open;
+pub mod round_cache;
 pub mod signal;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
@@ -83,8 +96,6 @@ pub use managed_input::{
     RoundRef, RoundScan, UnreadableRound,
 };
 pub use open::{StoreUrl, open};
-#[cfg(feature = "postgres")]
-pub use postgres::{PgExecutionStore, PgManagedInputStore, PgStoreOptions};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SqliteExecutionStore, SqliteManagedInputStore,
@@ -95,12 +106,6 @@ pub use sqlite::{
 #[cfg(all(doctest, feature = "conformance"))]
 #[doc = include_str!("../../../docs/custom-backend.md")]
 pub struct CustomBackendGuide;
-
-/// `docs/postgres.md`, compiled and run as doctests against the test server
-/// (`M3_TEST_POSTGRES_URL`, as scripts/test.sh sets it).
-#[cfg(all(doctest, feature = "conformance", feature = "postgres"))]
-#[doc = include_str!("../../../docs/postgres.md")]
-pub struct PostgresGuide;
 
 pub mod execution;
 

@@ -1,4 +1,47 @@
 //! Opening a store by URL: the one place above which no crate names a backend.
+//!
+//! `memory:` and SQLite paths are this crate's own backends. Every other scheme is served
+//! by an [`Opener`] that a backend crate [`register`]s into the process-wide scheme
+//! registry, the way sqlx's `Any` driver is given its drivers: `m3-store` never imports
+//! the backends that live above it. `m3_store_postgres::register()` (crate
+//! `m3-store-postgres`) registers `postgres://` and `postgresql://`; `m3-kit` calls it when
+//! built with its `postgres` feature. See `docs/decisions.md`.
+//!
+//! ```
+//! # async fn demo() -> m3_types::Result<()> {
+//! use std::sync::Arc;
+//! use m3_store::ExecutionStore;
+//! use m3_store::memory::MemoryExecutionStore;
+//! use m3_store::open::{Opener, register};
+//!
+//! /// A backend of `scratch://NAME` URLs (here: a fresh memory store each time).
+//! #[derive(Debug)]
+//! struct Scratch;
+//!
+//! #[async_trait::async_trait]
+//! impl Opener for Scratch {
+//!     fn schemes(&self) -> &[&'static str] {
+//!         &["scratch"]
+//!     }
+//!     async fn open(
+//!         &self,
+//!         _url: &str,
+//!         clock: Option<Arc<dyn m3_types::Clock>>,
+//!     ) -> m3_types::Result<Arc<dyn ExecutionStore>> {
+//!         Ok(Arc::new(match clock {
+//!             Some(clock) => MemoryExecutionStore::with_clock(clock),
+//!             None => MemoryExecutionStore::new(),
+//!         }))
+//!     }
+//! }
+//!
+//! register(Arc::new(Scratch));
+//! let store = m3_store::open("scratch://tests").await?;
+//! assert!(!store.is_persistent());
+//! # Ok(()) }
+//! ```
+
+mod registry;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,13 +51,16 @@ use m3_types::{Clock, Error, Result, SystemClock};
 use crate::ExecutionStore;
 use crate::memory::MemoryExecutionStore;
 
+pub use registry::{Opener, register, registered_schemes};
+
 /// A parsed store location.
 ///
 /// | Text | Store |
 /// |---|---|
 /// | `memory:` | a fresh [`MemoryExecutionStore`] (not persistent) |
 /// | `sqlite://PATH`, `sqlite:PATH` | the SQLite store at `PATH` (feature `sqlite`) |
-/// | `postgres://...`, `postgresql://...` | the PostgreSQL store (feature `postgres`; see `PgStoreOptions` for the parameters) |
+/// | `postgres://...`, `postgresql://...` | the PostgreSQL store (served by the [`Opener`] of `m3-store-postgres` once [`register`]ed; see its `PgStoreOptions` for the parameters) |
+/// | `SCHEME://...` of a [`register`]ed [`Opener`] | that backend's store |
 /// | anything without a `scheme:` | a plain path: the SQLite store there |
 ///
 /// ```
@@ -34,6 +80,8 @@ pub enum StoreUrl {
     Sqlite(PathBuf),
     /// A PostgreSQL server URL (kept whole: sqlx and the store read its parameters).
     Postgres(String),
+    /// A URL whose scheme a [`register`]ed [`Opener`] serves (kept whole).
+    Registered(String),
 }
 
 impl StoreUrl {
@@ -57,6 +105,9 @@ impl StoreUrl {
         } else if let Some(rest) = url.strip_prefix("sqlite:") {
             rest
         } else if has_scheme(url) {
+            if registry::serves(scheme_of(url)) {
+                return Ok(Self::Registered(url.to_owned()));
+            }
             return Err(Error::model_validation(format!(
                 "unsupported store URL '{url}' (expected memory:, sqlite://PATH, postgres://... or a path)"
             ))
@@ -83,19 +134,22 @@ impl StoreUrl {
     pub fn local_file(&self) -> Option<&std::path::Path> {
         match self {
             Self::Sqlite(path) => Some(path),
-            Self::Memory | Self::Postgres(_) => None,
+            Self::Memory | Self::Postgres(_) | Self::Registered(_) => None,
         }
     }
 
     /// Opens the store this URL names, on `clock`.
     ///
     /// # Errors
-    /// The backend's open errors; `invalid_argument` for a backend that is not compiled in.
+    /// The backend's open errors; `invalid_argument` for a backend that is not compiled in
+    /// (or, for a scheme served by another crate, not [`register`]ed).
     pub async fn open_with_clock(&self, clock: Arc<dyn Clock>) -> Result<Arc<dyn ExecutionStore>> {
         match self {
             Self::Memory => Ok(Arc::new(MemoryExecutionStore::with_clock(clock))),
             Self::Sqlite(path) => open_sqlite(path, clock).await,
-            Self::Postgres(url) => open_postgres(url, clock).await,
+            Self::Postgres(url) | Self::Registered(url) => {
+                registry::open(scheme_of(url), url, Some(clock)).await
+            }
         }
     }
 }
@@ -115,7 +169,7 @@ impl std::fmt::Display for StoreUrl {
         match self {
             Self::Memory => f.write_str("memory:"),
             Self::Sqlite(path) => write!(f, "{}", path.display()),
-            Self::Postgres(url) => f.write_str(&without_password(url)),
+            Self::Postgres(url) | Self::Registered(url) => f.write_str(&without_password(url)),
         }
     }
 }
@@ -134,6 +188,11 @@ fn without_password(url: &str) -> String {
         },
         None => url.to_owned(),
     }
+}
+
+/// The scheme of `url` (the text before its first `:`).
+fn scheme_of(url: &str) -> &str {
+    url.split_once(':').map_or(url, |(scheme, _)| scheme)
 }
 
 /// `scheme:` followed by `//`, or a scheme of two or more letters (so `C:\x` stays a path).
@@ -173,32 +232,8 @@ async fn open_sqlite(
     )
 }
 
-#[cfg(feature = "postgres")]
-async fn open_postgres(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<dyn ExecutionStore>> {
-    let options = crate::PgStoreOptions::from_url(url)?.clock(clock);
-    Ok(Arc::new(crate::PgExecutionStore::open_with(options).await?))
-}
-
-/// A PostgreSQL store on the database server's clock (its default).
-#[cfg(feature = "postgres")]
-async fn open_postgres_on_server_clock(url: &str) -> Result<Arc<dyn ExecutionStore>> {
-    Ok(Arc::new(crate::PgExecutionStore::open(url).await?))
-}
-
-#[cfg(not(feature = "postgres"))]
-async fn open_postgres_on_server_clock(url: &str) -> Result<Arc<dyn ExecutionStore>> {
-    open_postgres(url, Arc::new(SystemClock)).await
-}
-
-#[cfg(not(feature = "postgres"))]
-async fn open_postgres(_url: &str, _clock: Arc<dyn Clock>) -> Result<Arc<dyn ExecutionStore>> {
-    Err(Error::model_validation(
-        "this build has no PostgreSQL backend (feature `postgres`)",
-    ))
-}
-
 /// Opens the execution store `url` names (see [`StoreUrl`]) on the system clock (a
-/// PostgreSQL store on the database server's clock); its
+/// registered backend on its default clock: PostgreSQL's is the database server's); its
 /// [`managed_input_store`](ExecutionStore::managed_input_store) is the same backend's.
 ///
 /// ```
@@ -212,7 +247,9 @@ async fn open_postgres(_url: &str, _clock: Arc<dyn Clock>) -> Result<Arc<dyn Exe
 /// As [`StoreUrl::parse`] and [`StoreUrl::open_with_clock`].
 pub async fn open(url: &str) -> Result<Arc<dyn ExecutionStore>> {
     match StoreUrl::parse(url)? {
-        StoreUrl::Postgres(url) => open_postgres_on_server_clock(&url).await,
+        StoreUrl::Postgres(url) | StoreUrl::Registered(url) => {
+            registry::open(scheme_of(&url), &url, None).await
+        }
         other => other.open_with_clock(Arc::new(SystemClock)).await,
     }
 }

@@ -2,10 +2,11 @@
 
 use std::fmt;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::execution::ErrorInfo;
-use crate::reason::Reason;
+use crate::reason::{Reason, UnknownReason};
 
 /// `Result` with [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -261,14 +262,35 @@ impl Error {
         &self.body().details
     }
 
+    /// A copy of this error: same variant (so same code), message and details, without
+    /// the source.
+    ///
+    /// `Error` is not `Clone` because its source is any foreign error; this is for the
+    /// places that hand one failure to several waiters (a batch of lease renewals, the
+    /// session that closes with the error that ended the turn).
+    #[must_use]
+    pub fn clone_without_source(&self) -> Self {
+        let mut copy = Self::from_code(self.error_code(), self.message());
+        copy.body_mut().details = self.details().clone();
+        copy
+    }
+
     /// The wrapped foreign cause, if any.
     pub fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
         self.body().source.as_deref()
     }
 
-    /// Whether sf-m3's `retryable` flag is set for this kind (only timeouts are).
+    /// Whether the same call may succeed if made again (the `retryable` flag of stored
+    /// errors): timeouts (as in sf-m3), and a `storage_error` whose reason is
+    /// [`Reason::ConnectionLost`] (the database dropped or refused the connection: a
+    /// restart, a network reset). Other storage errors (a full disk, a corrupt row, a
+    /// constraint) are not: repeating the call would fail the same way.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::OperationTimeout(_))
+        match self {
+            Self::OperationTimeout(_) => true,
+            Self::Storage(_) => self.reason() == Some(Reason::ConnectionLost),
+            _ => false,
+        }
     }
 
     /// Projects the error into the [`ErrorInfo`] stored in execution results.
@@ -384,4 +406,59 @@ wire_enum! {
         NotFound => "not_found",
     }
     unknown = |s: &str| Error::model_validation(format!("unknown error code '{s}'"))
+}
+impl From<UnknownReason> for Error {
+    fn from(unknown: UnknownReason) -> Self {
+        Self::model_validation(unknown.to_string())
+    }
+}
+
+/// The error recorded in an execution result ([`ExecutionResult`](crate::ExecutionResult)):
+/// the wire projection of an [`Error`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
+)]
+pub struct ErrorInfo {
+    /// Stable code.
+    pub code: ErrorCode,
+    /// Message (1..=4096 characters).
+    pub message: String,
+    /// Whether retrying may succeed.
+    #[serde(default)]
+    pub retryable: bool,
+    /// Structured details.
+    #[serde(default)]
+    pub details: Map<String, Value>,
+}
+
+impl ErrorInfo {
+    /// Longest message kept.
+    pub const MAX_MESSAGE: usize = 4096;
+
+    /// An error info with no details, not retryable.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            retryable: false,
+            details: Map::new(),
+        }
+    }
+
+    /// Sets `retryable`.
+    #[must_use]
+    pub fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// Adds one detail.
+    #[must_use]
+    pub fn with_detail(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.details.insert(key.to_owned(), value.into());
+        self
+    }
 }

@@ -2,10 +2,10 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, ErrorInfo, Result};
 
 wire_enum! {
     /// How an execution handles elicitation requests: fail them (default) or manage them durably.
@@ -119,55 +119,6 @@ wire_enum! {
         Mixed => "mixed",
     }
     what = "activity health"
-}
-
-/// The error recorded in an [`ExecutionResult`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[expect(
-    clippy::exhaustive_structs,
-    reason = "frozen wire shape of the Python reference; other crates build it with struct literals (docs/decisions.md)"
-)]
-pub struct ErrorInfo {
-    /// Stable code.
-    pub code: ErrorCode,
-    /// Message (1..=4096 characters).
-    pub message: String,
-    /// Whether retrying may succeed.
-    #[serde(default)]
-    pub retryable: bool,
-    /// Structured details.
-    #[serde(default)]
-    pub details: Map<String, Value>,
-}
-
-impl ErrorInfo {
-    /// Longest message kept.
-    pub const MAX_MESSAGE: usize = 4096;
-
-    /// An error info with no details, not retryable.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            retryable: false,
-            details: Map::new(),
-        }
-    }
-
-    /// Sets `retryable`.
-    #[must_use]
-    pub fn with_retryable(mut self, retryable: bool) -> Self {
-        self.retryable = retryable;
-        self
-    }
-
-    /// Adds one detail.
-    #[must_use]
-    pub fn with_detail(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.details.insert(key.to_owned(), value.into());
-        self
-    }
 }
 
 /// Snapshot of an execution.

@@ -59,12 +59,15 @@
 //! - [`execution`]: [`HumanInput`], the [`ExecutionStatus`] transition table, outcomes, state,
 //!   results and [`ErrorInfo`].
 //! - [`form`]: the fields of a requested schema ([`form::fields`]), classified by MCP's
-//!   restricted subset, for every form renderer.
+//!   restricted subset, for every form renderer; [`form_input`]: text typed or posted for a
+//!   field, turned into the JSON value its schema means.
 //! - [`server`]: [`StdioServer`] bindings and [`ToolSelection`] (`"server:tool"`);
-//!   [`http_server`]: [`HttpServer`] (Streamable HTTP) bindings, their [`ServerTrust`], and
+//!   [`remote_server`]: [`HttpServer`] (Streamable HTTP) bindings, their [`ServerTrust`], and
 //!   [`ServerBinding`], either kind.
 //! - [`error`]: one [`Error`] enum with stable [`Error::code`] strings; [`messages`] holds the
 //!   reference's message texts so every crate and backend uses the same words.
+//! - [`limits`]: the bounds every entry path applies ([`limits::MAX_NESTING_DEPTH`],
+//!   [`limits::MAX_ANSWER_BYTES`], [`limits::RoundLimits`]), so stored data always reads back.
 //! - [`canonical`], [`redact`](mod@redact), [`clock`], [`timestamp`]: canonical JSON for payload
 //!   equality, the diagnostic projection, injectable clocks, fixed-width UTC timestamp text.
 //! - [`schema`]: JSON Schemas of every public value type.
@@ -90,11 +93,13 @@ pub mod elicitation;
 pub mod error;
 pub mod execution;
 pub mod form;
-pub mod http_server;
+pub mod form_input;
+pub mod limits;
 pub mod messages;
 pub mod reason;
 pub mod record;
 pub mod redact;
+pub mod remote_server;
 pub mod round;
 pub mod round_failure;
 pub mod schema;
@@ -108,15 +113,15 @@ pub use elicitation::{
     ElicitationAction, ElicitationMode, ElicitationRequest, ElicitationResponse,
     FormElicitationRequest, OperationKind, ResponseMap, UrlElicitationRequest,
 };
-pub use error::{BoxError, Error, ErrorBody, ErrorCode, Result};
+pub use error::{BoxError, Error, ErrorBody, ErrorCode, ErrorInfo, Result};
 pub use execution::{
-    ActivityHealth, ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
-    HumanInput,
+    ActivityHealth, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput,
 };
-pub use http_server::{HttpServer, ResolvedHeaders, ServerBinding, ServerTrust};
-pub use reason::Reason;
+pub use limits::{Limit, LimitExceeded, RoundLimits};
+pub use reason::{Reason, UnknownReason};
 pub use record::{DeliveryState, ManagedInputLease, ManagedInputRecord, ManagedInputStatus};
-pub use redact::{REDACTED, redact, redact_echoes, redact_with, secret_values};
+pub use redact::{REDACTED, redact, redact_echoes, redact_responses, redact_with, secret_values};
+pub use remote_server::{HttpServer, ResolvedHeaders, ServerBinding, ServerTrust};
 pub use round::PendingElicitationRound;
 pub use round_failure::{RECOVERY_UNAVAILABLE, RoundFailureCode};
 pub use schema::{value_schema, value_schemas};

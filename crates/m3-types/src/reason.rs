@@ -9,8 +9,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::{Error, Result};
-
 macro_rules! reasons {
     ($($(#[$doc:meta])* $variant:ident => $text:literal,)*) => {
         /// Why an operation was refused (see the [module docs](self)).
@@ -50,6 +48,12 @@ reasons! {
     InvalidResponse => "invalid_response",
     /// A stored row cannot be decoded into a valid record.
     StoredRecordInvalid => "stored_record_invalid",
+    /// A value is over one of the bounds of [`limits`](crate::limits) (nesting depth,
+    /// answer size, requests per round, message or schema size); `details.limit` names it.
+    LimitExceeded => "limit_exceeded",
+    /// An existing database file is not an m3 store (another application's file, or a
+    /// table of m3's name with another layout); it was left untouched.
+    InvalidStore => "invalid_store",
     /// An event kind is reserved for the store or empty.
     ReservedEventKind => "reserved_event_kind",
     // ---- leases
@@ -107,6 +111,12 @@ reasons! {
     // ---- runtime
     /// A managed round's deadline passed.
     ElicitationDeadline => "elicitation_deadline",
+    // ---- storage
+    /// The database connection was lost or refused (a server restart or shutdown, a
+    /// network reset, no connection free in time): nothing was decided, and the same call
+    /// may succeed once the database is back. Carried by a `storage_error`, which is then
+    /// [retryable](crate::Error::is_retryable).
+    ConnectionLost => "connection_lost",
 }
 
 impl fmt::Display for Reason {
@@ -116,22 +126,37 @@ impl fmt::Display for Reason {
 }
 
 impl FromStr for Reason {
-    type Err = Error;
+    type Err = UnknownReason;
 
     /// # Errors
-    /// `invalid_argument` for an unknown string.
-    fn from_str(s: &str) -> Result<Self> {
+    /// [`UnknownReason`] for a string no reason has (it converts into an
+    /// `invalid_argument` [`Error`](crate::Error)).
+    fn from_str(s: &str) -> Result<Self, UnknownReason> {
         Self::ALL
             .iter()
             .copied()
             .find(|r| r.as_str() == s)
-            .ok_or_else(|| Error::model_validation(format!("unknown reason '{s}'")))
+            .ok_or_else(|| UnknownReason(s.to_owned()))
     }
 }
+
+/// A string that names no [`Reason`] (a newer peer's reason, or a typo).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnknownReason(pub String);
+
+impl fmt::Display for UnknownReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown reason '{}'", self.0)
+    }
+}
+
+impl std::error::Error for UnknownReason {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn every_reason_round_trips_and_strings_are_unique() {
@@ -149,5 +174,15 @@ mod tests {
         assert_eq!(error.details()["reason"], "lease_expired");
         assert_eq!(error.reason(), Some(Reason::LeaseExpired));
         assert_eq!(Error::storage("y").reason(), None);
+    }
+
+    #[test]
+    fn only_a_lost_connection_makes_a_storage_error_retryable() {
+        let lost = Error::storage("connection lost").with_reason(Reason::ConnectionLost);
+        assert!(lost.is_retryable());
+        assert!(lost.to_error_info().retryable);
+        assert!(!Error::storage("disk full").is_retryable());
+        let not_storage = Error::managed_input_conflict("x").with_reason(Reason::ConnectionLost);
+        assert!(!not_storage.is_retryable());
     }
 }

@@ -218,6 +218,13 @@ impl ManagedInputRecord {
             .and_then(|code| code.parse().ok())
     }
 
+    /// Whether recovery already failed this round closed: `failed` with failure code
+    /// `recovery_unavailable` (the round's worker was lost, or its lease could not be kept).
+    pub fn is_recovery_failed(&self) -> bool {
+        self.status == ManagedInputStatus::Failed
+            && self.failure() == Some(crate::RoundFailureCode::RecoveryUnavailable)
+    }
+
     /// A fresh `pending` record created at `now` (no responses, no optional metadata).
     ///
     /// # Errors

@@ -7,11 +7,13 @@ use serde_json::{Map, Value};
 
 use crate::elicitation::{ElicitationAction, ElicitationRequest, ResponseMap};
 use crate::error::{Error, Result};
-use crate::redact::{is_sensitive_key, redact};
+use crate::limits::{check_answer_bytes, check_map_depth};
+use crate::redact::{is_sensitive_key, redact_content};
 use crate::round::PendingElicitationRound;
 
-/// Deepest schema or content nesting accepted (deeper input is a validation error).
-pub const MAX_SCHEMA_DEPTH: usize = 64;
+/// Deepest schema or content nesting accepted (deeper input is a validation error): the
+/// one bound of [`limits::MAX_NESTING_DEPTH`](crate::limits::MAX_NESTING_DEPTH).
+pub const MAX_SCHEMA_DEPTH: usize = crate::limits::MAX_NESTING_DEPTH;
 /// Most JSON nodes a requested schema may have.
 pub const MAX_SCHEMA_NODES: usize = 20_000;
 
@@ -38,6 +40,12 @@ use crate::messages::{
 /// 4. URL: content is refused ("URL responses cannot contain form content"); accept records
 ///    consent only.
 ///
+/// 5. Bounds ([`limits`](crate::limits)): each response's `content` and `meta` nest at most
+///    [`MAX_NESTING_DEPTH`](crate::limits::MAX_NESTING_DEPTH) levels, and the whole answer's
+///    compact JSON is at most [`MAX_ANSWER_BYTES`](crate::limits::MAX_ANSWER_BYTES); over
+///    either, `details.reason` is `limit_exceeded` and `details.limit` names the bound. They
+///    are checked first, before anything walks the values.
+///
 /// It never panics, whatever JSON it is given.
 ///
 /// # Errors
@@ -46,6 +54,7 @@ pub fn validate_responses(
     pending: &PendingElicitationRound,
     responses: &ResponseMap,
 ) -> Result<()> {
+    check_bounds(responses)?;
     let expected: BTreeSet<&str> = pending.requests.keys().map(String::as_str).collect();
     let given: BTreeSet<&str> = responses.keys().map(String::as_str).collect();
     let unexpected: Vec<&str> = given.difference(&expected).copied().collect();
@@ -89,6 +98,25 @@ pub fn validate_responses(
     Ok(())
 }
 
+/// The nesting of every response's `content` and `meta`, then the answer's size.
+fn check_bounds(responses: &ResponseMap) -> Result<()> {
+    for (key, response) in responses {
+        for (what, map) in [
+            ("response content", &response.content),
+            ("response meta", &response.meta),
+        ] {
+            if let Some(map) = map {
+                check_map_depth(map, what).map_err(|e| {
+                    e.into_validation_error()
+                        .with_detail("request_key", key.as_str())
+                })?;
+            }
+        }
+    }
+    let bytes = serde_json::to_vec(responses).map_or(0, |bytes| bytes.len());
+    check_answer_bytes(bytes).map_err(crate::LimitExceeded::into_validation_error)
+}
+
 /// Validates form `content` against `schema`.
 ///
 /// # Errors
@@ -108,13 +136,14 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
     }
     let validator =
         compiled(schema).map_err(|e| mismatch(&format!("invalid request schema: {e}")))?;
+    let projected = redact_content(schema, content);
     let content = Value::Object(content.clone());
     let errors: Vec<Value> = validator
         .iter_errors(&content)
         .take(10)
         .map(|e| {
             let path = e.instance_path().to_string();
-            let message = if holds_secret(&content, &path) {
+            let message = if holds_secret(&content, &projected, &path) {
                 e.masked().to_string()
             } else {
                 e.to_string()
@@ -132,16 +161,14 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
     }
 }
 
-/// Whether the instance at `path` (a JSON pointer into `content`) is, or contains, the value
-/// of a secret-named field: its error message must not echo the value.
-fn holds_secret(content: &Value, path: &str) -> bool {
+/// Whether the instance at `path` (a JSON pointer into `content`) is, or contains, a secret
+/// (a secret-named field, or one the schema marks secret): its error message must not echo
+/// the value. `projected` is the diagnostic projection of `content` under its schema.
+fn holds_secret(content: &Value, projected: &Value, path: &str) -> bool {
     let under_secret_name = path
         .split('/')
         .any(|segment| is_sensitive_key(&segment.replace("~1", "/").replace("~0", "~")));
-    under_secret_name
-        || content
-            .pointer(path)
-            .is_some_and(|instance| redact(instance) != *instance)
+    under_secret_name || content.pointer(path) != projected.pointer(path)
 }
 
 /// Most compiled schemas kept (past it the cache starts over).

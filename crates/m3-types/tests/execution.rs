@@ -192,6 +192,27 @@ fn errors_carry_details_and_sources() {
 }
 
 #[test]
+fn an_error_copy_keeps_variant_message_and_details_but_not_the_source() {
+    let original = Error::managed_input_conflict("lease lost")
+        .with_detail("round_id", "r1")
+        .with_source(std::io::Error::other("disk full"));
+    let copy = original.clone_without_source();
+    assert!(copy.is_conflict());
+    assert_eq!(copy.code(), original.code());
+    assert_eq!(copy.message(), "lease lost");
+    assert_eq!(copy.details(), original.details());
+    assert!(copy.cause().is_none());
+    for code in [
+        ErrorCode::ManagedInputState,
+        ErrorCode::Timeout,
+        ErrorCode::NotFound,
+    ] {
+        let copy = Error::from_code(code, "m").clone_without_source();
+        assert_eq!(copy.error_code(), code);
+    }
+}
+
+#[test]
 fn shared_messages_carry_the_reference_key_words() {
     use m3_types::messages::*;
     for (text, word) in [

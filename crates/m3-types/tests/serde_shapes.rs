@@ -457,8 +457,17 @@ fn record_invariants_are_enforced() {
     failed["status"] = json!("failed");
     failed["failure_code"] = json!("recovery_unavailable");
     failed["failed_at"] = json!("2026-01-01T00:01:00+00:00");
-    let r: ManagedInputRecord = serde_json::from_value(failed).unwrap();
+    let r: ManagedInputRecord = serde_json::from_value(failed.clone()).unwrap();
     assert!(r.status.is_terminal());
+    assert!(r.is_recovery_failed());
+    failed["failure_code"] = json!("timeout");
+    let r: ManagedInputRecord = serde_json::from_value(failed).unwrap();
+    assert!(!r.is_recovery_failed());
+    assert!(
+        !serde_json::from_value::<ManagedInputRecord>(record_json())
+            .unwrap()
+            .is_recovery_failed()
+    );
 }
 
 #[test]

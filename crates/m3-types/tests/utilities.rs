@@ -179,7 +179,7 @@ fn sensitive_key_names_are_redacted_on_word_boundaries() {
         "db_password",
         "AWS_SECRET_ACCESS_KEY",
     ];
-    for key in sensitive {
+    for key in sensitive.iter().chain(&WIDENED_SECRET_NAMES).copied() {
         let mut v = serde_json::Map::new();
         v.insert(key.to_owned(), json!({"nested": "value"}));
         assert_eq!(redact(&Value::Object(v))[key], json!("[REDACTED]"), "{key}");
@@ -193,6 +193,13 @@ fn sensitive_key_names_are_redacted_on_word_boundaries() {
         "passwords_count_hint",
         "keyboard",
         "cookies_enabled_flag",
+        "spin",
+        "pinned",
+        "shipping",
+        "postcode",
+        "opinion",
+        "card_color",
+        "sessions_count_hint",
     ] {
         assert!(!m3_types::redact::is_sensitive_key(key), "{key}");
     }
@@ -351,4 +358,129 @@ fn echoes_of_secret_named_values_are_redacted_everywhere() {
         m3_types::secret_values(&trace),
         vec!["hunter2-secret".to_owned()]
     );
+}
+
+/// The names issue 27 found missing, in the spellings servers use (case, `-`/`_`/`.`,
+/// camelCase, run together).
+const WIDENED_SECRET_NAMES: [&str; 32] = [
+    "pin",
+    "PIN",
+    "user_pin",
+    "pinCode",
+    "pincode",
+    "otp",
+    "OTP",
+    "totp_code",
+    "ssn",
+    "SSN",
+    "social_security_number",
+    "credit_card",
+    "creditCard",
+    "credit-card",
+    "CREDITCARD",
+    "card_number",
+    "cardNumber",
+    "cc_number",
+    "cvv",
+    "CVC",
+    "security_code",
+    "securityCode",
+    "session",
+    "Session-Id",
+    "sessionId",
+    "HTTPSessionId",
+    "api-key",
+    "passcode",
+    "verification_code",
+    "one_time_password",
+    "jwt",
+    "account.number",
+];
+
+#[test]
+fn fields_the_schema_marks_secret_are_redacted_whatever_their_name() {
+    use m3_types::redact::{marked_secret_values, redact_content};
+    use m3_types::{ElicitationRequest, ElicitationResponse, FormElicitationRequest};
+
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "format": "password"},
+            "memo": {"type": "string", "writeOnly": true},
+            "note": {"type": "string", "writeOnly": false},
+            "city": {"type": "string"},
+            "token": {"type": "string"},
+            "empty": {"type": "string", "format": "password"},
+            "nested": {"type": "object", "properties": {"hint": {"type": "string", "writeOnly": true}}},
+            "list": {"type": "array", "items": {"type": "string", "format": "password"}}
+        }
+    });
+    let schema = schema.as_object().unwrap().clone();
+    let content = json!({
+        "code": "1234-abcd", "memo": "remember me", "note": "visible", "city": "Pune",
+        "token": "by-name", "empty": null, "nested": {"hint": "deep secret", "other": "kept"},
+        "list": ["one-secret", "two-secret"], "unknown": "kept too"
+    });
+    let content = content.as_object().unwrap().clone();
+    assert_eq!(
+        redact_content(&schema, &content),
+        json!({
+            "code": "[REDACTED]", "memo": "[REDACTED]", "note": "visible", "city": "Pune",
+            "token": "[REDACTED]", "empty": null,
+            "nested": {"hint": "[REDACTED]", "other": "kept"},
+            "list": ["[REDACTED]", "[REDACTED]"], "unknown": "kept too"
+        })
+    );
+
+    // A round's projection: per request key, with that request's schema.
+    let form = FormElicitationRequest::new("login", "Log in.", schema.clone());
+    let url = m3_types::UrlElicitationRequest::new("verify", "Verify.", "https://x.example/");
+    let requests = std::collections::BTreeMap::from([
+        ("login".to_owned(), ElicitationRequest::Form(form)),
+        ("verify".to_owned(), ElicitationRequest::Url(url)),
+    ]);
+    let responses = m3_types::ResponseMap::from([
+        (
+            "login".to_owned(),
+            ElicitationResponse::accept(content.clone()),
+        ),
+        ("verify".to_owned(), ElicitationResponse::accept_url()),
+    ]);
+    let payload = serde_json::to_value(&responses).unwrap();
+    let projected = m3_types::redact_responses(&requests, &payload);
+    assert_eq!(projected["login"]["content"]["code"], "[REDACTED]");
+    assert_eq!(projected["login"]["content"]["memo"], "[REDACTED]");
+    assert_eq!(projected["login"]["content"]["token"], "[REDACTED]");
+    assert_eq!(projected["login"]["content"]["city"], "Pune");
+    assert_eq!(projected["verify"], payload["verify"]);
+    // Without the schema, only the name rules apply.
+    assert_eq!(redact(&payload)["login"]["content"]["code"], "1234-abcd");
+
+    // The values to look for in echoes: every marked value, longest first.
+    assert_eq!(
+        marked_secret_values(&requests, &responses),
+        [
+            "deep secret",
+            "remember me",
+            "one-secret",
+            "two-secret",
+            "1234-abcd"
+        ]
+    );
+}
+
+#[test]
+fn a_validation_error_at_a_schema_marked_field_does_not_echo_its_value() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"code": {"type": "string", "writeOnly": true, "maxLength": 3}}
+    });
+    let content = json!({"code": "far-too-long-secret"});
+    let error = m3_types::validation::check_content(
+        schema.as_object().unwrap(),
+        content.as_object().unwrap(),
+    )
+    .unwrap_err();
+    let shown = serde_json::to_string(&error.details()).unwrap();
+    assert!(!shown.contains("far-too-long-secret"), "{shown}");
 }

@@ -36,6 +36,7 @@ async fn run(args: Vec<String>) -> Result<(), BoxError> {
         );
     };
     let store: Arc<dyn ExecutionStore> = if db.contains("://") {
+        m3_store_postgres::register();
         m3_store::open(db).await?
     } else {
         Arc::new(SqliteExecutionStore::open(db).await?)

@@ -67,5 +67,6 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn open(db: &str) -> m3_types::Result<std::sync::Arc<dyn m3_store::ManagedInputStore>> {
+    m3_store_postgres::register();
     m3_store::open(db).await?.managed_input_store().await
 }

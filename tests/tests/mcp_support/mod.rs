@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use m3_runtime::mcp::{
+use m3_mcp::{
     CompletedOperation, ConnectOptions, InputRound, McpConnection, OperationProgress,
     OperationRequest,
 };

@@ -14,14 +14,25 @@ use crate::lease;
 use crate::output::Output;
 use crate::progress::Ticker;
 use crate::render;
+use crate::terminal::escape;
 
 /// Opens the kit on the store `db` names (`m3_store::open`: a path or a store URL; opening
 /// runs recovery when `recover` is true).
 pub(crate) async fn open_kit(db: &Path, recover: bool) -> Result<AsyncMcpTestKit, Failure> {
+    open_kit_with(db, recover, m3_types::RoundLimits::new()).await
+}
+
+/// [`open_kit`], its embedded worker bounding each round a server sends by `limits`.
+pub(crate) async fn open_kit_with(
+    db: &Path,
+    recover: bool,
+    limits: m3_types::RoundLimits,
+) -> Result<AsyncMcpTestKit, Failure> {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     Ok(AsyncMcpTestKit::builder()
         .database(db)
         .env(env)
+        .round_limits(limits)
         .recover_on_open(recover)
         .build()
         .await?)
@@ -77,7 +88,7 @@ pub(crate) async fn executions(out: Output, db: &Path) -> Result<(), Failure> {
             .iter()
             .map(|s| {
                 vec![
-                    s.state.execution_id.clone(),
+                    escape(&s.state.execution_id).into_owned(),
                     s.state.lifecycle.to_string(),
                     s.state.outcome.map_or("-".to_owned(), |o| o.to_string()),
                     s.human_input.to_string(),
@@ -272,12 +283,12 @@ pub(crate) async fn recover(out: Output, db: &Path) -> Result<(), Failure> {
         for execution in &report.executions {
             out.say(format!(
                 "terminalized execution {} ({}); failed rounds: {}",
-                execution.execution_id,
-                execution.reason,
+                escape(&execution.execution_id),
+                escape(&execution.reason),
                 if execution.failed_rounds.is_empty() {
                     "-".to_owned()
                 } else {
-                    execution.failed_rounds.join(", ")
+                    escape(&execution.failed_rounds.join(", ")).into_owned()
                 }
             ));
         }

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::agent::{AgentSource, selection_json};
 use crate::cli::{HumanInputArg, RunArgs};
-use crate::commands::inspect::open_kit;
+use crate::commands::inspect::open_kit_with;
 use crate::failure::Failure;
 use crate::form::{Prompter, TerminalInput, answer_round};
 use crate::output::Output;
@@ -115,7 +115,7 @@ impl Submission {
 
 pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Failure> {
     let submission = submission(&args)?;
-    let kit = open_kit(db, true).await?;
+    let kit = open_kit_with(db, true, args.round_limits.limits()).await?;
     let outcome = async {
         let handle = submission.submit(&kit).await?;
         if out.is_json() {
@@ -228,7 +228,7 @@ async fn answer_for(
             if answered.is_none() {
                 out.say(format!(
                     "round {} left pending; {}",
-                    round.round_id,
+                    crate::terminal::escape(&round.round_id),
                     render::respond_hint(round)
                 ));
             }

@@ -1,23 +1,27 @@
 //! `m3 serve`: the HTTP API and the answer page over the `--db` store
 //! (`m3-server`), until SIGINT or SIGTERM.
 
-use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::cli::ServeArgs;
 use crate::commands::inspect::open_kit;
 use crate::failure::Failure;
 use crate::output::Output;
 
 /// Binds, prints the page's URL first (with `?token=` when a token is set),
 /// serves, and exits 0 after a graceful stop on SIGINT / SIGTERM.
-pub(crate) async fn run(
-    out: Output,
-    db: &Path,
-    bind: SocketAddr,
-    token: Option<String>,
-) -> Result<(), Failure> {
+pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), Failure> {
+    let ServeArgs {
+        bind,
+        token,
+        allowed_hosts,
+        header_timeout,
+        max_connections,
+        shutdown_grace,
+    } = args;
     let token = token.filter(|t| !t.is_empty());
     m3_server::check_bind(bind, token.as_deref())?;
     let kit = open_kit(db, true).await?;
@@ -31,6 +35,9 @@ pub(crate) async fn run(
     let mut builder = m3_server::ServerBuilder::new(kit.clone()).shutdown(shutdown.clone());
     if let Some(token) = &token {
         builder = builder.token(token.clone());
+    }
+    for host in allowed_hosts {
+        builder = builder.allowed_host(host);
     }
     let url = match &token {
         Some(token) => format!("http://{local}/?token={}", query_escape(token)),
@@ -46,7 +53,17 @@ pub(crate) async fn run(
         signal().await;
         stop.cancel();
     });
-    m3_server::serve(listener, builder.build(), shutdown.cancelled_owned()).await?;
+    let options = m3_server::ServeOptions::default()
+        .header_read_timeout(Duration::from_secs_f64(header_timeout))
+        .max_connections(max_connections)
+        .shutdown_grace(Duration::from_secs_f64(shutdown_grace));
+    m3_server::serve_with(
+        listener,
+        builder.build(),
+        shutdown.cancelled_owned(),
+        options,
+    )
+    .await?;
     kit.close().await?;
     Ok(())
 }

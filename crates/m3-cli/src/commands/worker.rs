@@ -29,6 +29,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
     let kit = AsyncMcpTestKit::builder()
         .database(db)
         .env(env)
+        .round_limits(args.round_limits.limits())
         .worker_options(options)
         .build()
         .await?;

@@ -17,12 +17,12 @@
 //! - [`TerminalInput`] reads answers on a terminal with line editing and history (any
 //!   [`LineInput`] works: every `BufRead` is one).
 
-mod answer;
 mod input;
 mod prompt;
 
 use std::io::{self, Write};
 
+use m3_types::redact::redact_content;
 use m3_types::{
     ElicitationAction, ElicitationRequest, ElicitationResponse, PendingElicitationRound,
     ResponseMap, redact, validate_responses,
@@ -32,6 +32,8 @@ use serde_json::Value;
 pub(crate) use input::{LineInput, TerminalInput};
 pub(crate) use m3_types::form::{FieldKind, fields};
 pub(crate) use prompt::Prompter;
+
+use crate::terminal::escape;
 
 /// Asks every request of `round`, in request-key order, shows a summary of the answers
 /// (secret-named fields redacted) and asks to commit them: `Some(responses)` once the person
@@ -87,16 +89,24 @@ fn ask_each<R: LineInput, W: Write>(
     Ok(Some(responses))
 }
 
-/// `[key] accept: street = "1 Main Street", password = "[REDACTED]"`.
+/// `[key] accept: street = "1 Main Street", password = "[REDACTED]"`: the diagnostic
+/// projection (secret names, and fields the form's schema marks secret), escaped for the
+/// terminal.
 fn summary_line(key: &str, request: &ElicitationRequest, response: &ElicitationResponse) -> String {
+    let key = escape(key);
     match (response.action, &response.content, request) {
         (ElicitationAction::Accept, Some(content), _) => {
-            let shown = redact(&Value::Object(content.clone()));
+            let shown = match request {
+                ElicitationRequest::Form(form) => redact_content(&form.requested_schema, content),
+                _ => redact(&Value::Object(content.clone())),
+            };
             let fields: Vec<String> = shown
                 .as_object()
                 .map(|map| {
                     map.iter()
-                        .map(|(name, value)| format!("{name} = {value}"))
+                        .map(|(name, value)| {
+                            format!("{} = {}", escape(name), escape(&value.to_string()))
+                        })
                         .collect()
                 })
                 .unwrap_or_default();

@@ -8,9 +8,10 @@ use m3_types::{
 };
 use serde_json::{Map, Value};
 
-use super::answer::{Parsed, format_hint, parse};
 use super::input::LineInput;
+use crate::terminal::{escape, escape_output, url_host_line};
 use m3_types::form::{Field, FieldKind, fields};
+use m3_types::form_input::{Parsed, format_hint, parse_typed as parse};
 
 /// Typed at any field prompt: decline the request.
 pub(crate) const DECLINE_WORD: &str = ":decline";
@@ -21,6 +22,9 @@ pub(crate) const CANCEL_WORD: &str = ":cancel";
 ///
 /// Every prompt is one line written to `output`; every answer is one line read from `input`
 /// (any `BufRead`, or the terminal with line editing: [`TerminalInput`](super::TerminalInput)).
+/// Every text the server supplied (message, names, titles, descriptions, choices, defaults,
+/// the URL) is shown with its control characters made visible, and every line and prompt
+/// passes [`escape_output`] on its way out.
 /// Decline and cancel are always offered. The end of input (Ctrl-D) or Ctrl-C gives up:
 /// the call returns `None` and nothing is answered. The prompter never opens or fetches a
 /// URL.
@@ -75,16 +79,19 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
         mut check: impl FnMut(&Map<String, Value>) -> Result<(), String>,
     ) -> io::Result<Option<ElicitationResponse>> {
         let fields = ordered_fields(&request.requested_schema);
-        writeln!(self.output, "[{}] {}", request.request_key, request.message)?;
+        self.line(&format!(
+            "[{}] {}",
+            escape(&request.request_key),
+            escape(&request.message)
+        ))?;
         match self.choose_action("Answer this form?", "fill in the form")? {
             Some(ElicitationAction::Accept) => {}
             Some(other) => return Ok(Some(response_for(other))),
             None => return Ok(None),
         }
-        writeln!(
-            self.output,
+        self.line(&format!(
             "  (empty line: default or skip; {DECLINE_WORD} or {CANCEL_WORD} at any prompt)"
-        )?;
+        ))?;
         loop {
             let mut content = Map::new();
             for field in &fields {
@@ -100,15 +107,15 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
             match check(&content) {
                 Ok(()) => return Ok(Some(ElicitationResponse::accept(content))),
                 Err(message) => {
-                    writeln!(self.output, "  ! {message}")?;
-                    writeln!(self.output, "  Please fill in the form again.")?;
+                    self.line(&format!("  ! {}", escape(&message)))?;
+                    self.line("  Please fill in the form again.")?;
                 }
             }
         }
     }
 
-    /// Asks a URL request: shows the full URL and asks for consent (`None`: the person gave
-    /// up). Never opens the URL.
+    /// Asks a URL request: shows the full URL and the host it leads to, and asks for consent
+    /// (`None`: the person gave up). Never opens the URL.
     ///
     /// # Errors
     /// Only I/O errors.
@@ -116,12 +123,14 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
         &mut self,
         request: &UrlElicitationRequest,
     ) -> io::Result<Option<ElicitationResponse>> {
-        writeln!(self.output, "[{}] {}", request.request_key, request.message)?;
-        writeln!(self.output, "  URL: {}", request.url)?;
-        writeln!(
-            self.output,
-            "  m3 does not open this URL; open it yourself only if you trust it."
-        )?;
+        self.line(&format!(
+            "[{}] {}",
+            escape(&request.request_key),
+            escape(&request.message)
+        ))?;
+        self.line(&format!("  URL: {}", escape(&request.url)))?;
+        self.line(&format!("  {}", url_host_line(&request.url)))?;
+        self.line("  m3 does not open this URL; open it yourself only if you trust it.")?;
         let action = self.choose_action("Consent to this URL?", "consent")?;
         Ok(action.map(response_for))
     }
@@ -134,24 +143,36 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
     pub(crate) fn confirm(&mut self) -> io::Result<Option<bool>> {
         loop {
             let prompt = "Commit these responses? [y]es / [e]dit (answer again) / [q]uit (leave the round pending) [y]: ";
-            let Some(line) = self.input.read_line(prompt, &mut self.output)? else {
+            let Some(line) = self.read_line(prompt)? else {
                 return Ok(None);
             };
             match line.trim().to_ascii_lowercase().as_str() {
                 "" | "y" | "yes" => return Ok(Some(true)),
                 "e" | "edit" => return Ok(Some(false)),
                 "q" | "quit" => return Ok(None),
-                other => writeln!(self.output, "  ! '{other}': answer y, e or q")?,
+                other => self.line(&format!("  ! '{}': answer y, e or q", escape(other)))?,
             }
         }
     }
 
-    /// Writes one line to the output (the summary before [`confirm`](Self::confirm)).
+    /// Writes one line to the output (the summary before [`confirm`](Self::confirm)),
+    /// through [`escape_output`].
     ///
     /// # Errors
     /// Only I/O errors.
     pub(crate) fn say(&mut self, line: &str) -> io::Result<()> {
-        writeln!(self.output, "{line}")
+        self.line(line)
+    }
+
+    /// Every line the prompter writes goes out here.
+    fn line(&mut self, text: &str) -> io::Result<()> {
+        writeln!(self.output, "{}", escape_output(text))
+    }
+
+    /// Every prompt goes out here (written by the input itself on a terminal).
+    fn read_line(&mut self, prompt: &str) -> io::Result<Option<String>> {
+        self.input
+            .read_line(&escape_output(prompt), &mut self.output)
     }
 
     fn choose_action(
@@ -161,41 +182,41 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
     ) -> io::Result<Option<ElicitationAction>> {
         loop {
             let prompt = format!("{question} [a]ccept ({accept}) / [d]ecline / [c]ancel [a]: ");
-            let Some(line) = self.input.read_line(&prompt, &mut self.output)? else {
+            let Some(line) = self.read_line(&prompt)? else {
                 return Ok(None);
             };
             match line.trim().to_ascii_lowercase().as_str() {
                 "" | "a" | "accept" => return Ok(Some(ElicitationAction::Accept)),
                 "d" | "decline" => return Ok(Some(ElicitationAction::Decline)),
                 "c" | "cancel" => return Ok(Some(ElicitationAction::Cancel)),
-                other => writeln!(self.output, "  ! '{other}': answer a, d or c")?,
+                other => self.line(&format!("  ! '{}': answer a, d or c", escape(other)))?,
             }
         }
     }
 
     fn ask_field(&mut self, field: &Field) -> io::Result<Step> {
         if let Some(description) = &field.description {
-            writeln!(self.output, "  {description}")?;
+            self.line(&format!("  {}", escape(description)))?;
         }
         if let FieldKind::Select { choices } | FieldKind::MultiSelect { choices, .. } = &field.kind
         {
             for (index, choice) in choices.iter().enumerate() {
-                if choice.title == choice.value {
-                    writeln!(self.output, "    {}) {}", index + 1, choice.title)?;
+                let line = if choice.title == choice.value {
+                    format!("    {}) {}", index + 1, escape(&choice.title))
                 } else {
-                    writeln!(
-                        self.output,
+                    format!(
                         "    {}) {} [{}]",
                         index + 1,
-                        choice.title,
-                        choice.value
-                    )?;
-                }
+                        escape(&choice.title),
+                        escape(&choice.value)
+                    )
+                };
+                self.line(&line)?;
             }
         }
         let prompt = prompt_line(field);
         loop {
-            let Some(line) = self.input.read_line(&prompt, &mut self.output)? else {
+            let Some(line) = self.read_line(&prompt)? else {
                 return Ok(Step::GaveUp);
             };
             match line.trim() {
@@ -205,7 +226,7 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
             }
             match parse(field, &line) {
                 Ok(parsed) => return Ok(Step::Answer(parsed)),
-                Err(message) => writeln!(self.output, "  ! {message}")?,
+                Err(message) => self.line(&format!("  ! {}", escape(&message)))?,
             }
         }
     }
@@ -273,11 +294,11 @@ fn prompt_line(field: &Field) -> String {
         // `Json` and kinds added later (the enum is non-exhaustive).
         _ => "JSON".to_owned(),
     });
-    let mut line = format!("  {} ({})", field.label(), hints.join(", "));
+    let mut line = format!("  {} ({})", escape(field.label()), hints.join(", "));
     if let Some(default) = &field.default {
         match default {
-            Value::String(text) => line.push_str(&format!(" [default: {text}]")),
-            other => line.push_str(&format!(" [default: {other}]")),
+            Value::String(text) => line.push_str(&format!(" [default: {}]", escape(text))),
+            other => line.push_str(&format!(" [default: {}]", escape(&other.to_string()))),
         }
     }
     line.push_str(": ");

@@ -239,3 +239,104 @@ fn editing_asks_again_and_quitting_or_giving_up_leaves_the_round_unanswered() {
     assert_eq!(answer("a\nada@example.com\n\nd\n").0, None);
     assert_eq!(answer("a\nada@example.com\n").0, None);
 }
+
+#[test]
+fn a_hostile_form_reaches_the_output_with_its_controls_shown() {
+    let schema = json!({"type": "object", "required": ["na\u{1b}]0;t\u{7}me"], "properties": {
+        "na\u{1b}]0;t\u{7}me": {
+            "type": "string",
+            "description": "d\u{1b}[2K\rx",
+            "default": "v\u{9b}1m"
+        },
+        "pick": {"type": "string", "oneOf": [
+            {"const": "a\u{1b}[8m", "title": "A\u{202e}"},
+            {"const": "b", "title": "B"}
+        ]}
+    }});
+    let form = FormElicitationRequest::new(
+        "k\u{1b}[1A",
+        "M\u{1b}]8;;https://evil.example\u{1b}\\link\u{1b}]8;;\u{1b}\\\n- fake line",
+        schema.as_object().cloned().unwrap(),
+    );
+    let url = UrlElicitationRequest::new(
+        "u",
+        "Go\u{7}",
+        "https://evil.example/steal\u{1b}[2K\rhttps://accounts.example/login",
+    );
+    let (_, form_output) = run("a\n\n2\n", &form.into());
+    let (_, url_output) = run("a\n", &url.into());
+    for output in [&form_output, &url_output] {
+        let raw: Vec<char> = output
+            .chars()
+            .filter(|c| (c.is_control() && *c != '\n') || *c == '\u{202e}')
+            .collect();
+        assert!(raw.is_empty(), "raw {raw:?} in:\n{output}");
+    }
+    assert!(
+        form_output.contains(
+            "[k\\x1b[1A] M\\x1b]8;;https://evil.example\\x1b\\link\\x1b]8;;\\x1b\\\\n- fake line"
+        ),
+        "{form_output}"
+    );
+    assert!(form_output.contains("  d\\x1b[2K\\rx\n"), "{form_output}");
+    assert!(
+        form_output.contains("na\\x1b]0;t\\x07me (required, text) [default: v\\u{9b}1m]: "),
+        "{form_output}"
+    );
+    assert!(
+        form_output.contains("1) A\\u{202e} [a\\x1b[8m]"),
+        "{form_output}"
+    );
+    assert!(
+        url_output
+            .contains("URL: https://evil.example/steal\\x1b[2K\\rhttps://accounts.example/login"),
+        "{url_output}"
+    );
+    assert!(
+        url_output.contains("  host: evil.example\n"),
+        "{url_output}"
+    );
+}
+
+#[test]
+fn the_summary_hides_fields_the_schema_marks_secret() {
+    let schema = json!({"type": "object", "required": ["code", "memo", "city"], "properties": {
+        "code": {"type": "string", "format": "password"},
+        "memo": {"type": "string", "writeOnly": true},
+        "city": {"type": "string"}
+    }});
+    let form =
+        FormElicitationRequest::new("login", "Log in.", schema.as_object().cloned().unwrap());
+    let requests = PendingElicitationRound::request_map([form.into()]).unwrap();
+    let round = PendingElicitationRound::new(
+        "round-1",
+        "exec-1",
+        "op-1",
+        "shipping",
+        OperationKind::Tool,
+        "login",
+        requests,
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    let mut output = Vec::new();
+    let mut prompter = Prompter::new(
+        "a\n9876-code\nmy memo text\nPune\ny\n".as_bytes(),
+        &mut output,
+    );
+    let responses = answer_round(&mut prompter, &round)
+        .unwrap()
+        .expect("confirmed");
+    let output = String::from_utf8(output).unwrap();
+    assert_eq!(
+        responses["login"].content.as_ref().unwrap()["code"],
+        "9876-code"
+    );
+    assert!(
+        output.contains(
+            "[login] accept: city = \"Pune\", code = \"[REDACTED]\", memo = \"[REDACTED]\""
+        ),
+        "{output}"
+    );
+    assert!(!output.contains("9876-code"), "{output}");
+}

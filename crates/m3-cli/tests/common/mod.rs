@@ -40,14 +40,31 @@ impl Store {
         }
     }
 
+    /// A SQLite store at `<a new temp dir inside parent>/m3.sqlite` (a small filesystem
+    /// mounted for the test, say).
+    pub fn new_in(parent: &Path) -> Self {
+        Self {
+            dir: tempfile::tempdir_in(parent).unwrap(),
+            postgres: None,
+        }
+    }
+
     /// A store in its own schema on the server `M3_TEST_POSTGRES_URL` names (scripts/test.sh
     /// starts one); without that variable the test fails, it is not skipped.
     #[cfg(feature = "postgres")]
     pub fn postgres() -> Self {
-        let url = m3_store::postgres::testing::isolated_url().unwrap_or_else(|e| panic!("{e}"));
+        let url = m3_store_postgres::testing::isolated_url().unwrap_or_else(|e| panic!("{e}"));
         Self {
             dir: tempfile::tempdir().unwrap(),
             postgres: Some(url),
+        }
+    }
+
+    /// A store on the PostgreSQL server at `url` (a server the test started itself).
+    pub fn postgres_at(url: &str) -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            postgres: Some(url.to_owned()),
         }
     }
 
@@ -78,12 +95,16 @@ impl Store {
 
     /// Starts `m3 --json run ARGS...` with stdout read line by line.
     pub fn spawn(&self, args: &[&str]) -> Running {
-        let mut child = self
-            .command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut command = self.command(args);
+        command.stderr(Stdio::piped());
+        Running::start(command)
+    }
+}
+
+impl Running {
+    /// Starts `command` with stdout read line by line (stderr as `command` sets it).
+    pub fn start(mut command: Command) -> Self {
+        let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = channel();
         std::thread::spawn(move || {
@@ -257,4 +278,70 @@ pub fn wait_until<T>(within: Duration, what: &str, mut check: impl FnMut() -> Op
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The Python interpreter of the test peers (`M3_TEST_PYTHON`, else the one
+/// `scripts/test.sh` installs under `~/.cache/m3-rs/tools`).
+pub fn python() -> String {
+    std::env::var("M3_TEST_PYTHON").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/m3-rs/tools/venv/bin/python",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    })
+}
+
+/// `--server raw=...`: `tests/peers/raw_elicitation_server.py` (one tool, `ask`) asking
+/// exactly the `elicitation/create` params `params` under request key `q` (2026-07-28 era).
+/// Its result's text is the JSON of the answer it received.
+pub fn raw_server(params: &Value) -> String {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/peers/raw_elicitation_server.py");
+    format!(
+        "raw={} {} --era modern --params {}",
+        shell_quote(&python()),
+        shell_quote(&script.display().to_string()),
+        shell_quote(&params.to_string())
+    )
+}
+
+/// Every text cell of every table of the SQLite store at `db`, as `(table, column, text)`,
+/// except the round's own response column (where the answer itself lives).
+pub async fn cells_outside_responses(db: &Path) -> Vec<(String, String, String)> {
+    let url = format!("sqlite://{}?mode=ro", db.display());
+    let mut connection = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
+            .fetch_all(&mut connection)
+            .await
+            .unwrap();
+    let mut cells = Vec::new();
+    for table in tables {
+        let columns: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT name FROM pragma_table_info('{table}')"
+        )))
+        .fetch_all(&mut connection)
+        .await
+        .unwrap();
+        for column in columns {
+            if table == "m3_managed_input_rounds" && column == "responses_json" {
+                continue;
+            }
+            // Names come from the database's own catalogue.
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT CAST(\"{column}\" AS TEXT) FROM \"{table}\""
+            )))
+            .fetch_all(&mut connection)
+            .await
+            .unwrap();
+            for row in rows {
+                if let Some(text) = sqlx::Row::get::<Option<String>, _>(&row, 0) {
+                    cells.push((table.clone(), column.clone(), text));
+                }
+            }
+        }
+    }
+    cells
 }

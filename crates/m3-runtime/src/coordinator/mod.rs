@@ -10,9 +10,9 @@
 //! Lease loss or renewal failure ends the round `failed/recovery_unavailable`.
 //! A round is never redelivered.
 
+mod failure;
 mod notify;
 mod records;
-mod renewal;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -20,25 +20,24 @@ use std::time::Duration;
 use m3_store::signal::{ChangeSubscription, Topic};
 use m3_store::{
     AppendEvent, CreateRound, EVENT_ELICITATION_REQUEST, EVENT_ELICITATION_RESPONSE,
-    ExecutionLeaseRef, ExecutionStore, LeaseRef, ManagedInputStore, RoundFailure, RoundRef,
+    ExecutionLeaseRef, ExecutionStore, LeaseRef, ManagedInputStore, RoundRef,
 };
 use m3_types::messages;
 use m3_types::{
     Error, ExecutionStatus, ManagedInputRecord, ManagedInputStatus, PendingElicitationRound,
-    ResponseMap, Result, RoundFailureCode,
+    ResponseMap, Result,
 };
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::instrument;
 
-pub use notify::ResponseNotifier;
+pub use notify::{ResponseNotifier, RoundPendingHook};
 
-use crate::worker::RoundPendingHook;
-use renewal::RecoverySlot;
-pub(crate) use renewal::is_recovery_failed;
-
-use crate::lease_keeper::LeaseKeeper;
+use crate::lease::LeaseKeeper;
+use crate::lease::round::{self as renewal, RecoverySlot};
+use crate::store_retry::{self, Backoff, is_connection_lost};
+use crate::trace::MarkedRound;
 
 pub use m3_types::RECOVERY_UNAVAILABLE;
 
@@ -70,6 +69,8 @@ struct State {
     rounds: u32,
     closed: bool,
     active: Option<Active>,
+    /// Handed-over rounds whose answers hold values their schema marks secret.
+    marked: Vec<MarkedRound>,
 }
 
 /// The managed-input coordinator of one execution.
@@ -232,15 +233,14 @@ impl Coordinator {
         round_index: u32,
     ) -> Result<(RoundRef, LeaseRef)> {
         let operation_parameters = records::round_parameters(&pending, operation_parameters);
+        let request = CreateRound::new(pending, self.owner_id.clone(), self.settings.lease)
+            .with_round_index(round_index)
+            .with_round_limit(self.settings.round_limit)
+            .with_session_id(self.execution_id().to_owned())
+            .with_operation_parameters(operation_parameters);
+        // A repeat after a lost acknowledgement is an idempotent replay of the same round.
         let record = self
-            .store
-            .create_round(
-                CreateRound::new(pending, self.owner_id.clone(), self.settings.lease)
-                    .with_round_index(round_index)
-                    .with_round_limit(self.settings.round_limit)
-                    .with_session_id(self.execution_id().to_owned())
-                    .with_operation_parameters(operation_parameters),
-            )
+            .retrying("create_round", |_| self.store.create_round(request.clone()))
             .await?;
         tracing::info!(round_index, "managed elicitation round created");
         Ok((RoundRef::of(&record), LeaseRef::of(&record.lease)))
@@ -305,8 +305,21 @@ impl Coordinator {
         }
         // The compare-and-set that makes this the one delivery attempt; the bookkeeping
         // that does not guard the retry waits for `record_delivery`.
-        self.store.start_delivery(round, lease).await?;
+        // Repeated after a lost connection: a repeat of a committed step is idempotent.
+        self.retrying("start_delivery", |_| {
+            self.store.start_delivery(round, lease)
+        })
+        .await?;
+        if let Some(marked) = MarkedRound::of(&record.pending, &responses) {
+            self.lock().marked.push(marked);
+        }
         Ok(Delivery { responses })
+    }
+
+    /// The delivered rounds whose answers hold values their request's schema marks secret
+    /// (`format: password`, `writeOnly`): the trace redacts them too.
+    pub(crate) fn marked_rounds(&self) -> Vec<MarkedRound> {
+        self.lock().marked.clone()
     }
 
     /// Records the (redacted) response event of the round whose delivery started and resumes
@@ -325,52 +338,79 @@ impl Coordinator {
             ));
         };
         let redacted = self
-            .store
-            .redacted_responses(&round)
+            .retrying("redacted_responses", |_| {
+                self.store.redacted_responses(&round)
+            })
             .await?
             .unwrap_or_default();
-        self.executions
-            .append_event(AppendEvent::new(self.execution_id(), EVENT_ELICITATION_RESPONSE, json!({"round_id": round.round_id, "round_index": round_index, "responses": redacted})).with_lease(self.execution_lease.clone()))
-            .await?;
-        self.executions
-            .transition(
-                self.execution_id(),
-                ExecutionStatus::RunningTurn,
-                Some(&self.execution_lease),
-            )
-            .await?;
+        let event = AppendEvent::new(
+            self.execution_id(),
+            EVENT_ELICITATION_RESPONSE,
+            json!({"round_id": round.round_id, "round_index": round_index, "responses": redacted}),
+        )
+        .with_lease(self.execution_lease.clone());
+        self.retrying("append_event", |_| {
+            self.executions.append_event(event.clone())
+        })
+        .await?;
+        self.transition(ExecutionStatus::RunningTurn).await?;
         Ok(())
     }
 
     async fn setup_waiting(&self, request_event: Value) -> Result<()> {
-        self.executions
-            .append_event(
-                AppendEvent::new(
-                    self.execution_id(),
-                    EVENT_ELICITATION_REQUEST,
-                    request_event,
-                )
-                .with_lease(self.execution_lease.clone()),
-            )
+        let event = AppendEvent::new(
+            self.execution_id(),
+            EVENT_ELICITATION_REQUEST,
+            request_event,
+        )
+        .with_lease(self.execution_lease.clone());
+        self.retrying("append_event", |_| {
+            self.executions.append_event(event.clone())
+        })
+        .await?;
+        let current = self
+            .retrying("get_execution", |_| {
+                self.executions.get_execution(self.execution_id())
+            })
             .await?;
-        let current = self.executions.get_execution(self.execution_id()).await?;
         if current.map(|r| r.lifecycle) != Some(ExecutionStatus::RunningTurn) {
             return Err(Error::managed_input_state(
                 "managed input requires an active running turn",
             ));
         }
-        self.executions
-            .transition(
-                self.execution_id(),
-                ExecutionStatus::WaitingForInput,
-                Some(&self.execution_lease),
-            )
-            .await?;
+        self.transition(ExecutionStatus::WaitingForInput).await?;
         Ok(())
+    }
+
+    /// Runs a store call of this coordinator, repeated after a lost database connection
+    /// for at most the lease duration ([`store_retry::retrying`]).
+    async fn retrying<T, F, Fut>(&self, what: &str, attempt: F) -> Result<T>
+    where
+        F: FnMut(bool) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        store_retry::retrying(what, self.settings.lease, attempt).await
+    }
+
+    /// Moves the execution to `to` under its lease, riding out a lost connection.
+    async fn transition(&self, to: ExecutionStatus) -> Result<()> {
+        store_retry::transition(
+            &*self.executions,
+            self.execution_id(),
+            to,
+            &self.execution_lease,
+            self.settings.lease,
+        )
+        .await
+        .map(drop)
     }
 
     /// Waits for the round's response: wakes on this process's responders, the store's
     /// change signal, a lost lease and the deadline, and re-reads the round each time.
+    ///
+    /// A read that lost its database connection (a server restart) is repeated with
+    /// backoff for as long as the round's lease is kept: the lease keeper rides out the
+    /// same outage and ends the wait (through `recovery`) only once the lease is gone.
     async fn await_response(
         &self,
         round: &RoundRef,
@@ -378,6 +418,9 @@ impl Coordinator {
         mut waiters: Waiters<'_>,
         recovery: &RecoverySlot,
     ) -> Result<ManagedInputRecord> {
+        let mut backoff = Backoff::default();
+        // After a lost connection: re-read after this pause, not at the next wake-up.
+        let mut reread_after: Option<Duration> = None;
         loop {
             // No deadline: sleep until a wake-up (the subscription's own fallback poll
             // bounds the sleep), never on a short timer.
@@ -397,7 +440,7 @@ impl Coordinator {
                 () = waiters.local.notified() => false,
                 _ = waiters.changes.changed() => false,
                 () = recovery.notified() => false,
-                () = sleep_at_most(budget) => true,
+                () = sleep_at_most(budget.min(reread_after.unwrap_or(Duration::MAX))) => reread_after.is_none(),
             };
             if timer_only {
                 // Nothing changed: only the deadline needs a look, at the top.
@@ -406,7 +449,20 @@ impl Coordinator {
             if let Some(error) = recovery.take() {
                 return Err(error);
             }
-            let record = self.store.get_round(round).await?.ok_or_else(|| {
+            let record = match self.store.get_round(round).await {
+                Err(error) if is_connection_lost(&error) => {
+                    let pause = backoff.next_pause();
+                    tracing::warn!(%error, ?pause, "lost the database connection while waiting; reading again");
+                    reread_after = Some(pause);
+                    continue;
+                }
+                read => {
+                    backoff.reset();
+                    reread_after = None;
+                    read?
+                }
+            };
+            let record = record.ok_or_else(|| {
                 Error::managed_input_state("managed-input round disappeared while waiting")
             })?;
             match record.status {
@@ -438,9 +494,15 @@ impl Coordinator {
                 "managed-input round identity mismatched",
             ));
         };
+        // The server has the answer: a lost connection must not turn that into a failure,
+        // so both (idempotent) steps are repeated until the database is back.
         let resolved = async {
-            self.store.mark_delivered(&round, &lease).await?;
-            self.store.resolve(&round, &lease).await
+            self.retrying("mark_delivered", |_| {
+                self.store.mark_delivered(&round, &lease)
+            })
+            .await?;
+            self.retrying("resolve", |_| self.store.resolve(&round, &lease))
+                .await
         }
         .await;
         match resolved {
@@ -461,81 +523,12 @@ impl Coordinator {
         }
     }
 
-    /// Fails the active round (if any) with `error`.
-    pub(crate) async fn fail_round(&self, error: &Error) {
-        self.fail_active(error).await;
-    }
-
-    /// Closes the coordinator: later rounds are refused and the active round,
-    /// if any, fails with `error`.
-    pub(crate) async fn close(&self, error: &Error) {
-        self.lock().closed = true;
-        self.fail_active(error).await;
-    }
-
-    /// Fails the active round (if any) with `error`, counts it against the budget and
-    /// resumes the turn.
-    async fn fail_active(&self, error: &Error) {
-        let Some(active) = self.lock().active.take() else {
-            return;
-        };
-        let Active {
-            round,
-            lease,
-            round_index,
-            recovery,
-            renewal: guard,
-        } = active;
-        drop(guard);
-        let lost = recovery.take().is_some();
-        if let Err(e) = self.record_failure(&round, &lease, error, lost).await {
-            tracing::warn!(round.id = %round.round_id, error = %e, "could not record the round failure");
-        }
-        self.lock().rounds += 1;
-        tracing::info!(round.id = %round.round_id, round_index, code = error.code(), "managed elicitation round failed");
-        self.resume_running_turn().await;
-    }
-
-    /// Writes the round's failure: the recovery path for a recovery error or a lost lease
-    /// (`lost`), else `fail` with the error's code and a fixed message.
-    async fn record_failure(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        error: &Error,
-        lost: bool,
-    ) -> Result<()> {
-        if lost || error.is_recovery() {
-            return renewal::fail_recovery(&*self.store, round, lease, error.message()).await;
-        }
-        let message = if error.is_cancelled() {
-            messages::ELICITATION_CANCELLED
-        } else if error.is_timeout() {
-            messages::ELICITATION_TIMED_OUT
-        } else {
-            "managed-input lifecycle failed"
-        };
-        let failure = RoundFailure::new(RoundFailureCode::of_error(error).as_str(), message);
-        match self.store.fail(round, lease, failure).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_state() => Ok(()), // already resolved or failed
-            Err(e) => Err(e),
-        }
-    }
-
     /// Moves the execution back to `running_turn` if a round failed while it waited.
     async fn resume_running_turn(&self) {
         if let Ok(Some(record)) = self.executions.get_execution(self.execution_id()).await
             && record.lifecycle == ExecutionStatus::WaitingForInput
         {
-            let _ = self
-                .executions
-                .transition(
-                    self.execution_id(),
-                    ExecutionStatus::RunningTurn,
-                    Some(&self.execution_lease),
-                )
-                .await;
+            let _ = self.transition(ExecutionStatus::RunningTurn).await;
         }
     }
 }

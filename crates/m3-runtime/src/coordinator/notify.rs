@@ -1,4 +1,5 @@
-//! In-process wake-ups for coordinators waiting on a response.
+//! In-process wake-ups for coordinators waiting on a response, and the hook a coordinator
+//! calls when its round becomes pending.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -89,5 +90,31 @@ impl<'a> Registration<'a> {
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
         self.notifier.unregister(self.round_id);
+    }
+}
+
+/// What a [`Worker`](crate::Worker) calls when a round of an execution it runs becomes pending (the round
+/// stored, the execution `waiting_for_input`): with the execution id and the round id.
+#[derive(Clone)]
+pub struct RoundPendingHook(Arc<RoundPendingFn>);
+
+/// The function behind a [`RoundPendingHook`]: `(execution_id, round_id)`.
+type RoundPendingFn = dyn Fn(&str, &str) + Send + Sync;
+
+impl RoundPendingHook {
+    /// A hook calling `f(execution_id, round_id)`; it must not block.
+    pub fn new(f: impl Fn(&str, &str) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Calls the hook.
+    pub(crate) fn call(&self, execution_id: &str, round_id: &str) {
+        (self.0)(execution_id, round_id);
+    }
+}
+
+impl std::fmt::Debug for RoundPendingHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RoundPendingHook")
     }
 }

@@ -13,11 +13,12 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::coordinator::Coordinator;
-use crate::mcp::{
+use crate::spec::PermissionPolicy;
+use crate::trace::MarkedRound;
+use m3_mcp::{
     CompletedOperation, ConnectOptions, InputRound, LogicalOperation, McpConnection,
     OperationProgress, OperationRequest,
 };
-use crate::spec::PermissionPolicy;
 
 /// How long [`AgentSession::call_tool`] waits for a tool to be listed.
 const TOOL_LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -44,6 +45,8 @@ pub(crate) struct OperationLog {
     /// Resolved `${NAME}` header values of the session's HTTP bindings: redacted
     /// wherever they would be persisted.
     secrets: Mutex<Vec<String>>,
+    /// Delivered rounds with answers their schema marks secret: redacted in the trace.
+    marked: Mutex<Vec<MarkedRound>>,
 }
 
 impl OperationLog {
@@ -55,6 +58,22 @@ impl OperationLog {
                 secrets.push(value.clone());
             }
         }
+    }
+
+    /// Registers delivered rounds whose schema marks fields secret.
+    pub(crate) fn add_marked_rounds(&self, rounds: Vec<MarkedRound>) {
+        self.marked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(rounds);
+    }
+
+    /// The rounds registered with [`add_marked_rounds`](Self::add_marked_rounds).
+    pub(crate) fn marked_rounds(&self) -> Vec<MarkedRound> {
+        self.marked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The values registered with [`add_secrets`](Self::add_secrets).
@@ -160,6 +179,8 @@ pub(crate) struct SessionSetup<'a> {
     pub(crate) tools: Option<ToolSelection>,
     pub(crate) input: InputPolicy,
     pub(crate) round_limit: u32,
+    /// Bounds on each round a server sends (see [`m3_types::limits`]).
+    pub(crate) round_limits: m3_types::RoundLimits,
     pub(crate) permission_policy: PermissionPolicy,
     pub(crate) interrupt: CancellationToken,
     pub(crate) log: Arc<OperationLog>,
@@ -197,6 +218,7 @@ impl AgentSession {
                 let options = ConnectOptions::new()
                     .with_tool_selection(setup.tools.clone())
                     .with_round_limit(setup.round_limit.saturating_add(1))
+                    .with_round_limits(setup.round_limits)
                     .with_clock(Arc::clone(&setup.clock));
                 let connection = McpConnection::connect_binding(binding, options).await?;
                 setup.log.add_secrets(connection.secret_values());

@@ -17,7 +17,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::handoff::Handoff;
 use super::wire::{Hello, RelayMessage};
 use super::{MAX_FRAME_BYTES, Observation, RelayEvent};
-use crate::ndjson::{Line, frame_of, read_line};
+use m3_mcp::ndjson::{Line, frame_of, read_line};
 
 /// The socket's file name inside the observer's directory.
 const SOCKET_NAME: &str = "relay.sock";

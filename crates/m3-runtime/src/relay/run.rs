@@ -15,7 +15,7 @@ use super::handoff::Handoff;
 use super::policy::{ToolPolicy, Verdict};
 use super::report::Reporter;
 use super::{Direction, MAX_FRAME_BYTES};
-use crate::ndjson::{Line, frame_of, pass_rest_of_line, read_line};
+use m3_mcp::ndjson::{Line, frame_of, pass_rest_of_line, read_line};
 
 /// How long the server may take to exit after its stdout closed, before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(5);

@@ -8,7 +8,7 @@ use m3_store::{ExecutionLeaseRef, ExecutionStore};
 use m3_types::Error;
 use tokio_util::sync::CancellationToken;
 
-use crate::lease_keeper::{Held, LeaseKeeper};
+use crate::lease::{Held, LeaseKeeper};
 
 /// The error that ended the heartbeat, for the worker to report.
 #[derive(Debug, Default)]

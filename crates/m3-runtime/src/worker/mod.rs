@@ -23,15 +23,17 @@ use m3_store::{
     FinishExecution,
 };
 use m3_types::{
-    Error, ExecutionOutcome, ExecutionResult, ExecutionStatus, HumanInput, Result, messages,
+    Error, ExecutionOutcome, ExecutionResult, ExecutionStatus, HumanInput, Result, RoundLimits,
+    messages,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::instrument;
 
-use crate::coordinator::{Coordinator, CoordinatorSettings, ResponseNotifier};
+use crate::coordinator::{Coordinator, CoordinatorSettings, ResponseNotifier, RoundPendingHook};
 use crate::harness::{AgentSession, Harness, InputPolicy, OperationLog, SessionSetup, harness_for};
-use crate::lease_keeper::LeaseKeeper;
+use crate::lease::LeaseKeeper;
 use crate::spec::ExecutionSpec;
+use crate::store_retry;
 use crate::trace::ExecutionTrace;
 
 /// Runs executions stored in an [`ExecutionStore`].
@@ -44,34 +46,10 @@ pub struct Worker {
     notifier: Arc<ResponseNotifier>,
     env: Arc<BTreeMap<String, String>>,
     on_round_pending: Option<RoundPendingHook>,
+    /// Bounds on the rounds the servers of its executions send.
+    round_limits: RoundLimits,
     /// Renews the leases of every execution this worker (and its clones) runs, in batches.
     keeper: LeaseKeeper,
-}
-
-/// What a [`Worker`] calls when a round of an execution it runs becomes pending (the round
-/// stored, the execution `waiting_for_input`): with the execution id and the round id.
-#[derive(Clone)]
-pub struct RoundPendingHook(Arc<RoundPendingFn>);
-
-/// The function behind a [`RoundPendingHook`]: `(execution_id, round_id)`.
-type RoundPendingFn = dyn Fn(&str, &str) + Send + Sync;
-
-impl RoundPendingHook {
-    /// A hook calling `f(execution_id, round_id)`; it must not block.
-    pub fn new(f: impl Fn(&str, &str) + Send + Sync + 'static) -> Self {
-        Self(Arc::new(f))
-    }
-
-    /// Calls the hook.
-    pub(crate) fn call(&self, execution_id: &str, round_id: &str) {
-        (self.0)(execution_id, round_id);
-    }
-}
-
-impl std::fmt::Debug for RoundPendingHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RoundPendingHook")
-    }
 }
 
 /// How the turn of an execution ended.
@@ -160,6 +138,7 @@ impl Worker {
             notifier,
             env: Arc::new(env),
             on_round_pending: None,
+            round_limits: RoundLimits::new(),
             keeper: LeaseKeeper::default(),
         }
     }
@@ -169,6 +148,14 @@ impl Worker {
     #[must_use]
     pub fn with_round_pending(mut self, hook: RoundPendingHook) -> Self {
         self.on_round_pending = Some(hook);
+        self
+    }
+
+    /// This worker, bounding every round a server sends by `limits` (default
+    /// [`RoundLimits::new`]); a round over one fails its operation with `protocol_error`.
+    #[must_use]
+    pub fn with_round_limits(mut self, limits: RoundLimits) -> Self {
+        self.round_limits = limits;
         self
     }
 
@@ -287,9 +274,10 @@ impl Worker {
         if let Some(coordinator) = &coordinator {
             let closing = error
                 .as_ref()
-                .map(copy_error)
+                .map(Error::clone_without_source)
                 .unwrap_or_else(|| Error::cancelled("managed input session closed"));
             coordinator.close(&closing).await;
+            log.add_marked_rounds(coordinator.marked_rounds());
         }
         stop.cancel();
         let ended = Ended {
@@ -418,6 +406,7 @@ impl Worker {
             tools: spec.tool_selection()?,
             input,
             round_limit: spec.elicitation_round_limit,
+            round_limits: self.round_limits,
             permission_policy: spec.permission_policy,
             interrupt,
             log,
@@ -425,19 +414,13 @@ impl Worker {
             connect: harness.connects_servers(),
         }))
         .await?;
-        self.executions
-            .transition(
-                &lease.execution_id,
-                ExecutionStatus::RunningTurn,
-                Some(lease),
-            )
+        let (store, id) = (&*self.executions, lease.execution_id.as_str());
+        store_retry::transition(store, id, ExecutionStatus::RunningTurn, lease, spec.lease())
             .await?;
         let text = harness.run_turn(&spec.prompt, &mut session).await;
         Box::pin(session.close()).await;
         let text = text?;
-        self.executions
-            .transition(&lease.execution_id, ExecutionStatus::Idle, Some(lease))
-            .await?;
+        store_retry::transition(store, id, ExecutionStatus::Idle, lease, spec.lease()).await?;
         Ok(text)
     }
 
@@ -462,14 +445,17 @@ impl Worker {
             token_usage: log.token_usage(),
         };
         let execution_id = lease.execution_id.as_str();
-        let current = self
-            .executions
-            .get_execution(execution_id)
-            .await?
-            .ok_or_else(|| {
-                Error::not_found(format!("execution '{execution_id}' does not exist"))
-                    .with_detail("execution_id", execution_id)
-            })?;
+        // After the turn, a lost database connection must not decide the outcome (an answer
+        // may have been delivered): the reads and the finish are repeated while the lease
+        // can still be live; `finish` is idempotent for the same request.
+        let current = store_retry::retrying("get_execution", spec.lease(), |_| {
+            self.executions.get_execution(execution_id)
+        })
+        .await?
+        .ok_or_else(|| {
+            Error::not_found(format!("execution '{execution_id}' does not exist"))
+                .with_detail("execution_id", execution_id)
+        })?;
         let mut snapshot = current.state();
         snapshot.lifecycle = ExecutionStatus::Finished;
         snapshot.outcome = Some(outcome);
@@ -477,7 +463,12 @@ impl Worker {
         snapshot.tool_call_count = trace.tool_calls().count() as u64;
         let mut result = ExecutionResult::new(snapshot)?;
         result.activity_health = trace.activity_health();
-        trace.persist_into(&mut result, error.as_ref(), &log.secrets())?;
+        trace.persist_into(
+            &mut result,
+            error.as_ref(),
+            &log.secrets(),
+            &log.marked_rounds(),
+        )?;
         let stored_error = result.error.clone();
         let mut request = FinishExecution::new(execution_id, outcome)
             .with_result(result)
@@ -485,7 +476,11 @@ impl Worker {
         if let Some(error) = stored_error {
             request = request.with_error(error);
         }
-        match self.executions.finish(request).await {
+        let finished = store_retry::retrying("finish", spec.lease(), |_| {
+            self.executions.finish(request.clone())
+        })
+        .await;
+        match finished {
             Ok(finished) => {
                 tracing::info!(outcome = outcome.as_str(), "execution finished");
                 Ok(finished)
@@ -506,13 +501,4 @@ const INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(8);
 fn parse_spec(record: &ExecutionRecord) -> Result<ExecutionSpec> {
     serde_json::from_value(record.spec.clone())
         .map_err(|e| Error::model_validation("stored execution spec is invalid").with_source(e))
-}
-
-/// A copy of `error` (code, message, details): `Error` is not `Clone`, its source is not kept.
-pub(crate) fn copy_error(error: &Error) -> Error {
-    let mut copy = Error::from_code(error.error_code(), error.message());
-    for (key, value) in error.details() {
-        copy = copy.with_detail(key, value.clone());
-    }
-    copy
 }

@@ -456,8 +456,8 @@ fn send(events: &Mutex<Option<mpsc::UnboundedSender<PoolEvent>>>, event: PoolEve
 /// The worker's hook that reports a pending round as [`PoolEvent::RoundPending`].
 fn round_pending_hook(
     events: Arc<Mutex<Option<mpsc::UnboundedSender<PoolEvent>>>>,
-) -> super::RoundPendingHook {
-    super::RoundPendingHook::new(move |execution_id, round_id| {
+) -> crate::coordinator::RoundPendingHook {
+    crate::coordinator::RoundPendingHook::new(move |execution_id, round_id| {
         send(
             &events,
             PoolEvent::RoundPending {

@@ -3,34 +3,39 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{RawQuery, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt};
+use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{Fact, Subscription};
-use crate::config::Shared;
 use crate::error::ApiResult;
+use crate::state::Shared;
+
+/// `?after=ID`: where a page rendered with a cursor resumes.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ResumeQuery {
+    after: Option<String>,
+}
 
 /// The stream, resumed after `Last-Event-ID` (or `?after=ID`, for a page that
 /// starts from the cursor it was rendered with).
 pub(crate) async fn stream(
     State(state): State<Shared>,
     headers: HeaderMap,
-    RawQuery(query): RawQuery,
+    query: Result<Query<ResumeQuery>, QueryRejection>,
 ) -> ApiResult<Response> {
     let header = headers
         .get("last-event-id")
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
-    let after = header.or_else(|| {
-        crate::api::query_pairs(query.as_deref())
-            .into_iter()
-            .find(|(name, _)| name == "after")
-            .map(|(_, value)| value)
-    });
+    // A query that does not read (a repeated `after`) resumes from the start,
+    // as an absent one does.
+    let after = header.or_else(|| query.ok().and_then(|Query(query)| query.after));
     let (epoch, subscription) = state.hub.subscribe(after.as_deref()).await?;
     let events = events(epoch, subscription).take_until(state.shutdown.clone().cancelled_owned());
     Ok(Sse::new(events)

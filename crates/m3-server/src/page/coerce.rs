@@ -1,16 +1,22 @@
 //! A plain form post turned into responses: every value arrives as text and
-//! unchecked boxes are missing, so each field is coerced by its schema before
-//! the store's own validation runs; the validator's errors are then placed
-//! next to the field they concern.
+//! unchecked boxes are missing, so each field is coerced by its schema
+//! ([`coerce_posted`]) before the store's own validation runs; the validator's
+//! errors are then placed next to the field they concern.
 
 use std::collections::BTreeMap;
 
-use m3_types::form::{Field, FieldKind, fields};
+use axum::extract::{FromRequest, Request};
+
+use m3_types::form::fields;
+use m3_types::form_input::coerce_posted;
 use m3_types::{
     ElicitationAction, ElicitationRequest, ElicitationResponse, Error, PendingElicitationRound,
     ResponseMap,
 };
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::Shared;
 
 /// The fields of a url-encoded post, by name, in order.
 #[derive(Debug, Default, Clone)]
@@ -19,16 +25,22 @@ pub(crate) struct Submitted {
 }
 
 impl Submitted {
-    /// Parses an `application/x-www-form-urlencoded` body.
-    pub(crate) fn parse(body: &[u8]) -> Self {
+    /// Parses an `application/x-www-form-urlencoded` body; `None` when a name
+    /// or value is not UTF-8 once decoded (the lossy decoding of
+    /// `form_urlencoded` would turn it into U+FFFD and commit that instead).
+    pub(crate) fn parse(body: &[u8]) -> Option<Self> {
         let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (name, value) in form_urlencoded::parse(body) {
+        for pair in body.split(|byte| *byte == b'&').filter(|p| !p.is_empty()) {
+            let (name, value) = match pair.iter().position(|byte| *byte == b'=') {
+                Some(at) => (&pair[..at], &pair[at + 1..]),
+                None => (pair, &[][..]),
+            };
             values
-                .entry(name.into_owned())
+                .entry(decode_strict(name)?)
                 .or_default()
-                .push(value.into_owned());
+                .push(decode_strict(value)?);
         }
-        Self { values }
+        Some(Self { values })
     }
 
     /// Every value of `name`.
@@ -40,6 +52,32 @@ impl Submitted {
     pub(crate) fn first(&self, name: &str) -> Option<&str> {
         self.all(name).first().map(String::as_str)
     }
+}
+
+/// The body of a plain form post, whatever its `Content-Type`: 413 over the
+/// body limit, 400 when a name or value is not UTF-8 once decoded. (axum's
+/// `Form` would decode lossily, and the field names are the round's own.)
+impl FromRequest<Shared> for Submitted {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &Shared) -> ApiResult<Self> {
+        let body = crate::extract::body(request, state).await?;
+        Self::parse(&body)
+            .ok_or_else(|| ApiError::bad_request("the form is not valid UTF-8 once decoded"))
+    }
+}
+
+/// One form-encoded name or value: `+` is a space, `%XX` a byte, and the
+/// bytes must be UTF-8.
+fn decode_strict(raw: &[u8]) -> Option<String> {
+    let spaced: Vec<u8> = raw
+        .iter()
+        .map(|byte| if *byte == b'+' { b' ' } else { *byte })
+        .collect();
+    percent_encoding::percent_decode(&spaced)
+        .decode_utf8()
+        .ok()
+        .map(std::borrow::Cow::into_owned)
 }
 
 /// Errors shown on the page: per field name (`KEY.PROPERTY`) and for the round.
@@ -74,63 +112,11 @@ fn content(key: &str, schema: &Map<String, Value>, submitted: &Submitted) -> Map
     let mut content = Map::new();
     for field in fields(schema) {
         let values = submitted.all(&format!("{key}.{}", field.name));
-        if let Some(value) = coerce(&field, values) {
+        if let Some(value) = coerce_posted(&field, values) {
             content.insert(field.name.clone(), value);
         }
     }
     content
-}
-
-/// One field's value: `None` leaves it out (empty text, no choice), so the
-/// schema's `required` speaks; text that is not of the field's type is kept
-/// as text, so the validator explains it.
-fn coerce(field: &Field, values: &[String]) -> Option<Value> {
-    let first = values.first().map(|v| v.trim()).filter(|v| !v.is_empty());
-    match &field.kind {
-        FieldKind::Boolean => Some(Value::Bool(values.iter().any(|v| v == "true" || v == "on"))),
-        FieldKind::MultiSelect { .. } => {
-            let chosen: Vec<Value> = values.iter().map(|v| Value::String(v.clone())).collect();
-            (!chosen.is_empty() || field.required).then_some(Value::Array(chosen))
-        }
-        FieldKind::Number { integer, .. } => first.map(|text| number(text, *integer)),
-        FieldKind::Text { format, .. } if format.as_deref() == Some("date-time") => {
-            first.map(|text| Value::String(utc(text)))
-        }
-        FieldKind::Json => first.map(|text| {
-            serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
-        }),
-        FieldKind::Text { .. } | FieldKind::Select { .. } => values
-            .first()
-            .filter(|v| !v.is_empty())
-            .map(|v| Value::String(v.clone())),
-    }
-}
-
-fn number(text: &str, integer: bool) -> Value {
-    if let Ok(n) = text.parse::<i64>() {
-        return n.into();
-    }
-    match text.parse::<f64>() {
-        // "3.0" for an integer field is the integer 3.
-        Ok(f) if integer && f.fract() == 0.0 && f.abs() < 9e15 => Value::from(f as i64),
-        Ok(f) => Number::from_f64(f).map_or_else(|| Value::String(text.to_owned()), Value::Number),
-        Err(_) => Value::String(text.to_owned()),
-    }
-}
-
-/// A `datetime-local` value (`2026-12-01T10:00` or with seconds) as UTC
-/// RFC 3339; text with an offset already is kept.
-fn utc(text: &str) -> String {
-    let has_offset =
-        text.ends_with('Z') || text.get(19..).is_some_and(|rest| rest.contains(['+', '-']));
-    if has_offset {
-        return text.to_owned();
-    }
-    if text.len() == 16 {
-        format!("{text}:00Z")
-    } else {
-        format!("{text}Z")
-    }
 }
 
 /// Places a refusal of `respond_elicitation`: schema errors of request `K`
@@ -186,68 +172,6 @@ fn field_of(path: &str, message: &str, names: &[String]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn field(kind: FieldKind, required: bool) -> Field {
-        let mut field = fields(
-            json!({"type": "object", "properties": {"p": {"type": "string"}}})
-                .as_object()
-                .unwrap(),
-        )
-        .remove(0);
-        field.kind = kind;
-        field.required = required;
-        field
-    }
-
-    #[test]
-    fn text_is_coerced_by_the_schema() {
-        let int = field(
-            FieldKind::Number {
-                integer: true,
-                minimum: None,
-                maximum: None,
-            },
-            false,
-        );
-        assert_eq!(coerce(&int, &["42".into()]), Some(json!(42)));
-        assert_eq!(coerce(&int, &["4.0".into()]), Some(json!(4)));
-        assert_eq!(coerce(&int, &["4.5".into()]), Some(json!(4.5)));
-        assert_eq!(coerce(&int, &["four".into()]), Some(json!("four")));
-        assert_eq!(coerce(&int, &["".into()]), None);
-        let boolean = field(FieldKind::Boolean, false);
-        assert_eq!(coerce(&boolean, &[]), Some(json!(false)));
-        assert_eq!(coerce(&boolean, &["true".into()]), Some(json!(true)));
-        let multi = field(
-            FieldKind::MultiSelect {
-                choices: vec![],
-                min_items: None,
-                max_items: None,
-            },
-            false,
-        );
-        assert_eq!(coerce(&multi, &[]), None);
-        assert_eq!(
-            coerce(&multi, &["a".into(), "b".into()]),
-            Some(json!(["a", "b"]))
-        );
-        let when = field(
-            FieldKind::Text {
-                format: Some("date-time".into()),
-                min_length: None,
-                max_length: None,
-            },
-            false,
-        );
-        assert_eq!(
-            coerce(&when, &["2026-12-01T10:00".into()]),
-            Some(json!("2026-12-01T10:00:00Z"))
-        );
-        assert_eq!(
-            coerce(&when, &["2026-12-01T10:00:05".into()]),
-            Some(json!("2026-12-01T10:00:05Z"))
-        );
-    }
 
     #[test]
     fn errors_find_their_field() {

@@ -10,8 +10,8 @@ use maud::{Markup, html};
 
 use super::render::{self, encode, json_text};
 use super::{error_page, html_response};
-use crate::config::Shared;
 use crate::error::ApiError;
+use crate::state::Shared;
 
 pub(super) async fn page(
     State(state): State<Shared>,

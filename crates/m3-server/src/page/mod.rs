@@ -9,16 +9,14 @@ mod render;
 mod widgets;
 
 use axum::Router;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
-use bytes::Bytes;
 use maud::{Markup, html};
 
-use crate::config::Shared;
 use crate::error::{ApiError, status_of};
+use crate::state::Shared;
 use coerce::Submitted;
 use render::RoundView;
 
@@ -144,14 +142,13 @@ async fn answer(
     State(state): State<Shared>,
     Path((execution_id, round_id)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    submitted: Result<Submitted, ApiError>,
 ) -> Response {
     let base = state.base_path.clone();
-    let body = match crate::api::body_bytes(body, state.body_limit) {
-        Ok(body) => body,
+    let submitted = match submitted {
+        Ok(submitted) => submitted,
         Err(error) => return error_page(&base, &error),
     };
-    let submitted = Submitted::parse(&body);
     let key = submitted
         .first("idempotency_key")
         .unwrap_or_default()

@@ -14,9 +14,12 @@ use super::Harness;
 use super::check::{CaseFailure, ensure};
 use crate::{CreateRound, LeaseRef, ResponseSubmission, RoundFailure, RoundRef};
 
-/// Creates `round-1` of a fresh execution in `store`, leased to `worker-1` for `lease`.
-#[cfg(test)]
-pub(crate) async fn create_fresh_round(
+/// Creates `round-1` of a fresh execution in `store`, leased to `worker-1` for `lease`
+/// (for a backend's own tests beside the suite).
+///
+/// # Errors
+/// The store's.
+pub async fn create_fresh_round(
     store: &dyn crate::ManagedInputStore,
     lease: Duration,
 ) -> m3_types::Result<ManagedInputRecord> {
@@ -121,8 +124,9 @@ pub(crate) fn submission(key: &str) -> ResponseSubmission {
     ResponseSubmission::new(accept_address(), key)
 }
 
-/// A valid submission with another address than [`submission`]'s.
-pub(crate) fn other_address(key: &str) -> ResponseSubmission {
+/// A valid submission of [`sample_round`]'s form with another address than
+/// [`sample_submission`]'s, under `key`.
+pub fn other_address(key: &str) -> ResponseSubmission {
     ResponseSubmission::single(
         ADDRESS,
         ElicitationResponse::accept(address_content("2 Side Road")),

@@ -61,9 +61,7 @@ use m3_types::{Clock, ManualClock, Result};
 use crate::{ManagedInputStore, RoundRef};
 
 pub use check::CaseFailure;
-#[cfg(test)]
-pub(crate) use fixture::{create_fresh_round, other_address};
-pub use fixture::{sample_round, sample_submission, start_time};
+pub use fixture::{create_fresh_round, other_address, sample_round, sample_submission, start_time};
 
 /// What a backend's factory builds for one case.
 #[non_exhaustive]

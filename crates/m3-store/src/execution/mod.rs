@@ -189,6 +189,12 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// Finishes the execution exactly once: lifecycle `finished`, outcome,
     /// error, result, `finished_at`; ends the worker lease; appends
     /// `execution.finished {outcome, error}`. Fenced by `request.lease`.
+    /// In the same atomic step it fails every unresolved round of the
+    /// execution (if the managed-input tables exist) with `failure_code =
+    /// "recovery_unavailable"` and `failure_message =`
+    /// [`ROUND_CLOSED_AT_FINISH`](rules::ROUND_CLOSED_AT_FINISH), as
+    /// [`terminalize_expired`](Self::terminalize_expired) does: a finished
+    /// execution's rounds are resolved or failed, never open to an answer.
     ///
     /// Idempotent: finishing an already finished execution with the same
     /// outcome, error and result (canonical JSON) returns the stored record,

@@ -165,6 +165,26 @@ pub struct ExecutionEvent {
     pub timestamp: OffsetDateTime,
 }
 
+impl ExecutionEvent {
+    /// The event at `sequence` of `execution_id`'s log, appended at `timestamp` (for
+    /// backends, which build events from their rows).
+    pub fn new(
+        execution_id: impl Into<String>,
+        sequence: u64,
+        kind: impl Into<String>,
+        payload: Value,
+        timestamp: OffsetDateTime,
+    ) -> Self {
+        Self {
+            execution_id: execution_id.into(),
+            sequence,
+            kind: kind.into(),
+            payload,
+            timestamp,
+        }
+    }
+}
+
 /// Request for [`create_execution`](super::ExecutionStore::create_execution).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -453,6 +473,16 @@ pub struct Terminalized {
     pub rounds_failed: u64,
 }
 
+impl Terminalized {
+    /// `record`, finished with `rounds_failed` rounds marked failed (for backends).
+    pub fn new(record: ExecutionRecord, rounds_failed: u64) -> Self {
+        Self {
+            record,
+            rounds_failed,
+        }
+    }
+}
+
 /// Filter for [`list_executions`](super::ExecutionStore::list_executions).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -531,4 +561,11 @@ pub struct ClaimedExecution {
     pub record: ExecutionRecord,
     /// The caller's fresh worker lease.
     pub lease: ExecutionLease,
+}
+
+impl ClaimedExecution {
+    /// `record`, handed out under `lease` (for backends).
+    pub fn new(record: ExecutionRecord, lease: ExecutionLease) -> Self {
+        Self { record, lease }
+    }
 }

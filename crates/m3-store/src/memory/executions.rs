@@ -15,10 +15,11 @@ use time::OffsetDateTime;
 
 use super::MemoryManagedInputStore;
 use crate::execution::rules::{
-    self, Acquire, ExecutionSlot, TerminalData, acquire_token, append_step, change_step,
-    check_acquire, check_append, check_release, claim_step, created_payload, created_record,
-    errors, finish_step, finished_payload, granted_lease, lease_expiry, lease_step, release_step,
-    renew_step, require_non_empty, terminalize_step, terminalized_payload, to_canonical,
+    self, Acquire, ExecutionSlot, ROUND_CLOSED_AT_FINISH, TerminalData, acquire_token, append_step,
+    change_step, check_acquire, check_append, check_release, claim_step, created_payload,
+    created_record, errors, finish_step, finished_payload, granted_lease, lease_expiry, lease_step,
+    release_step, renew_step, require_non_empty, terminalize_step, terminalized_payload,
+    to_canonical,
 };
 use crate::managed_input::rules::Decision;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
@@ -318,12 +319,25 @@ impl ExecutionStore for MemoryExecutionStore {
                 payload,
                 now,
             )?;
+            let mut rounds_failed = 0;
             if decided == Decision::Apply {
                 stored.terminal = Some(requested);
+                // Under the execution store's lock: one atomic step with the finish.
+                rounds_failed = self.inner.rounds.fail_unresolved(
+                    &request.execution_id,
+                    ROUND_CLOSED_AT_FINISH,
+                    now,
+                );
             }
-            Ok(record)
+            Ok((record, rounds_failed))
         })
-        .announce(&self.inner.hub, Change::of_execution)
+        .announce(&self.inner.hub, |(record, rounds_failed)| {
+            if *rounds_failed > 0 {
+                self.inner.rounds.announce_round(&record.execution_id);
+            }
+            Change::of_execution(record)
+        })
+        .map(|(record, _)| record)
     }
 
     async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool> {

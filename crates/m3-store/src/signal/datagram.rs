@@ -1,4 +1,6 @@
-//! The SQLite backend's signal: a Unix datagram to each waiting process, after the commit.
+//! A change signal for a store that lives in one file ([`DatagramSignal`]): a Unix datagram
+//! to each waiting process, after the commit. The SQLite backend's signal, and part of the
+//! backend toolkit: any backend whose processes share a file system path can use it.
 //!
 //! Each process that waits on a database binds one datagram socket in a directory beside the
 //! database file (`<db>-signals/<pid>-<random>.sock`), on its first subscription. A
@@ -32,9 +34,23 @@ const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest datagram read; longer ones are truncated, decode as "anything", and wake everyone.
 const MAX_DATAGRAM: usize = 1024;
 
-/// The change signal of one SQLite database file in this process.
+/// The change signal of one database file in this process: a [`ChangeHub`] for the
+/// waiters of this process plus a Unix datagram to each other waiting process.
+///
+/// ```
+/// # fn demo() {
+/// use m3_store::signal::datagram::DatagramSignal;
+/// use m3_store::signal::{Change, ChangeKind, ChangeSignal, Topic};
+///
+/// let dir = std::env::temp_dir().join(format!("m3-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).ok();
+/// let signal = DatagramSignal::for_database(&dir.join("store.db"), true);
+/// let _waiter = signal.subscribe(Topic::Queue);
+/// signal.notify(&Change::new("exec-1", ChangeKind::Queued)); // after the commit
+/// # }
+/// ```
 #[derive(Debug)]
-pub(crate) struct DatagramSignal {
+pub struct DatagramSignal {
     hub: ChangeHub,
     dir: PathBuf,
     /// `false`: in-process wake-ups only (no socket is bound, nothing is sent).
@@ -46,7 +62,9 @@ pub(crate) struct DatagramSignal {
 impl DatagramSignal {
     /// The signal of the database at canonical path `database`, shared by every store object
     /// on that file in this process that has the same `cross_process` setting.
-    pub(crate) fn for_database(database: &Path, cross_process: bool) -> Arc<Self> {
+    /// `cross_process: false` wakes the waiters of this process only (no socket is bound,
+    /// nothing is sent). The sockets live in [`signal_dir`]`(database)`.
+    pub fn for_database(database: &Path, cross_process: bool) -> Arc<Self> {
         type Registry = Mutex<HashMap<(PathBuf, bool), Weak<DatagramSignal>>>;
         static SIGNALS: OnceLock<Registry> = OnceLock::new();
         let signals = SIGNALS.get_or_init(|| Mutex::new(HashMap::new()));
@@ -83,7 +101,7 @@ impl DatagramSignal {
     }
 
     /// Lets `probe` re-read for this file's execution waiters (see [`ChangeHub::attach_probe`]).
-    pub(crate) fn attach_probe(&self, probe: &Arc<dyn ChangeProbe>) {
+    pub fn attach_probe(&self, probe: &Arc<dyn ChangeProbe>) {
         self.hub.attach_probe(probe);
     }
 
@@ -172,7 +190,7 @@ impl ChangeSignal for DatagramSignal {
 }
 
 /// The directory of the waiting processes' sockets: `<database>-signals`.
-pub(crate) fn signal_dir(database: &Path) -> PathBuf {
+pub fn signal_dir(database: &Path) -> PathBuf {
     let mut name = database.as_os_str().to_owned();
     name.push("-signals");
     PathBuf::from(name)

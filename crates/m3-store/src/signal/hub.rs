@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::probe::{self, ChangeProbe, SweepGuard};
+use super::probe::{self, ChangeProbe, SweepGuard, Swept};
 use super::{Change, ChangeKind, ChangeSignal, DEFAULT_FALLBACK_POLL, SAFETY_POLL, Topic, Wake};
 
 /// The in-process fan-out of announced changes to the matching subscriptions.
@@ -221,6 +221,32 @@ impl ChangeHub {
                 execution_id: key,
             }),
         }
+    }
+}
+
+impl Swept for Shared {
+    fn is_live(&self) -> bool {
+        Shared::is_live(self)
+    }
+
+    fn safety_interval(&self) -> Duration {
+        Shared::safety_interval(self)
+    }
+
+    fn probe(&self) -> Option<Arc<dyn ChangeProbe>> {
+        Shared::probe(self)
+    }
+
+    fn watched_executions(&self) -> Vec<String> {
+        Shared::watched_executions(self)
+    }
+
+    fn wake_execution(&self, execution_id: &str) {
+        Shared::wake_execution(self, execution_id);
+    }
+
+    fn sweep_stopped(&self) {
+        Shared::sweep_stopped(self);
     }
 }
 

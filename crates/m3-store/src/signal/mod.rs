@@ -41,8 +41,8 @@
 //! # Ok(()) }
 //! ```
 
-#[cfg(feature = "sqlite")]
-pub(crate) mod datagram;
+#[cfg(unix)]
+pub mod datagram;
 mod hub;
 pub mod probe;
 
@@ -195,7 +195,17 @@ impl ChangeKind {
 
 /// Announces a change after a successful store operation: what the backends wrap their
 /// mutations in. An error announces nothing (nothing was committed).
-pub(crate) trait Announce: Sized {
+///
+/// ```
+/// use m3_store::signal::{Announce, Change, ChangeHub, ChangeKind};
+///
+/// let hub = ChangeHub::new();
+/// let committed: m3_types::Result<String> = Ok("exec-1".to_owned());
+/// let id = committed.announce(&hub, |id| Change::new(id.as_str(), ChangeKind::Execution))?;
+/// assert_eq!(id, "exec-1");
+/// # Ok::<(), m3_types::Error>(())
+/// ```
+pub trait Announce: Sized {
     /// `self`, after `signal.notify(change(ok))` if `self` is `Ok`.
     fn announce<F: FnOnce(&Self::Ok) -> Change>(self, signal: &dyn ChangeSignal, change: F)
     -> Self;

@@ -16,9 +16,8 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::pin::Pin;
-use std::sync::Weak;
-
-use super::hub::Shared;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 /// What [`ChangeProbe::marks`] returns.
 pub type ProbeFuture<'a> =
@@ -36,13 +35,30 @@ pub trait ChangeProbe: Debug + Send + Sync {
     fn marks<'a>(&'a self, executions: &'a [String]) -> ProbeFuture<'a>;
 }
 
-/// Marks the hub's sweep as stopped when the task ends or is dropped (its runtime shut
-/// down), and wakes the subscriptions it covered so they arm their own timers again.
-pub(super) struct SweepGuard {
-    pub(super) hub: Weak<Shared>,
+/// What the sweep needs of the hub it serves (the hub's shared state implements it, so
+/// this module does not import the hub).
+pub(super) trait Swept: Send + Sync + 'static {
+    /// Whether the hub's signal is live (the sweep only runs then).
+    fn is_live(&self) -> bool;
+    /// How long the sweep sleeps between reads.
+    fn safety_interval(&self) -> Duration;
+    /// The first attached probe still alive.
+    fn probe(&self) -> Option<Arc<dyn ChangeProbe>>;
+    /// The executions with a `Topic::Execution` subscription.
+    fn watched_executions(&self) -> Vec<String>;
+    /// Wakes every subscription to `execution_id`'s topic.
+    fn wake_execution(&self, execution_id: &str);
+    /// The sweep ended.
+    fn sweep_stopped(&self);
 }
 
-impl Drop for SweepGuard {
+/// Marks the hub's sweep as stopped when the task ends or is dropped (its runtime shut
+/// down), and wakes the subscriptions it covered so they arm their own timers again.
+pub(super) struct SweepGuard<H: Swept> {
+    pub(super) hub: Weak<H>,
+}
+
+impl<H: Swept> Drop for SweepGuard<H> {
     fn drop(&mut self) {
         if let Some(hub) = self.hub.upgrade() {
             hub.sweep_stopped();
@@ -69,7 +85,7 @@ fn changed<'a>(
 
 /// The sweep task of one hub: every safety interval while the hub is live, reads the marks
 /// of the executions with subscriptions and wakes those that changed. Ends with the hub.
-pub(super) async fn sweep(guard: SweepGuard) {
+pub(super) async fn sweep<H: Swept>(guard: SweepGuard<H>) {
     let hub = guard.hub.clone();
     let mut marks: HashMap<String, u64> = HashMap::new();
     // Whether subscriptions may be sleeping on this sweep (a probe was there).

@@ -15,25 +15,30 @@ use std::time::Duration;
 use m3_types::Result;
 use sqlx::pool::{PoolConnection, PoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqliteSynchronous};
-use sqlx::{ConnectOptions, Sqlite, SqliteConnection, Transaction};
+use sqlx::{ConnectOptions, Sqlite, SqliteConnection};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::error::storage;
 use super::file::{WriteGate, prepare_database_file, restrict_permissions};
 use super::options::SqliteStoreOptions;
+use super::recognize::refuse_foreign_database;
 
 /// Checks and creates the database file (see [`prepare_database_file`]), opens a pool on it
 /// with the PRAGMAs of `options` set on every connection, restricts the `-wal`/`-shm`
 /// companions to 0600, and returns the pool with the canonical path.
 ///
 /// # Errors
-/// `managed_input_invalid` if the path is a symlink or not a regular file; `storage_error` if
-/// the file cannot be created or SQLite cannot open it.
+/// `managed_input_invalid` if the path is a symlink or not a regular file; `invalid_argument`
+/// (reason `invalid_store`) if an existing file is not an m3 store (see
+/// [`refuse_foreign_database`]); `storage_error` if the file cannot be created or SQLite
+/// cannot open it.
 pub(crate) async fn open_pool(
     path: &Path,
     options: &SqliteStoreOptions,
 ) -> Result<(SqlitePool, PathBuf)> {
     let path = prepare_database_file(path)?;
+    // Before the first PRAGMA: another application's file is refused untouched.
+    refuse_foreign_database(&path).await?;
     let connect = SqliteConnectOptions::new()
         .filename(&path)
         .create_if_missing(true)
@@ -56,10 +61,20 @@ pub(crate) async fn open_pool(
 }
 
 /// A write transaction plus the in-process writer queue slot it holds. Dereferences to the
-/// connection, so statements run on `&mut *write`. Dropping it without
-/// [`commit`](Self::commit) rolls back.
+/// connection, so statements run on `&mut *write`.
+///
+/// The transaction is opened and closed with plain `BEGIN IMMEDIATE`/`COMMIT`/`ROLLBACK`
+/// statements rather than sqlx's `Transaction`: sqlx counts the transactions it opened, and
+/// a `COMMIT` that fails after SQLite already rolled the transaction back (a full disk,
+/// `SQLITE_FULL`) leaves that count at one forever, so every later `begin` on the connection
+/// was refused. Here a failed write always ends with [`end_failed_transaction`], and a
+/// connection that cannot be shown clean is closed, never returned to the pool. Dropping a
+/// `WriteTx` without [`commit`](Self::commit) or [`finish`](Self::finish) (a cancelled
+/// operation) closes its connection, which rolls back.
 pub(crate) struct WriteTx {
-    tx: Transaction<'static, Sqlite>,
+    conn: PoolConnection<Sqlite>,
+    /// Set once the transaction is closed and the connection may go back to the pool.
+    closed: bool,
     _slot: OwnedMutexGuard<()>,
 }
 
@@ -71,38 +86,67 @@ pub(crate) struct WriteTx {
 /// busy timeout.
 pub(crate) async fn begin_write(pool: &SqlitePool, gate: &Arc<WriteGate>) -> Result<WriteTx> {
     let slot = Arc::clone(gate).lock_owned().await;
-    let tx = pool
-        .begin_with("BEGIN IMMEDIATE")
+    let mut conn = pool
+        .acquire()
         .await
         .map_err(|e| storage("cannot begin a write transaction", e))?;
-    Ok(WriteTx { tx, _slot: slot })
+    if let Err(error) = sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await {
+        if !end_failed_transaction(&mut conn).await {
+            conn.close_on_drop();
+        }
+        return Err(storage("cannot begin a write transaction", error));
+    }
+    Ok(WriteTx {
+        conn,
+        closed: false,
+        _slot: slot,
+    })
 }
 
 impl WriteTx {
-    /// Commits the transaction.
-    ///
-    /// # Errors
-    /// `storage_error` if SQLite refuses the commit.
-    pub(crate) async fn commit(self) -> Result<()> {
-        self.tx
-            .commit()
-            .await
-            .map_err(|e| storage("cannot commit a write transaction", e))
-    }
-
-    /// Commits on success, rolls back on failure, and returns `result`.
-    pub(crate) async fn finish<T>(self, result: Result<T>) -> Result<T> {
-        match result {
-            Ok(value) => {
-                self.commit().await?;
-                Ok(value)
-            }
-            Err(error) => {
-                if let Err(rollback) = self.tx.rollback().await {
-                    tracing::warn!(error = %rollback, "rollback failed");
+    /// Commits on success, rolls back on failure (or if the commit fails), and returns
+    /// `result`.
+    pub(crate) async fn finish<T>(mut self, result: Result<T>) -> Result<T> {
+        let result = match result {
+            Ok(value) => match sqlx::query("COMMIT").execute(&mut *self.conn).await {
+                Ok(_) => {
+                    self.closed = true;
+                    return Ok(value);
                 }
-                Err(error)
-            }
+                Err(e) => Err(storage("cannot commit a write transaction", e)),
+            },
+            Err(error) => Err(error),
+        };
+        self.closed = end_failed_transaction(&mut self.conn).await;
+        result
+    }
+}
+
+impl Drop for WriteTx {
+    fn drop(&mut self) {
+        if !self.closed {
+            // Possibly inside a transaction: closing the connection rolls it back.
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+/// Ends the transaction a failed write may have left open and says whether the connection is
+/// now outside any transaction (and may be used again). `false`: the caller closes it.
+///
+/// `ROLLBACK` is issued whatever state SQLite is in: after some failures (a `COMMIT` on a full
+/// disk) SQLite has already rolled back and the statement fails harmlessly; after others the
+/// transaction is still open. Which case it was is then proven, not guessed from an error
+/// message: a connection inside a transaction cannot begin another one.
+async fn end_failed_transaction(conn: &mut SqliteConnection) -> bool {
+    if let Err(error) = sqlx::query("ROLLBACK").execute(&mut *conn).await {
+        tracing::debug!(%error, "rollback after a failed write");
+    }
+    match sqlx::raw_sql("BEGIN; ROLLBACK").execute(&mut *conn).await {
+        Ok(_) => true,
+        Err(error) => {
+            tracing::warn!(%error, "a failed write left its transaction open; closing the connection");
+            false
         }
     }
 }
@@ -111,13 +155,13 @@ impl Deref for WriteTx {
     type Target = SqliteConnection;
 
     fn deref(&self) -> &SqliteConnection {
-        &self.tx
+        &self.conn
     }
 }
 
 impl DerefMut for WriteTx {
     fn deref_mut(&mut self) -> &mut SqliteConnection {
-        &mut self.tx
+        &mut self.conn
     }
 }
 
@@ -323,16 +367,8 @@ impl ScriptTx {
             },
             Err(error) => Err(error),
         };
-        let closed = match sqlx::query("ROLLBACK").execute(&mut conn).await {
-            Ok(_) => true,
-            // The failed script never opened the transaction (e.g. BEGIN timed out).
-            Err(e) if e.to_string().contains("no transaction is active") => true,
-            // Dropped: closing the connection ends the transaction.
-            Err(e) => {
-                tracing::warn!(error = %e, "rollback failed; closing the connection");
-                false
-            }
-        };
+        // A connection left inside a transaction is dropped: closing it ends the transaction.
+        let closed = end_failed_transaction(&mut conn).await;
         if closed && restore_flush(&mut conn, flush).await {
             *home = Some(conn);
         }

@@ -10,7 +10,7 @@ use super::checks::{bind_lease_guard, fetch_existing};
 use super::codec::{decode_record, timestamp_text};
 use super::columns::record_columns;
 use super::error::storage;
-use super::image::ImageCache;
+use super::row_snapshot::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{
     Decision, apply_claim, check_claim, check_fail, check_fail_recovery, lease_expiry,

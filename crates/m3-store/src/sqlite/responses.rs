@@ -11,7 +11,7 @@ use super::codec::{decode_record, timestamp_text};
 use super::columns::{image_guard, record_columns};
 use super::connect::{CommitFlush, ScriptTx};
 use super::error::storage;
-use super::image::ImageCache;
+use super::row_snapshot::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{
     EncodedSubmission, Submission, check_submission, encode_submission, raced,

@@ -9,7 +9,7 @@ use super::codec::{decode_record, timestamp_text};
 use super::columns::record_columns;
 use super::connect::ScriptTx;
 use super::error::{is_integrity_violation, storage};
-use super::image::ImageCache;
+use super::row_snapshot::ImageCache;
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{
     PreparedRound, lease_expiry, prepare_create, replay_create, require_round, require_text,

@@ -15,8 +15,8 @@ use super::connect::{
 };
 use super::error::storage;
 use super::file::{WriteGate, restrict_permissions, write_gate};
-use super::image::ImageCache;
 use super::options::SqliteStoreOptions;
+use super::row_snapshot::ImageCache;
 use super::schema;
 use crate::RoundRef;
 use crate::signal::datagram::DatagramSignal;

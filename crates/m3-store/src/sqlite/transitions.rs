@@ -9,7 +9,7 @@ use super::codec::{decode_record, stored_invalid, timestamp_text};
 use super::columns::{image_guard, record_columns};
 use super::connect::CommitFlush;
 use super::error::storage;
-use super::image::{Change, ImageCache};
+use super::row_snapshot::{Change, ImageCache};
 use super::store::SqliteManagedInputStore;
 use crate::managed_input::rules::{Decision, Transition, check_transition, raced};
 use crate::{LeaseRef, RoundRef};

@@ -80,7 +80,7 @@ async fn respond_everywhere(rounds: usize, db: Option<&str>) -> Result<(), Error
     let postgres = match db {
         Some(url) => Some(url.to_owned()),
         None if std::env::var_os("M3_TEST_POSTGRES_URL").is_some() => {
-            Some(m3_store::postgres::testing::isolated_url()?)
+            Some(m3_store_postgres::testing::isolated_url()?)
         }
         None => None,
     };

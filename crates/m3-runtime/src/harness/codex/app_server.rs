@@ -16,7 +16,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 
-use crate::mcp::process::{self, ServerProcess, SpawnSettings};
+use m3_mcp::process::{self, ServerProcess, SpawnSettings};
 
 use super::protocol::{
     IncomingFrame, OutgoingError, OutgoingNotification, OutgoingRequest, OutgoingResult, RpcError,

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use m3_types::{Error, Result, StdioServer, ToolSelection};
 use toml::{Table, Value};
 
-use crate::mcp::ProtocolEra;
 use crate::selection::{CodexMcpProtocol, CodexSelection};
+use m3_mcp::ProtocolEra;
 
 /// The protocol version string Codex reads from a server's `env` table.
 const PROTOCOL_VARIABLE: &str = "CODEX_MCP_PROTOCOL_VERSION";

@@ -38,7 +38,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::local::LocalReporter;
 use super::policy::{ToolPolicy, Verdict};
 use super::{Direction, MAX_FRAME_BYTES, RelayEvent};
-use crate::mcp::http::{client, header_map, resolve};
+use m3_mcp::http::{client, header_map, resolve};
 use observe::BodyWatch;
 
 /// How long the relay waits to connect to the real server.

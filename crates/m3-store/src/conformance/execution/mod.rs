@@ -142,6 +142,7 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     recovery::expired_leases_are_listed_in_expiry_order,
     recovery::terminalize_finishes_an_expired_execution_once,
     recovery::terminalize_fails_the_unresolved_rounds_of_the_same_backend,
+    recovery::finish_fails_the_unresolved_rounds_so_none_accepts_an_answer,
     concurrency::concurrent_appenders_get_distinct_gap_free_sequences,
     concurrency::racing_workers_get_exactly_one_lease,
     concurrency::racing_transitions_apply_once,

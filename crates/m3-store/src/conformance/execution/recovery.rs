@@ -13,6 +13,7 @@ use super::support::{
 use crate::conformance::check::{ensure, expect_error};
 use crate::conformance::fixture::address_round;
 use crate::conformance::{CaseResult, start_time};
+use crate::execution::rules::ROUND_CLOSED_AT_FINISH;
 use crate::{
     AcquireLease, CreateRound, EVENT_EXECUTION_FINISHED, ExecutionLeaseRef, FinishExecution,
     LeaseRef, ManagedInputStore, ManagedInputStoreExt, RoundRef, TerminalizeExpired,
@@ -180,7 +181,8 @@ pub async fn terminalize_fails_the_unresolved_rounds_of_the_same_backend(
         "rounds_failed {}",
         done.rounds_failed
     );
-    ensure_only_the_open_round_failed(h, &open, &done_ref, &bystander).await?;
+    ensure_only_the_open_round_failed(h, &open, &done_ref, &bystander, "worker lease expired")
+        .await?;
     expect_error(
         rounds
             .submit_responses(
@@ -192,6 +194,56 @@ pub async fn terminalize_fails_the_unresolved_rounds_of_the_same_backend(
         STATE,
         Some(Reason::RoundFailed),
     )?;
+    Ok(())
+}
+
+/// `finish` closes the execution's unresolved rounds in the same step (the worker could not
+/// record their failure, e.g. while its database restarted): a round of a finished
+/// execution accepts no response, and a resolved round and other executions' rounds are
+/// left as they were.
+pub async fn finish_fails_the_unresolved_rounds_so_none_accepts_an_answer(
+    h: &ExecutionHarness,
+) -> CaseResult {
+    let id = create_managed(h).await?.execution_id;
+    let other = create_managed(h).await?.execution_id;
+    let held = lease(h, &id, "worker-a").await?;
+    let rounds = h.store.managed_input_store().await?;
+    let long = Duration::from_secs(600);
+    let done_ref = resolved_round(rounds.as_ref(), &id, long).await?;
+    let open = rounds
+        .create_round(
+            CreateRound::new(address_round(&id, "r1"), "worker-a", long).with_round_index(1),
+        )
+        .await?;
+    let bystander = rounds
+        .create_round(CreateRound::new(
+            address_round(&other, "r0"),
+            "worker-b",
+            long,
+        ))
+        .await?;
+    let request = FinishExecution::new(&id, ExecutionOutcome::Failed)
+        .with_error(recovery_error())
+        .with_lease(held.to_ref());
+    h.store.finish(request.clone()).await?;
+    ensure_only_the_open_round_failed(h, &open, &done_ref, &bystander, ROUND_CLOSED_AT_FINISH)
+        .await?;
+    // The round's lease is still live and its owner's: only the finished execution stops it.
+    expect_error(
+        rounds
+            .submit_responses(
+                &RoundRef::of(&open),
+                &LeaseRef::of(&open.lease),
+                crate::conformance::fixture::submission("late"),
+            )
+            .await,
+        STATE,
+        Some(Reason::RoundFailed),
+    )?;
+    // An idempotent repeat of the finish changes nothing.
+    h.store.finish(request).await?;
+    ensure_only_the_open_round_failed(h, &open, &done_ref, &bystander, ROUND_CLOSED_AT_FINISH)
+        .await?;
     Ok(())
 }
 
@@ -231,13 +283,14 @@ async fn ensure_only_the_open_round_failed(
     open: &ManagedInputRecord,
     resolved: &RoundRef,
     bystander: &ManagedInputRecord,
+    message: &str,
 ) -> CaseResult {
     let peer_rounds = h.peer.managed_input_store().await?;
     let failed = peer_rounds.require_round(&RoundRef::of(open)).await?;
     ensure!(
         failed.status == ManagedInputStatus::Failed
             && failed.failure_code.as_deref() == Some("recovery_unavailable")
-            && failed.failure_message.as_deref() == Some("worker lease expired"),
+            && failed.failure_message.as_deref() == Some(message),
         "the open round must fail recovery_unavailable: {failed:?}"
     );
     let resolved = peer_rounds.require_round(resolved).await?;

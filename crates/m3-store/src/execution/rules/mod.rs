@@ -34,6 +34,12 @@ use super::record::{
     TerminalizeExpired,
 };
 
+/// The failure message of a round still unresolved when its execution finishes: `finish`
+/// fails every such round (code `recovery_unavailable`) in the step that finishes the
+/// execution, as recovery does, so a finished execution never has a round that accepts an
+/// answer nobody would deliver.
+pub const ROUND_CLOSED_AT_FINISH: &str = "the execution finished before the round was resolved";
+
 /// The record a new execution gets: `created`, no lease, sequence 0, created and updated
 /// at `now`.
 pub fn created_record(id: &str, new: NewExecution, now: OffsetDateTime) -> ExecutionRecord {

@@ -2,7 +2,8 @@
 //! submission, failure and the recovery decision.
 
 use m3_types::{
-    Error, ManagedInputRecord, ManagedInputStatus, Reason, Result, redact, validate_responses,
+    Error, ManagedInputRecord, ManagedInputStatus, Reason, Result, redact_responses,
+    validate_responses,
 };
 use time::OffsetDateTime;
 
@@ -102,7 +103,8 @@ pub fn check_transition(
 pub struct EncodedSubmission {
     /// Canonical JSON of the responses (what replays compare).
     pub payload_json: String,
-    /// Canonical JSON of the redacted diagnostic projection.
+    /// Canonical JSON of the redacted diagnostic projection (name rules and the request
+    /// schemas' secret markers: [`redact_responses`]).
     pub redacted_json: String,
 }
 
@@ -119,17 +121,24 @@ pub enum Submission {
 /// Validates `submission` against the stored requests of `record` and encodes it.
 ///
 /// # Errors
-/// `managed_input_invalid` / [`Reason::InvalidResponse`].
+/// `managed_input_invalid` / [`Reason::InvalidResponse`], or [`Reason::LimitExceeded`]
+/// for an answer over a bound of `m3_types::limits`.
 pub fn encode_submission(
     record: &ManagedInputRecord,
     submission: &ResponseSubmission,
 ) -> Result<EncodedSubmission> {
-    validate_responses(&record.pending, &submission.responses)
-        .map_err(|e| e.with_reason(Reason::InvalidResponse))?;
+    validate_responses(&record.pending, &submission.responses).map_err(|e| {
+        // A bound keeps its own, more precise reason (`limit_exceeded`).
+        if e.reason() == Some(Reason::LimitExceeded) {
+            e
+        } else {
+            e.with_reason(Reason::InvalidResponse)
+        }
+    })?;
     let payload = to_json_value(&submission.responses)?;
     Ok(EncodedSubmission {
         payload_json: json_text(&payload)?,
-        redacted_json: json_text(&redact(&payload))?,
+        redacted_json: json_text(&redact_responses(&record.pending.requests, &payload))?,
     })
 }
 

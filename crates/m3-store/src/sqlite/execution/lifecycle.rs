@@ -15,10 +15,10 @@ use crate::execution::record::{
 };
 use crate::execution::rules::errors as error;
 use crate::execution::rules::{
-    Acquire, StagedWrite, TerminalData, acquire_token, append_step, check_acquire, check_append,
-    check_release, created_event, created_record, finish_step, finished_payload, granted_lease,
-    lease_expiry, lease_step, release_step, require_non_empty, terminalize_step,
-    terminalized_payload, to_canonical,
+    Acquire, ROUND_CLOSED_AT_FINISH, StagedWrite, TerminalData, acquire_token, append_step,
+    check_acquire, check_append, check_release, created_event, created_record, finish_step,
+    finished_payload, granted_lease, lease_expiry, lease_step, release_step, require_non_empty,
+    terminalize_step, terminalized_payload, to_canonical,
 };
 use crate::managed_input::rules::Decision;
 use crate::sqlite::error::storage;
@@ -138,14 +138,32 @@ impl SqliteExecutionStore {
         .await
     }
 
-    pub(super) async fn do_finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
+    /// `finish` in one write transaction: the shared step finishes the execution and, unless
+    /// it was an idempotent repeat, the execution's unresolved rounds fail with it (the
+    /// count is returned, for the round announcement).
+    pub(super) async fn do_finish(
+        &self,
+        request: FinishExecution,
+    ) -> Result<(ExecutionRecord, u64)> {
         let requested = TerminalData::of_request(&request)?;
         let payload = finished_payload(&request)?;
-        self.mutate(&request.execution_id, self.now(), |staged, now| {
-            let (_, record) = finish_step(staged, None, &requested, &request, payload, now)?;
-            Ok(record)
-        })
-        .await
+        let now = self.now();
+        let id = request.execution_id.as_str();
+        let mut tx = self.begin_write().await?;
+        let result = async {
+            let mut staged = StagedWrite::new(fetch_existing(&mut tx, id).await?);
+            let (decided, record) =
+                finish_step(&mut staged, None, &requested, &request, payload, now)?;
+            if decided != Decision::Apply {
+                return Ok((record, 0));
+            }
+            let rounds_failed =
+                fail_unresolved_rounds(&mut tx, id, ROUND_CLOSED_AT_FINISH, now).await?;
+            store(&mut tx, &staged).await?;
+            Ok((staged.into_record(), rounds_failed))
+        }
+        .await;
+        tx.finish(result).await
     }
 
     pub(super) async fn do_append_event(&self, event: AppendEvent) -> Result<ExecutionEvent> {

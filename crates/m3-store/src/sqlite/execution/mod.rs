@@ -7,7 +7,6 @@
 
 mod claim;
 mod lifecycle;
-mod managed;
 mod probe;
 mod renew;
 mod rows;

@@ -13,10 +13,9 @@ use tracing::instrument;
 
 use super::probe::SqliteProbe;
 use super::rows::{event_from_row, execution_from_row, select_execution};
+use super::schema;
 use super::writes::fetch;
-use super::{managed, schema};
 use crate::ExecutionStore;
-use crate::ManagedInputStore;
 use crate::execution::record::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
     ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution, ListExecutions,
@@ -30,6 +29,7 @@ use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
 use crate::sqlite::error::storage;
 use crate::sqlite::file::{WriteGate, write_gate};
+use crate::{ManagedInputStore, SqliteManagedInputStore};
 
 /// SQLite backend of [`ExecutionStore`].
 ///
@@ -187,7 +187,7 @@ impl ExecutionStore for SqliteExecutionStore {
         .fetch_all(&self.inner.pool)
         .await
         .map_err(|e| storage("could not list executions", e))?;
-        Ok(readable_executions(&rows))
+        listed_executions(&rows)
     }
 
     #[instrument(skip_all, fields(execution.id = %request.execution_id, owner.id = %request.owner_id), err)]
@@ -236,9 +236,12 @@ impl ExecutionStore for SqliteExecutionStore {
 
     #[instrument(skip_all, fields(execution.id = %request.execution_id), err)]
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {
-        self.do_finish(request)
-            .await
-            .announce(self.signal(), Change::of_execution)
+        let (record, rounds_failed) = self.do_finish(request).await?;
+        if rounds_failed > 0 {
+            let rounds = Change::new(record.execution_id.clone(), ChangeKind::Round);
+            self.inner.signal.notify(&rounds);
+        }
+        Ok(record).announce(self.signal(), Change::of_execution)
     }
 
     #[instrument(skip(self), err)]
@@ -292,7 +295,7 @@ impl ExecutionStore for SqliteExecutionStore {
         .fetch_all(&self.inner.pool)
         .await
         .map_err(|e| storage("could not list expired leases", e))?;
-        Ok(readable_executions(&rows))
+        Ok(recoverable_executions(&rows))
     }
 
     #[instrument(skip_all, fields(execution.id = %request.lease.execution_id), err)]
@@ -312,7 +315,7 @@ impl ExecutionStore for SqliteExecutionStore {
 
     #[instrument(skip(self), err)]
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
-        managed::resolve(self.inner()).await
+        self.inner().managed_input_store().await
     }
 
     fn clock(&self) -> Arc<dyn Clock> {
@@ -326,9 +329,18 @@ impl ExecutionStore for SqliteExecutionStore {
     }
 }
 
-/// The rows that decode; each one that does not is reported (a warning naming it) and
-/// skipped, so one bad row never stops a listing or recovery of the others.
-fn readable_executions(rows: &[sqlx::sqlite::SqliteRow]) -> Vec<ExecutionRecord> {
+/// Every row, decoded, for a listing someone reads: the first unreadable row fails the
+/// listing with its `storage_error` (`stored_record_invalid`, naming the execution and the
+/// column), as on PostgreSQL. A listing never leaves a row out without saying so.
+fn listed_executions(rows: &[sqlx::sqlite::SqliteRow]) -> Result<Vec<ExecutionRecord>> {
+    rows.iter().map(execution_from_row).collect()
+}
+
+/// The rows that decode, for recovery: each one that does not is reported (a warning
+/// naming it) and skipped, so one bad row never stops recovery of the others (it cannot
+/// be recovered without its lease columns anyway; listings report it, see
+/// [`listed_executions`]).
+fn recoverable_executions(rows: &[sqlx::sqlite::SqliteRow]) -> Vec<ExecutionRecord> {
     rows.iter()
         .filter_map(|row| match execution_from_row(row) {
             Ok(record) => Some(record),
@@ -351,5 +363,29 @@ impl SqliteExecutionStore {
             .acquire()
             .await
             .map_err(|e| storage("could not acquire a connection", e))
+    }
+}
+
+impl Inner {
+    /// The managed-input store, created (with its tables, on its own first operation) the
+    /// first time it is asked for, on the same file, pool, clock and signal: never when the
+    /// execution store is opened and never when an execution is created, so a store that
+    /// never runs managed work never gains the managed-input tables. Concurrent first
+    /// callers share one initialization.
+    async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
+        let store = self
+            .managed
+            .get_or_try_init(|| async {
+                let store = SqliteManagedInputStore::from_pool_with_signal(
+                    self.pool.clone(),
+                    Arc::clone(&self.clock),
+                    Arc::clone(&self.signal),
+                    self.synchronous,
+                );
+                tracing::debug!(path = %self.path.display(), "resolved the managed-input store");
+                Ok::<_, Error>(Arc::new(store) as Arc<dyn ManagedInputStore>)
+            })
+            .await?;
+        Ok(Arc::clone(store))
     }
 }

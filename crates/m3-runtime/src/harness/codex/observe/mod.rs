@@ -19,9 +19,9 @@ use time::OffsetDateTime;
 
 use frame::{McpFrame, OperationParams, RpcErrorBody};
 
-use crate::mcp::wire::{self, Answer, Origin, Secrets};
-use crate::mcp::{AttemptOutcome, LogicalOperation, OperationAttempt, ProtocolEra, RoundExchange};
 use crate::relay::{Direction, Observation};
+use m3_mcp::wire::{self, Answer, Origin, Secrets};
+use m3_mcp::{AttemptOutcome, LogicalOperation, OperationAttempt, ProtocolEra, RoundExchange};
 
 use super::prompts::wire_fingerprint;
 
@@ -239,24 +239,20 @@ impl WireTracker {
     ) -> usize {
         let connection = self.connection(server);
         let (era, protocol_version) = (connection.era, connection.protocol_version.clone());
-        self.operations.push(LogicalOperation {
-            logical_operation_id: m3_types::new_id(),
-            server: server.to_owned(),
-            operation_kind: kind,
-            operation_name: name,
-            arguments: if kind == OperationKind::Resource {
-                None
-            } else {
-                Some(arguments.unwrap_or_default())
-            },
+        let arguments = if kind == OperationKind::Resource {
+            None
+        } else {
+            Some(arguments.unwrap_or_default())
+        };
+        self.operations.push(LogicalOperation::started(
+            server,
+            kind,
+            name,
+            arguments,
             era,
             protocol_version,
-            started_at: now,
-            finished_at: None,
-            rounds: 0,
-            attempts: Vec::new(),
-            error: None,
-        });
+            now,
+        ));
         self.operations.len() - 1
     }
 
@@ -268,17 +264,12 @@ impl WireTracker {
         now: OffsetDateTime,
     ) -> Option<usize> {
         let op = self.operations.get_mut(operation)?;
-        op.attempts.push(OperationAttempt {
-            attempt: u32::try_from(op.attempts.len() + 1).unwrap_or(u32::MAX),
-            started_at: now,
-            finished_at: None,
-            duration_ms: None,
-            request_state: params.request_state.clone(),
-            input_responses: params.input_responses.clone(),
-            input_required: false,
-            rounds: Vec::new(),
-            outcome: AttemptOutcome::Pending,
-        });
+        op.attempts.push(OperationAttempt::pending(
+            u32::try_from(op.attempts.len() + 1).unwrap_or(u32::MAX),
+            now,
+            params.request_state.clone(),
+            params.input_responses.clone(),
+        ));
         Some(op.attempts.len() - 1)
     }
 
@@ -349,12 +340,10 @@ impl WireTracker {
         op.rounds += 1;
         let round_index = op.rounds;
         if let Some(a) = op.attempts.get_mut(attempt) {
-            a.rounds.push(RoundExchange {
+            a.rounds.push(RoundExchange::asked(
                 round_index,
-                request_keys: vec!["elicitation".into()],
-                responses: None,
-                withdrawn: false,
-            });
+                vec!["elicitation".into()],
+            ));
         }
         let requests = BTreeMap::from([("elicitation".to_owned(), request)]);
         let event = self.push_round(server, operation, requests, None);
@@ -438,6 +427,9 @@ fn origin_of(server: &str, op: &LogicalOperation, secrets: &Secrets) -> Origin {
         kind: op.operation_kind,
         name: op.operation_name.clone(),
         secrets: secrets.clone(),
+        // Codex is the MCP client here: M3 only observes, with the default bounds, so
+        // that what it records stays readable.
+        limits: m3_types::RoundLimits::new(),
     }
 }
 

@@ -1,9 +1,6 @@
-//! Answers: where a round's responses come from (managed round, plan, or
-//! `fail`), and how each native prompt gets its key's response.
+//! Answers: obtaining a round's responses from their source (see [`super::answer_source`])
+//! and giving each native prompt its key's response.
 
-use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use m3_types::{
@@ -11,26 +8,10 @@ use m3_types::{
     ResponseMap, Result,
 };
 
-use crate::coordinator::Coordinator;
-
 use super::super::observe::Stage;
-use super::super::prompts::NativePrompt;
 use super::super::protocol::ElicitationAnswer;
 use super::Turn;
-
-/// The answer being obtained for one round.
-pub(super) type Answering = Pin<Box<dyn Future<Output = Result<ResponseMap>> + Send>>;
-
-/// Where answers come from.
-#[derive(Debug)]
-pub(in super::super) enum Answers<'a> {
-    /// `human_input = fail`.
-    Fail,
-    /// A predefined plan, one response map per round.
-    Plan(&'a mut VecDeque<ResponseMap>),
-    /// `human_input = managed`.
-    Managed(Arc<Coordinator>),
-}
+use super::answer_source::{Answering, Answers};
 
 impl Turn<'_> {
     /// Starts obtaining the answer of round `index` (all its keys have a prompt).
@@ -110,21 +91,6 @@ impl Turn<'_> {
     }
 }
 
-/// Waits for the pending answer (forever when there is none).
-pub(super) async fn poll_answer(
-    answering: &mut Option<(usize, Answering)>,
-) -> (usize, Result<ResponseMap>) {
-    match answering {
-        Some((index, future)) => {
-            let result = future.await;
-            let index = *index;
-            *answering = None;
-            (index, result)
-        }
-        None => std::future::pending().await,
-    }
-}
-
 /// The app-server answer to a native prompt: an accepted URL is `content: {}`,
 /// decline and cancel carry no content.
 fn native_result(response: &ElicitationResponse, url: bool) -> ElicitationAnswer {
@@ -137,17 +103,6 @@ fn native_result(response: &ElicitationResponse, url: bool) -> ElicitationAnswer
         action: response.action,
         content,
     }
-}
-
-/// A server asked for input although `human_input` is `fail`.
-pub(super) fn unexpected_elicitation(prompt: &NativePrompt) -> Error {
-    Error::protocol(format!(
-        "unexpected elicitation from server '{}': human_input is 'fail'",
-        prompt.server
-    ))
-    .with_detail("reason", "unexpected_elicitation")
-    .with_detail("server", prompt.server.clone())
-    .with_detail("mode", prompt.mode.clone())
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use m3_types::{ElicitationAction, Result, ToolSelection, canonical_json};
+use m3_types::{ElicitationAction, Result, ToolSelection};
 use serde_json::{Map, Value};
 
 use crate::spec::PermissionPolicy;
@@ -15,16 +15,9 @@ use super::super::protocol::{
     self, ApprovalAnswer, ApprovalDecision, ElicitationAnswer, METHOD_NOT_FOUND, PermissionScope,
     PermissionsAnswer, PermissionsParams, ReviewAnswer, ReviewDecision, method,
 };
-use super::{Answers, Turn, answers};
-
-/// A started `mcpToolCall` item, the only thing Codex's approval prompt may be about.
-#[derive(Debug)]
-pub(super) struct ToolItem {
-    pub(super) server: String,
-    pub(super) tool: String,
-    pub(super) arguments: String,
-    pub(super) approved: bool,
-}
+use super::Turn;
+use super::answer_source::{Answers, unexpected_elicitation};
+use super::tool_item::{ToolItem, canonical};
 
 impl Turn<'_> {
     pub(super) async fn on_server_request(
@@ -98,7 +91,7 @@ impl Turn<'_> {
             return self.app.respond(&id, &answer).await;
         }
         if matches!(self.context.answers, Answers::Fail) {
-            let error = answers::unexpected_elicitation(&prompt);
+            let error = unexpected_elicitation(&prompt);
             return Err(self.interrupt(error).await);
         }
         self.unmatched.push((prompt, Instant::now()));
@@ -179,14 +172,6 @@ fn approval_target(items: &[ToolItem], prompt: &NativePrompt) -> Option<usize> {
     match candidates.as_slice() {
         [index] => Some(*index),
         _ => None,
-    }
-}
-
-/// Canonical JSON of a tool call's arguments (absent and `null` are `{}`).
-pub(super) fn canonical(value: Option<&Value>) -> String {
-    match value {
-        None | Some(Value::Null) => "{}".into(),
-        Some(value) => canonical_json(value).unwrap_or_default(),
     }
 }
 

@@ -4,13 +4,15 @@
 //! Native prompts are collected as an unordered set and matched to the keys of
 //! rounds seen on the wire (see [`super::prompts`] and [`matching`]); once every
 //! key of a round has its prompt, the answer comes from the input policy (managed
-//! round, plan, or `fail`, see [`answers`]), each prompt gets its key's response,
+//! round, plan, or `fail`, see [`answer_source`] and [`answers`]), each prompt gets its key's response,
 //! and the round is resolved only after its answers were seen reaching the
 //! server. Codex's own approval prompts are decided in [`approvals`].
 
+mod answer_source;
 mod answers;
 mod approvals;
 mod matching;
+mod tool_item;
 
 use std::time::{Duration, Instant};
 
@@ -30,9 +32,9 @@ use super::protocol::{
     method, turn_status,
 };
 
-pub(super) use answers::Answers;
-use answers::{Answering, poll_answer};
-use approvals::ToolItem;
+pub(super) use answer_source::Answers;
+use answer_source::{Answering, poll_answer};
+use tool_item::{ToolItem, canonical};
 
 /// How long a native prompt may wait for its round on the wire (and a round for
 /// the rest of its prompts) before the turn fails closed.
@@ -194,7 +196,7 @@ impl<'a> Turn<'a> {
                     self.tool_items.push(ToolItem {
                         server: server.unwrap_or_default(),
                         tool: tool.unwrap_or_default(),
-                        arguments: approvals::canonical(Some(&arguments)),
+                        arguments: canonical(Some(&arguments)),
                         approved: false,
                     });
                 }

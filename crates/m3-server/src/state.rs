@@ -1,0 +1,25 @@
+//! [`AppState`]: what every handler reads (the kit, the options the builder
+//! fixed, the event hub). Handlers import this module, never the router.
+
+use std::sync::Arc;
+
+use m3_kit::AsyncMcpTestKit;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::EventHub;
+use crate::host::HostPolicy;
+
+/// What every handler reads.
+#[derive(Debug)]
+pub(crate) struct AppState {
+    pub(crate) hosts: HostPolicy,
+    pub(crate) kit: AsyncMcpTestKit,
+    pub(crate) token: Option<String>,
+    pub(crate) body_limit: usize,
+    pub(crate) base_path: String,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) hub: EventHub,
+}
+
+/// The shared state as handlers take it.
+pub(crate) type Shared = Arc<AppState>;
