@@ -84,7 +84,7 @@ pub struct AsyncExecutionHandle {
     seen_pending: Arc<Mutex<Option<(String, LeaseRef)>>>,
 }
 
-fn not_found(what: &str, id: &str) -> Error {
+pub(crate) fn not_found(what: &str, id: &str) -> Error {
     Error::not_found(format!("{what} '{id}' does not exist"))
 }
 
@@ -465,24 +465,34 @@ async fn diagnostics(
     r: &ManagedInputRecord,
 ) -> Result<RoundDiagnostics> {
     let redacted_responses = store.redacted_responses(&RoundRef::of(r)).await?;
-    Ok(RoundDiagnostics {
-        round_id: r.pending.round_id.clone(),
-        round_index: r.round_index,
-        status: r.status,
-        request_keys: r.pending.requests.keys().cloned().collect(),
-        server: r.pending.server.clone(),
-        operation_kind: r.pending.operation_kind,
-        operation_name: r.pending.operation_name.clone(),
-        delivery_attempts: r.delivery_attempts,
-        created_at: r.created_at,
-        response_validated_at: r.response_validated_at,
-        resolved_at: r.resolved_at,
-        failed_at: r.failed_at,
-        failure_code: r.failure_code.clone(),
-        failure_message: r.failure_message.clone(),
-        response_idempotency_key: r.response_idempotency_key.clone(),
-        redacted_responses,
-    })
+    Ok(RoundDiagnostics::of(r, redacted_responses))
+}
+
+impl RoundDiagnostics {
+    /// The diagnostics of round `r` with its stored redacted projection.
+    pub(crate) fn of(
+        r: &ManagedInputRecord,
+        redacted_responses: Option<Map<String, Value>>,
+    ) -> Self {
+        Self {
+            round_id: r.pending.round_id.clone(),
+            round_index: r.round_index,
+            status: r.status,
+            request_keys: r.pending.requests.keys().cloned().collect(),
+            server: r.pending.server.clone(),
+            operation_kind: r.pending.operation_kind,
+            operation_name: r.pending.operation_name.clone(),
+            delivery_attempts: r.delivery_attempts,
+            created_at: r.created_at,
+            response_validated_at: r.response_validated_at,
+            resolved_at: r.resolved_at,
+            failed_at: r.failed_at,
+            failure_code: r.failure_code.clone(),
+            failure_message: r.failure_message.clone(),
+            response_idempotency_key: r.response_idempotency_key.clone(),
+            redacted_responses,
+        }
+    }
 }
 
 /// The result of a finished record: the worker's, or one rebuilt from the

@@ -55,6 +55,7 @@
 #![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 
 mod agent;
+mod answer;
 mod blocking;
 mod command_path;
 mod handle;

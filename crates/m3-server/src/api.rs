@@ -179,11 +179,12 @@ async fn respond(
     ApiJson(submission): ApiJson<Submission>,
 ) -> ApiResult<Json<Value>> {
     let (responses, key) = submission.responses()?;
-    let handle = state.kit.attach(&execution_id).await?;
-    handle
-        .respond_elicitation(&round_id, responses, &key)
+    // One read of the round and its write: the reply is the committed round.
+    let details = state
+        .kit
+        .respond_round(&execution_id, &round_id, responses, &key)
         .await?;
-    Ok(Json(round_json(&handle.round(&round_id).await?)?))
+    Ok(Json(round_json(&details)?))
 }
 
 async fn cancel(

@@ -4,7 +4,9 @@
 //! - `respond [ROUNDS] [--db URL]`: submit -> visible, and respond -> MCP retry sent, with
 //!   the answer committed in the worker's process and in another process (a child of this
 //!   binary, woken across processes by the store's change signal), on SQLite, and on
-//!   PostgreSQL when `--db postgres://...` or `M3_TEST_POSTGRES_URL` names a server;
+//!   PostgreSQL when `--db postgres://...` or `M3_TEST_POSTGRES_URL` names a server; the
+//!   other process answers through the kit, then by POSTing to `m3 serve`'s JSON API (a
+//!   server in that process), so the HTTP path is compared with the kit's in one run;
 //! - `worker [STARTS] [WAITING]`: `m3 submit` -> an idle `m3 worker` starts the execution;
 //!   then WAITING managed executions waiting at once in one `m3 worker`: its RSS without
 //!   its servers, its CPU while idle, the servers' memory (`m3` from `M3_BIN`, beside this
@@ -19,6 +21,7 @@
 //! ```
 
 mod respond;
+mod respond_http;
 mod stats;
 mod worker;
 
@@ -40,7 +43,14 @@ async fn main() -> Result<(), Error> {
                 .await?;
             Ok(())
         }
-        Some("respond-child") => respond::responder(args.get(1).ok_or("respond-child <db>")?).await,
+        Some("respond-child") => {
+            let db = args.get(1).ok_or("respond-child <db>")?;
+            respond::responder(db, respond::AnswerPath::Kit).await
+        }
+        Some("respond-child-http") => {
+            let db = args.get(1).ok_or("respond-child-http <db>")?;
+            respond::responder(db, respond::AnswerPath::Http).await
+        }
         Some("respond") => {
             let db = flag(&args, "--db");
             let rounds = args

@@ -15,6 +15,10 @@ use crate::stats::{Summary, print_row};
 
 /// The targets of the cross-process response path.
 const TARGET: &str = "target p50 <= 2 ms, p99 <= 10 ms";
+/// The target of the HTTP answer path: the kit's cross-process figure plus this allowance.
+const HTTP_TARGET: &str = "target p50 within 0.5 ms of the kit's";
+/// How much slower than the kit's cross-process p50 the HTTP path may be, in ms.
+const HTTP_ALLOWANCE_MS: f64 = 0.5;
 
 fn micros(t: OffsetDateTime) -> i128 {
     t.unix_timestamp_nanos() / 1000
@@ -54,16 +58,44 @@ async fn wait_waiting(handle: &AsyncExecutionHandle) -> Result<(), Error> {
     Ok(())
 }
 
-/// Child process: reads execution ids on stdin; for each, polls for its round, answers it
-/// once the execution waits, and prints `<visible_unix_us> <respond_unix_us>`.
-pub(crate) async fn responder(database: &str) -> Result<(), Error> {
-    let kit = AsyncMcpTestKit::builder()
+/// How the child process answers: through the kit, or by POSTing to `m3 serve`'s JSON API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AnswerPath {
+    /// `respond_elicitation` on a handle of the kit.
+    Kit,
+    /// `POST /api/v1/executions/{id}/rounds/{round}/responses` to a server in the child.
+    Http,
+}
+
+impl AnswerPath {
+    /// The child's subcommand.
+    fn command(self) -> &'static str {
+        match self {
+            Self::Kit => "respond-child",
+            Self::Http => "respond-child-http",
+        }
+    }
+}
+
+/// A kit that answers only: no worker, no recovery.
+async fn responder_kit(database: &str) -> Result<AsyncMcpTestKit, Error> {
+    Ok(AsyncMcpTestKit::builder()
         .database(database)
         .recover_on_open(false)
         .embedded_worker(false)
         .recovery_sweep(None)
         .build()
-        .await?;
+        .await?)
+}
+
+/// Child process: reads execution ids on stdin; for each, polls for its round, answers it
+/// once the execution waits (through `path`), and prints `<visible_unix_us> <respond_unix_us>`.
+pub(crate) async fn responder(database: &str, path: AnswerPath) -> Result<(), Error> {
+    let kit = responder_kit(database).await?;
+    let server = match path {
+        AnswerPath::Kit => None,
+        AnswerPath::Http => Some(crate::respond_http::Server::start(kit.clone()).await?),
+    };
     let mut lines = BufReader::new(std::io::stdin()).lines();
     let mut out = std::io::stdout();
     while let Some(line) = lines.next().transpose()? {
@@ -71,21 +103,37 @@ pub(crate) async fn responder(database: &str) -> Result<(), Error> {
         let (round_id, visible) = wait_visible(&handle).await?;
         wait_waiting(&handle).await?;
         let respond = OffsetDateTime::now_utc();
-        answer(&handle, &round_id).await?;
+        match &server {
+            None => answer(&handle, &round_id).await?,
+            Some(server) => {
+                let (responses, key) = answer_of(&round_id);
+                server
+                    .answer(handle.execution_id(), &round_id, &responses, &key)
+                    .await?;
+            }
+        }
         writeln!(out, "{} {}", micros(visible), micros(respond))?;
         out.flush()?;
+    }
+    if let Some(server) = server {
+        server.stop().await?;
     }
     kit.close().await?;
     Ok(())
 }
 
+/// The answer every benchmark round gets, and its idempotency key.
+fn answer_of(round_id: &str) -> (m3_types::ResponseMap, String) {
+    (
+        address("shipping_address", "Pune"),
+        format!("address-{round_id}"),
+    )
+}
+
 async fn answer(handle: &AsyncExecutionHandle, round_id: &str) -> Result<(), Error> {
+    let (responses, key) = answer_of(round_id);
     handle
-        .respond_elicitation(
-            round_id,
-            address("shipping_address", "Pune"),
-            &format!("address-{round_id}"),
-        )
+        .respond_elicitation(round_id, responses, &key)
         .await?;
     Ok(())
 }
@@ -113,7 +161,8 @@ pub(crate) async fn bench(backend: &str, database: &str, rounds: usize) -> Resul
         .await?;
     let agent = kit.agents([call("book_shipment")])?.remove(0);
     let same = same_process(&agent, &exe, rounds).await?;
-    let cross = other_process(&agent, &exe, database, rounds).await?;
+    let cross = other_process(&agent, &exe, database, rounds, AnswerPath::Kit).await?;
+    let http = other_process(&agent, &exe, database, rounds, AnswerPath::Http).await?;
     kit.close().await?;
     let same_retry = Summary::of(same.retry);
     let reference = same_retry.map_or_else(String::new, |s| {
@@ -137,10 +186,22 @@ pub(crate) async fn bench(backend: &str, database: &str, rounds: usize) -> Resul
         same_retry,
         "(reference of the next row)",
     );
+    let cross_retry = Summary::of(cross.retry);
+    let http_reference = cross_retry.map_or_else(String::new, |s| {
+        format!(
+            "{HTTP_TARGET}; through the kit p50 {:.2} ms (+{:.2} ms allowed)",
+            s.p50, HTTP_ALLOWANCE_MS
+        )
+    });
     print_row(
         &format!("[{backend}] respond -> MCP retry, other process"),
-        Summary::of(cross.retry),
+        cross_retry,
         &reference,
+    );
+    print_row(
+        &format!("[{backend}] POST answer -> MCP retry, other process, m3 serve"),
+        Summary::of(http.retry),
+        &http_reference,
     );
     Ok(())
 }
@@ -180,9 +241,9 @@ struct Child {
     from: Lines<BufReader<ChildStdout>>,
 }
 
-fn spawn_responder(exe: &str, database: &str) -> Result<Child, Error> {
+fn spawn_responder(exe: &str, database: &str, path: AnswerPath) -> Result<Child, Error> {
     let mut process = Command::new(exe)
-        .args(["respond-child", database])
+        .args([path.command(), database])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()?;
@@ -196,8 +257,9 @@ async fn other_process(
     exe: &str,
     database: &str,
     rounds: usize,
+    path: AnswerPath,
 ) -> Result<Series, Error> {
-    let mut child = spawn_responder(exe, database)?;
+    let mut child = spawn_responder(exe, database, path)?;
     let mut series = Series::default();
     for _ in 0..rounds {
         let submitted = OffsetDateTime::now_utc();
