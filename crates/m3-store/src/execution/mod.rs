@@ -87,8 +87,8 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     ///
     /// # Errors
     /// `invalid_argument` for an empty owner or token or a zero ttl;
-    /// `managed_input_conflict` if the execution does not exist, another lease
-    /// is live, or a lease expired (recovery required);
+    /// `not_found` if the execution does not exist; `managed_input_conflict` if another
+    /// lease is live, or a lease expired (recovery required);
     /// `managed_input_state` if the execution is finished; `storage_error`.
     async fn acquire_lease(&self, request: AcquireLease) -> Result<ExecutionLease>;
 
@@ -174,8 +174,8 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// # Errors
     /// `invalid_argument` with detail `code = "invalid_transition"` (built by
     /// `Error::from_code(ErrorCode::InvalidTransition, ..)`) if the table
-    /// forbids the move or `to` is `finished`; `managed_input_conflict`
-    /// if the execution does not exist or the fence fails; `storage_error`.
+    /// forbids the move or `to` is `finished`; `not_found` if the execution
+    /// does not exist; `managed_input_conflict` if the fence fails; `storage_error`.
     async fn transition(
         &self,
         execution_id: &str,
@@ -202,8 +202,8 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     ///
     /// # Errors
     /// `managed_input_state` if already finished with different data;
-    /// `managed_input_conflict` if the execution does not exist or the fence
-    /// fails; `storage_error`.
+    /// `not_found` if the execution does not exist; `managed_input_conflict` if the
+    /// fence fails; `storage_error`.
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord>;
 
     /// Records a cancellation request (from any process; no lease needed).
@@ -215,8 +215,7 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// [`ExecutionChange::Cancel`].
     ///
     /// # Errors
-    /// `managed_input_conflict` if the execution does not exist;
-    /// `storage_error`.
+    /// `not_found` if the execution does not exist; `storage_error`.
     async fn request_cancel(
         &self,
         execution_id: &str,
@@ -229,8 +228,7 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// True once a cancellation was requested.
     ///
     /// # Errors
-    /// `managed_input_conflict` if the execution does not exist;
-    /// `storage_error`.
+    /// `not_found` if the execution does not exist; `storage_error`.
     async fn is_cancel_requested(&self, execution_id: &str) -> Result<bool>;
 
     /// Appends an event with the next sequence number (strictly increasing
@@ -239,8 +237,8 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     ///
     /// # Errors
     /// `invalid_argument` for an empty or reserved kind, or a payload that is
-    /// not finite JSON ([`rules::check_append`]); `managed_input_conflict` if
-    /// the execution does not exist or the fence fails; `managed_input_state`
+    /// not finite JSON ([`rules::check_append`]); `not_found` if the execution
+    /// does not exist; `managed_input_conflict` if the fence fails; `managed_input_state`
     /// if the execution is finished (its log ends with `execution.finished`);
     /// `storage_error`.
     async fn append_event(&self, event: AppendEvent) -> Result<ExecutionEvent>;

@@ -185,7 +185,7 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
 
     /// Hands an expired lease over to a replacement owner, given delivery-state evidence.
     ///
-    /// Checks, in order: missing round → conflict; `failed` with code `recovery_unavailable`
+    /// Checks, in order: missing round → `not_found`; `failed` with code `recovery_unavailable`
     /// → `managed_input_recovery_unavailable` (its failure message), other failure →
     /// `managed_input_state`; `resolved` → `managed_input_state`; no evidence →
     /// `managed_input_recovery_unavailable`; evidence must match the status
@@ -217,7 +217,8 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
     /// Provided: [`renew_leases`](Self::renew_leases) with a batch of one.
     ///
     /// # Errors
-    /// `managed_input_conflict` (missing, foreign or expired lease, race);
+    /// `not_found` for a missing round; `managed_input_conflict` (foreign or expired lease,
+    /// race);
     /// `managed_input_state` for `delivered`, `resolved` or `failed` ("terminal managed-input
     /// round cannot renew").
     async fn renew(
@@ -232,7 +233,7 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
 
     /// Validates and stores the responses of a round, idempotently.
     ///
-    /// Order: missing → `managed_input_conflict`; `failed` → `managed_input_state` ("failed
+    /// Order: missing → `not_found`; `failed` → `managed_input_state` ("failed
     /// managed-input round cannot accept responses"); owner and token must match
     /// (`managed_input_conflict`), and the lease must be live **only while the round is
     /// pending**; the responses are validated against the stored requests
@@ -264,7 +265,8 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
     /// Provided: [`write_round`](Self::write_round) with [`Transition::StartDelivery`].
     ///
     /// # Errors
-    /// `managed_input_conflict` (missing, unauthorized, race); `managed_input_state` from any
+    /// `not_found` for a missing round; `managed_input_conflict` (unauthorized, race);
+    /// `managed_input_state` from any
     /// other status ("managed-input transition requires response_validated, got ...").
     async fn start_delivery(
         &self,
@@ -310,8 +312,8 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
     /// Provided: [`write_round`](Self::write_round) with [`RoundOp::Fail`].
     ///
     /// # Errors
-    /// `managed_input_invalid` (empty code or message); `managed_input_conflict` (missing,
-    /// unauthorized, another failure already recorded, race); `managed_input_state` for a
+    /// `managed_input_invalid` (empty code or message); `not_found` for a missing
+    /// round; `managed_input_conflict` (unauthorized, another failure already recorded, race); `managed_input_state` for a
     /// `resolved` round.
     async fn fail(
         &self,
@@ -332,7 +334,8 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
     /// Provided: [`write_round`](Self::write_round) with [`RoundOp::FailRecovery`].
     ///
     /// # Errors
-    /// `managed_input_conflict` (missing round, token mismatch, lease still held, race);
+    /// `not_found` for a missing round; `managed_input_conflict` (token mismatch, lease still
+    /// held, race);
     /// `managed_input_state` for a round with another failure or a `resolved` round.
     async fn fail_recovery(
         &self,

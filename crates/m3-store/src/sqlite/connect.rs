@@ -68,14 +68,21 @@ pub(crate) async fn open_pool(
 /// a `COMMIT` that fails after SQLite already rolled the transaction back (a full disk,
 /// `SQLITE_FULL`) leaves that count at one forever, so every later `begin` on the connection
 /// was refused. Here a failed write always ends with [`end_failed_transaction`], and a
-/// connection that cannot be shown clean is closed, never returned to the pool. Dropping a
-/// `WriteTx` without [`commit`](Self::commit) or [`finish`](Self::finish) (a cancelled
-/// operation) closes its connection, which rolls back.
+/// connection that cannot be shown clean is closed, never returned to the pool.
+///
+/// Dropping a `WriteTx` without [`finish`](Self::finish) (a cancelled operation) rolls the
+/// transaction back at once, in a task that keeps the writer queue slot until it is done:
+/// the file's write lock must not outlive the operation that took it. This holds from before
+/// `BEGIN IMMEDIATE` is sent: a caller cancelled while it waits for the lock leaves nothing.
 pub(crate) struct WriteTx {
+    /// `None` only once [`finish`](Self::finish) or `drop` took it.
+    held: Option<HeldWrite>,
+}
+
+/// What a [`WriteTx`] holds: the connection inside its transaction, and the queue slot.
+struct HeldWrite {
     conn: PoolConnection<Sqlite>,
-    /// Set once the transaction is closed and the connection may go back to the pool.
-    closed: bool,
-    _slot: OwnedMutexGuard<()>,
+    slot: OwnedMutexGuard<()>,
 }
 
 /// Queues behind this process's other writers on the file (`gate`), then opens
@@ -86,47 +93,77 @@ pub(crate) struct WriteTx {
 /// busy timeout.
 pub(crate) async fn begin_write(pool: &SqlitePool, gate: &Arc<WriteGate>) -> Result<WriteTx> {
     let slot = Arc::clone(gate).lock_owned().await;
-    let mut conn = pool
+    let conn = pool
         .acquire()
         .await
         .map_err(|e| storage("cannot begin a write transaction", e))?;
-    if let Err(error) = sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await {
-        if !end_failed_transaction(&mut conn).await {
-            conn.close_on_drop();
-        }
-        return Err(storage("cannot begin a write transaction", error));
+    // Held before `BEGIN` is sent: a caller dropped while it waits for the write lock must not
+    // return a connection to the pool that then enters the transaction (it would hold the
+    // file's write lock with nobody to end it).
+    let mut write = WriteTx {
+        held: Some(HeldWrite { conn, slot }),
+    };
+    if let Err(error) = sqlx::query("BEGIN IMMEDIATE").execute(&mut *write).await {
+        return write
+            .finish(Err(storage("cannot begin a write transaction", error)))
+            .await;
     }
-    Ok(WriteTx {
-        conn,
-        closed: false,
-        _slot: slot,
-    })
+    Ok(write)
 }
 
 impl WriteTx {
     /// Commits on success, rolls back on failure (or if the commit fails), and returns
     /// `result`.
     pub(crate) async fn finish<T>(mut self, result: Result<T>) -> Result<T> {
+        let Some(HeldWrite { mut conn, slot }) = self.held.take() else {
+            return result;
+        };
         let result = match result {
-            Ok(value) => match sqlx::query("COMMIT").execute(&mut *self.conn).await {
-                Ok(_) => {
-                    self.closed = true;
-                    return Ok(value);
-                }
+            Ok(value) => match sqlx::query("COMMIT").execute(&mut *conn).await {
+                Ok(_) => return Ok(value),
                 Err(e) => Err(storage("cannot commit a write transaction", e)),
             },
             Err(error) => Err(error),
         };
-        self.closed = end_failed_transaction(&mut self.conn).await;
+        if !end_failed_transaction(&mut conn).await {
+            conn.close_on_drop();
+        }
+        drop(slot);
         result
+    }
+
+    fn conn(&self) -> &PoolConnection<Sqlite> {
+        match &self.held {
+            Some(held) => &held.conn,
+            // Taken only by `finish` (which consumes the value) and `drop`.
+            None => unreachable!("a WriteTx is used after finish"),
+        }
+    }
+
+    fn conn_mut(&mut self) -> &mut PoolConnection<Sqlite> {
+        match &mut self.held {
+            Some(held) => &mut held.conn,
+            None => unreachable!("a WriteTx is used after finish"),
+        }
     }
 }
 
 impl Drop for WriteTx {
     fn drop(&mut self) {
-        if !self.closed {
-            // Possibly inside a transaction: closing the connection rolls it back.
-            self.conn.close_on_drop();
+        let Some(HeldWrite { mut conn, slot }) = self.held.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if !end_failed_transaction(&mut conn).await {
+                        conn.close_on_drop();
+                    }
+                    drop(slot);
+                });
+            }
+            // No runtime to roll back on: closing the connection rolls back.
+            Err(_) => conn.close_on_drop(),
         }
     }
 }
@@ -155,13 +192,13 @@ impl Deref for WriteTx {
     type Target = SqliteConnection;
 
     fn deref(&self) -> &SqliteConnection {
-        &self.conn
+        self.conn()
     }
 }
 
 impl DerefMut for WriteTx {
     fn deref_mut(&mut self) -> &mut SqliteConnection {
-        &mut self.conn
+        self.conn_mut()
     }
 }
 
