@@ -8,6 +8,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/m3-rs/target}"
+# One build per run: incremental caches would only cost disk (gigabytes) and time.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 tools="${M3_TOOLS_DIR:-$HOME/.cache/m3-rs/tools}"
 mkdir -p "$tools"
 
