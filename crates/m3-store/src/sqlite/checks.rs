@@ -1,16 +1,14 @@
-//! Reading a round inside a write transaction and binding the lease guard: the storage
-//! side of the shared rules in [`crate::managed_input::rules`].
+//! Reading a round inside a write transaction, where the shared rules in
+//! [`crate::managed_input::rules`] decide on it.
 
 use m3_types::{ManagedInputRecord, Result};
 use sqlx::SqliteConnection;
-use sqlx::query::Query;
-use sqlx::sqlite::{Sqlite, SqliteArguments};
 
 use super::codec::decode_record;
 use super::columns::record_columns;
 use super::error::storage;
+use crate::RoundRef;
 use crate::managed_input::rules::missing_round;
-use crate::{LeaseRef, RoundRef};
 
 /// The round's row inside the current transaction, or `None`.
 pub(crate) async fn fetch_round(
@@ -35,16 +33,6 @@ async fn select_round(
     rows.first().map(decode_record).transpose()
 }
 
-/// Like [`fetch_round`], with a missing round as `managed_input_conflict`.
-pub(crate) async fn fetch_existing(
-    conn: &mut SqliteConnection,
-    round: &RoundRef,
-) -> Result<ManagedInputRecord> {
-    fetch_round(conn, round)
-        .await?
-        .ok_or_else(|| missing_round(round))
-}
-
 /// Opens the write transaction (`BEGIN IMMEDIATE`) and reads the round that must exist, in
 /// one round trip to the connection's worker.
 pub(crate) async fn begin_and_fetch_existing(
@@ -67,20 +55,3 @@ const BEGIN_SELECT_ROUND: &str = concat!(
     record_columns!(),
     " FROM m3_managed_input_rounds WHERE execution_id=? AND round_id=?"
 );
-
-/// Binds the compare-and-set tail every lease-guarded UPDATE ends with:
-/// `execution_id=? AND round_id=? AND owner_id=? AND lease_token=? AND status... AND
-/// lease_expires_at>?` (the status condition is a literal in the statement).
-pub(crate) fn bind_lease_guard<'q>(
-    query: Query<'q, Sqlite, SqliteArguments>,
-    round: &'q RoundRef,
-    lease: &'q LeaseRef,
-    now_text: &'q str,
-) -> Query<'q, Sqlite, SqliteArguments> {
-    query
-        .bind(&round.execution_id)
-        .bind(&round.round_id)
-        .bind(&lease.owner_id)
-        .bind(&lease.lease_token)
-        .bind(now_text)
-}

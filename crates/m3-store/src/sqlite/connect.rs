@@ -320,7 +320,7 @@ impl CommitFlush {
     }
 
     /// The statement that puts the configured setting back, if the script changed it.
-    fn restore(self) -> Option<&'static str> {
+    pub(crate) fn restore(self) -> Option<&'static str> {
         match self {
             Self::AsConfigured => None,
             Self::SkipFull => Some("PRAGMA synchronous=FULL"),

@@ -12,16 +12,15 @@ pub(crate) mod connect;
 pub(crate) mod error;
 mod execution;
 pub(crate) mod file;
-pub(crate) mod leases;
 mod options;
 mod recognize;
+pub(crate) mod recovery;
 mod renew;
-mod responses;
 mod rounds;
 mod row_snapshot;
 mod schema;
 mod store;
-mod transitions;
+mod write;
 
 use async_trait::async_trait;
 use m3_types::{ManagedInputRecord, Result};
@@ -35,9 +34,7 @@ pub use options::{
 pub use store::SqliteManagedInputStore;
 
 use crate::signal::{Announce, Change, ChangeKind};
-use crate::{
-    CreateRound, ManagedInputStore, RenewRoundLeases, RoundChange, RoundOp, RoundRef, RoundScan,
-};
+use crate::{CreateRound, ManagedInputStore, RenewRoundLeases, RoundChange, RoundRef, RoundScan};
 
 #[async_trait]
 impl ManagedInputStore for SqliteManagedInputStore {
@@ -67,24 +64,9 @@ impl ManagedInputStore for SqliteManagedInputStore {
 
     async fn write_round(&self, change: RoundChange) -> Result<ManagedInputRecord> {
         let round = change.round();
-        let written = match change.op() {
-            RoundOp::Claim(claim) => self.claim_round_impl(round, claim).await,
-            RoundOp::Submit { lease, submission } => {
-                self.submit_responses_impl(round, lease, submission).await
-            }
-            RoundOp::Transition { lease, transition } => {
-                self.transition_impl(round, lease, *transition).await
-            }
-            RoundOp::Fail { lease, failure } => self.fail_impl(round, lease, failure).await,
-            RoundOp::FailRecovery {
-                expected_lease_token,
-                message,
-            } => {
-                self.fail_recovery_impl(round, expected_lease_token, message)
-                    .await
-            }
-        };
-        written.announce(self.signal(), |_| round_change(round))
+        self.write_change(&change)
+            .await
+            .announce(self.signal(), |_| round_change(round))
     }
 
     async fn fail_unresolved_rounds(&self, execution_id: &str, message: &str) -> Result<u64> {

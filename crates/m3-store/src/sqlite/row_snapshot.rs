@@ -14,28 +14,35 @@
 
 use std::sync::Arc;
 
-use m3_types::{ManagedInputRecord, ManagedInputStatus};
+use m3_types::ManagedInputRecord;
 use sqlx::Row;
 use sqlx::query::Query;
 use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteRow};
 
-use time::OffsetDateTime;
-
 use super::columns::{GUARDED, Kind};
+use crate::RoundRef;
 use crate::round_cache::RecentRounds;
-use crate::{LeaseRef, RoundRef};
 
-/// A new stored value for [`RowImage::changed`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Change<'a> {
+/// One stored column value: what an image holds and what a write binds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Stored {
+    /// An `INTEGER`.
     Integer(i64),
-    Text(&'a str),
+    /// A `TEXT` or NULL.
+    Text(Option<String>),
 }
 
-#[derive(Debug, Clone)]
-enum Stored {
-    Integer(i64),
-    Text(Option<String>),
+impl Stored {
+    /// `query` with this value bound next.
+    pub(crate) fn bind<'q>(
+        &'q self,
+        query: Query<'q, Sqlite, SqliteArguments>,
+    ) -> Query<'q, Sqlite, SqliteArguments> {
+        match self {
+            Self::Integer(number) => query.bind(*number),
+            Self::Text(text) => query.bind(text.as_deref()),
+        }
+    }
 }
 
 /// The stored values of one row, in `image_guard!` order.
@@ -62,17 +69,16 @@ impl RowImage {
         Some(Self { values })
     }
 
-    /// The image after an UPDATE that matched it set `changes` (column, new integer or text).
-    pub(crate) fn changed(&self, changes: &[(&str, Change<'_>)]) -> Self {
+    /// The image after an UPDATE that matched it set `changes` (column, new value).
+    pub(crate) fn changed(&self, changes: &[(&str, Stored)]) -> Self {
         let values = GUARDED
             .iter()
             .zip(&self.values)
             .map(|((column, _), value)| {
-                match changes.iter().find(|(changed, _)| changed == column) {
-                    Some((_, Change::Integer(number))) => Stored::Integer(*number),
-                    Some((_, Change::Text(text))) => Stored::Text(Some((*text).to_owned())),
-                    None => value.clone(),
-                }
+                changes
+                    .iter()
+                    .find(|(changed, _)| changed == column)
+                    .map_or_else(|| value.clone(), |(_, new)| new.clone())
             })
             .collect();
         Self { values }
@@ -81,15 +87,11 @@ impl RowImage {
     /// Binds the image's values for an `image_guard!` tail.
     pub(crate) fn bind<'q>(
         &'q self,
-        mut query: Query<'q, Sqlite, SqliteArguments>,
+        query: Query<'q, Sqlite, SqliteArguments>,
     ) -> Query<'q, Sqlite, SqliteArguments> {
-        for value in &self.values {
-            query = match value {
-                Stored::Integer(number) => query.bind(*number),
-                Stored::Text(text) => query.bind(text.as_deref()),
-            };
-        }
-        query
+        self.values
+            .iter()
+            .fold(query, |query, value| value.bind(query))
     }
 }
 
@@ -98,22 +100,6 @@ impl RowImage {
 pub(crate) struct Validated {
     pub(crate) image: RowImage,
     pub(crate) record: ManagedInputRecord,
-}
-
-impl Validated {
-    /// Whether the image shows `status` under `lease`, unexpired at `now`: only then can the
-    /// fast write match.
-    pub(crate) fn allows(
-        &self,
-        status: ManagedInputStatus,
-        lease: &LeaseRef,
-        now: OffsetDateTime,
-    ) -> bool {
-        self.record.status == status
-            && self.record.lease.owner_id == lease.owner_id
-            && self.record.lease.lease_token == lease.lease_token
-            && self.record.lease.expires_at > now
-    }
 }
 
 /// The images of the rounds this store object read or wrote last, by round.
@@ -157,6 +143,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::LeaseRef;
     use crate::conformance::sample_round;
     use crate::sqlite::SqliteManagedInputStore;
     use crate::{CreateRound, ManagedInputStore};

@@ -216,5 +216,5 @@ async fn fail_unresolved_rounds(
     if !table_exists(tx, MANAGED_ROUNDS_TABLE).await? {
         return Ok(0);
     }
-    crate::sqlite::leases::fail_unresolved_in_tx(tx, execution_id, reason, now).await
+    crate::sqlite::recovery::fail_unresolved_in_tx(tx, execution_id, reason, now).await
 }
