@@ -82,12 +82,15 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
-step "structure: crate floors and import loops"
+step "structure: crate floors, import loops and module layers"
 # m3-mcp reaches m3-types and no other m3 crate; m3-store-postgres reaches m3-store and
 # m3-types, m3-store does not reach it (cargo tree).
 scripts/check-crate-deps
 # No import loop between the files of any crate (every crate, tests included).
 scripts/check-module-loops
+# No file uses an item defined in the file of one of its ancestor modules (a child of
+# relay/mod.rs does not use what relay/mod.rs defines; docs/decisions.md).
+scripts/check-module-layers
 
 step "m3-runtime and m3-kit without the codex feature"
 # The codex harness (and its toml/tempfile dependencies) is an optional feature.

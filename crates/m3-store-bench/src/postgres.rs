@@ -13,7 +13,7 @@ use m3_types::Result;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection};
 
-use crate::Args;
+use crate::args::Args;
 use crate::compare::{Pair, ours_first, print_summary};
 use crate::lifecycle::{concurrent, sequential, sqlx_error};
 

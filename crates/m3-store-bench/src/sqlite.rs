@@ -8,7 +8,7 @@ use std::time::Instant;
 use m3_store::sqlite::{SqliteStoreOptions, SqliteSynchronous};
 use m3_store::{ManagedInputStore, SqliteManagedInputStore};
 
-use crate::Args;
+use crate::args::Args;
 use crate::lifecycle::{concurrent, percentile, sequential, sqlx_error};
 
 fn sync_name(sync: SqliteSynchronous) -> &'static str {

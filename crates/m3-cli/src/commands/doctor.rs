@@ -3,13 +3,12 @@
 //! from a second process) and the optional peers (Codex, Python, Node) are reported with how
 //! to fix them, and only warn: without them `m3 demo` still works.
 
+mod check;
 mod signal;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
-use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use m3_kit::StoreUrl;
@@ -17,41 +16,7 @@ use m3_kit::StoreUrl;
 use crate::commands::inspect::open_kit;
 use crate::failure::Failure;
 use crate::output::Output;
-
-/// How long one probe (a process answering) may take.
-const PROBE: Duration = Duration::from_secs(15);
-
-/// One check's outcome.
-#[derive(Debug, Serialize)]
-struct Check {
-    name: &'static str,
-    /// `ok`, `warn` (optional, not needed by `m3 demo`) or `fail`.
-    status: &'static str,
-    detail: String,
-    /// How to fix it (absent when ok).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fix: Option<String>,
-}
-
-impl Check {
-    fn ok(name: &'static str, detail: String) -> Self {
-        Self {
-            name,
-            status: "ok",
-            detail,
-            fix: None,
-        }
-    }
-
-    fn not_ok(name: &'static str, status: &'static str, detail: String, fix: &str) -> Self {
-        Self {
-            name,
-            status,
-            detail,
-            fix: Some(fix.to_owned()),
-        }
-    }
-}
+use check::{Check, PROBE, missing_local_store};
 
 pub(crate) use signal::announce_change;
 
@@ -179,14 +144,6 @@ fn journal(db: &Path) -> &'static str {
         (Ok(()), Some(b"SQLite format 3\0"), Some(_)) => ", SQLite journal: rollback, not WAL",
         _ => "",
     }
-}
-
-/// Whether `db` names a store kept in a local file that does not exist (yet).
-fn missing_local_store(db: &Path) -> bool {
-    StoreUrl::parse(&db.to_string_lossy())
-        .ok()
-        .and_then(|url| url.local_file().map(|file| !file.exists()))
-        .unwrap_or(false)
 }
 
 async fn probe_store(db: &Path) -> Result<usize, Failure> {

@@ -13,7 +13,7 @@ use crate::output::Output;
 
 /// Serves `script` until SIGINT or SIGTERM; prints the base URL as the first stdout line.
 pub(crate) fn run(out: Output, script: &Path, port: u16, record: Option<PathBuf>) -> ExitCode {
-    let runtime = match super::plumbing_runtime(true) {
+    let runtime = match super::process::plumbing_runtime(true) {
         Ok(runtime) => runtime,
         Err(error) => {
             return fail(

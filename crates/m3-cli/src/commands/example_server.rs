@@ -18,7 +18,7 @@ pub(crate) fn run(
     call_log: Option<std::path::PathBuf>,
     hold_retry: bool,
 ) -> ExitCode {
-    let runtime = match super::plumbing_runtime(true) {
+    let runtime = match super::process::plumbing_runtime(true) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("m3 example-server: cannot start the runtime: {error}");
@@ -51,7 +51,7 @@ pub(crate) fn run(
 /// Serves `name` over Streamable HTTP on `address` until SIGINT or SIGTERM; prints the
 /// endpoint URL as the first stdout line.
 pub(crate) fn run_http(out: Output, name: &str, era: Era, address: SocketAddr) -> ExitCode {
-    let outcome = super::plumbing_runtime(true)
+    let outcome = super::process::plumbing_runtime(true)
         .map_err(|error| Failure::other("io_error", format!("cannot start the runtime: {error}")))
         .and_then(|runtime| {
             let outcome = runtime.block_on(serve_http(name, era, address));

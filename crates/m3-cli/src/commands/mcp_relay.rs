@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 /// Relays stdin/stdout to `command` until the server ends; exits with the server's code.
 pub(crate) fn run(handoff: &Path, command: &[String]) -> ExitCode {
-    let runtime = match super::plumbing_runtime(false) {
+    let runtime = match super::process::plumbing_runtime(false) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("m3 mcp-relay: cannot start the runtime: {error}");

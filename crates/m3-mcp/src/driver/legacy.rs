@@ -16,8 +16,8 @@ use super::super::handler::LegacyInput;
 use super::super::record::RoundExchange;
 use super::super::request::LEGACY_REQUEST_KEY;
 use super::super::wire::{self, Answer};
-use super::legacy_call::LegacyCall;
-use super::{Driver, RoundOpened, Step};
+use super::common::{Driver, RoundOpened, Step};
+use super::legacy_call::{LegacyCall, LegacyPending};
 
 /// The open request's response, as its channel delivers it.
 type LegacyResponse =
@@ -210,7 +210,7 @@ impl Driver {
                 request_state: None,
                 attempt,
                 round_index,
-                legacy: Some(super::LegacyPending {
+                legacy: Some(LegacyPending {
                     reply: input.reply,
                     withdrawn: input.withdrawn,
                 }),

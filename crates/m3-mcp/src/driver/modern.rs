@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use super::super::fault::wait_for_fault;
 use super::super::record::AttemptOutcome;
 use super::super::wire::{self, Answer};
-use super::{Driver, RoundOpened, Step};
+use super::common::{Driver, RoundOpened, Step};
 
 /// Sends `notifications/cancelled` for a request if dropped while armed (the
 /// caller abandoned a 2026-07-28 attempt mid-flight).

@@ -5,7 +5,7 @@
 use m3_store::{LeaseRef, RoundFailure, RoundRef};
 use m3_types::{Error, Result, RoundFailureCode, messages};
 
-use super::{Active, Coordinator};
+use super::lifecycle::{Active, Coordinator};
 use crate::lease::round as renewal;
 
 impl Coordinator {

@@ -2,7 +2,11 @@
 
 use serde_json::Value;
 
-use super::{POLICY_DENIED_CODE, POLICY_DENIED_MESSAGE};
+/// The JSON-RPC error code of a `tools/call` the relay refused by policy.
+pub const POLICY_DENIED_CODE: i64 = -32001;
+
+/// The JSON-RPC error message of a `tools/call` the relay refused by policy.
+pub const POLICY_DENIED_MESSAGE: &str = "MCP tool call denied by policy";
 
 /// One refused `tools/call`.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,8 +14,8 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::Worker;
 use super::limits::raise_open_files_limit;
+use super::runner::Worker;
 use super::sweep::{SweepOptions, spawn_sweep};
 use super::wait::wait_for_queued;
 use crate::spec::DEFAULT_LEASE;

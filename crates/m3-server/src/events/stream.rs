@@ -12,7 +12,8 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::{Fact, Subscription};
+use super::Fact;
+use super::hub::Subscription;
 use crate::error::ApiResult;
 use crate::state::Shared;
 

@@ -8,8 +8,7 @@ use m3_kit::{ExecutionEvent, RoundDiagnostics};
 use m3_types::{ExecutionState, timestamp};
 use maud::{Markup, html};
 
-use super::render::{self, encode, json_text};
-use super::{error_page, html_response};
+use super::render::{self, encode, error_page, html_response, json_text};
 use crate::error::ApiError;
 use crate::state::Shared;
 

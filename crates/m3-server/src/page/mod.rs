@@ -13,12 +13,12 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
-use maud::{Markup, html};
+use maud::html;
 
 use crate::error::{ApiError, status_of};
 use crate::state::Shared;
 use coerce::Submitted;
-use render::RoundView;
+use render::{RoundView, error_page, html_response};
 
 const STYLE: &str = include_str!("../../assets/app.css");
 const SCRIPT: &str = include_str!("../../assets/app.js");
@@ -64,25 +64,6 @@ async fn secure(mut response: Response) -> Response {
 
 async fn asset(body: &'static str, kind: &'static str) -> Response {
     ([(header::CONTENT_TYPE, kind)], body).into_response()
-}
-
-/// An HTML answer with `status`.
-fn html_response(status: StatusCode, markup: Markup) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        markup.into_string(),
-    )
-        .into_response()
-}
-
-/// A page-level failure (unknown execution, store down) as a small page.
-fn error_page(base: &str, error: &ApiError) -> Response {
-    let main = html! {
-        h1 { "Cannot show this" }
-        p role="alert" { (error.message) " (" code { (error.code) } ")" }
-    };
-    html_response(error.status, render::layout(base, "m3: error", None, main))
 }
 
 async fn inbox(State(state): State<Shared>) -> Response {

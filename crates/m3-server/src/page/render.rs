@@ -1,6 +1,9 @@
 //! The page's markup (maud escapes every value it inserts): the layout, one
-//! round as a form (HTTP.md "Markup that tests rely on"), an answered round.
+//! round as a form (HTTP.md "Markup that tests rely on"), an answered round, and
+//! the HTML responses that carry them (an error as a small page).
 
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use m3_kit::RoundDetails;
 use m3_types::form::fields;
 use m3_types::{ElicitationRequest, ManagedInputStatus, PendingElicitationRound, timestamp};
@@ -9,6 +12,7 @@ use time::OffsetDateTime;
 
 use super::coerce::{PageErrors, Submitted};
 use super::widgets::{self, FieldContext};
+use crate::error::ApiError;
 
 /// The document around `main`.
 pub(super) fn layout(base: &str, title: &str, cursor: Option<&str>, main: Markup) -> Markup {
@@ -189,4 +193,23 @@ pub(super) fn json_text(value: &serde_json::Value) -> Markup {
 /// An empty marker for the inbox's "nothing pending" line.
 pub(super) fn nothing_pending(hidden: bool) -> Markup {
     html! { p id="empty" hidden[hidden] { "Nothing is waiting for an answer." } }
+}
+
+/// An HTML answer with `status`.
+pub(super) fn html_response(status: StatusCode, markup: Markup) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        markup.into_string(),
+    )
+        .into_response()
+}
+
+/// A page-level failure (unknown execution, store down) as a small page.
+pub(super) fn error_page(base: &str, error: &ApiError) -> Response {
+    let main = html! {
+        h1 { "Cannot show this" }
+        p role="alert" { (error.message) " (" code { (error.code) } ")" }
+    };
+    html_response(error.status, layout(base, "m3: error", None, main))
 }

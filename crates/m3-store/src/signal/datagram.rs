@@ -25,7 +25,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
-use super::{Change, ChangeHub, ChangeProbe, ChangeSignal, ChangeSubscription, Topic};
+use super::change::{Change, Topic};
+use super::contract::ChangeSignal;
+use super::hub::{ChangeHub, ChangeSubscription};
+use super::probe::ChangeProbe;
 
 /// How long the listening thread blocks before it looks at its stop flag again (it is
 /// normally stopped by a datagram; this only bounds a missed one).

@@ -8,17 +8,18 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::change::{Change, ChangeKind, Topic};
 use super::probe::{self, ChangeProbe, SweepGuard, Swept};
-use super::{Change, ChangeKind, ChangeSignal, DEFAULT_FALLBACK_POLL, SAFETY_POLL, Topic, Wake};
+use super::wake::{DEFAULT_FALLBACK_POLL, SAFETY_POLL, Wake};
 
 /// The in-process fan-out of announced changes to the matching subscriptions.
 ///
 /// Cheap to clone (clones share the subscriptions). Publishing costs one map lookup for the
 /// execution's own subscriptions plus one check per broad subscription ([`Topic::Rounds`],
 /// [`Topic::Queue`], [`Topic::All`]), so thousands of waiting executions cost nothing while
-/// nothing changes. As a [`ChangeSignal`] it is the signal of a single-process backend (the
-/// memory backend's); a multi-process backend keeps one and calls
-/// [`publish`](Self::publish) for every change it hears of from other processes.
+/// nothing changes. As a [`ChangeSignal`](super::ChangeSignal) it is the signal of a
+/// single-process backend (the memory backend's); a multi-process backend keeps one and
+/// calls [`publish`](Self::publish) for every change it hears of from other processes.
 ///
 /// A hub is *live* while every change a waiter cares about reaches it (a single-process
 /// backend's hub always is; a multi-process backend's only while it hears from the other
@@ -193,7 +194,7 @@ impl ChangeHub {
         state.broad.len() + state.by_execution.values().map(HashMap::len).sum::<usize>()
     }
 
-    fn register(&self, topic: Topic) -> ChangeSubscription {
+    pub(super) fn register(&self, topic: Topic) -> ChangeSubscription {
         let notify = Arc::new(Notify::new());
         let mut state = self.shared.lock();
         let id = state.next_id;
@@ -329,20 +330,6 @@ impl Shared {
     }
 }
 
-impl ChangeSignal for ChangeHub {
-    fn subscribe(&self, topic: Topic) -> ChangeSubscription {
-        self.register(topic)
-    }
-
-    fn notify(&self, change: &Change) {
-        self.publish(change);
-    }
-
-    fn mechanism(&self) -> &'static str {
-        "in-process"
-    }
-}
-
 /// Where a subscription is registered, to unregister it on drop.
 #[derive(Debug)]
 struct Registration {
@@ -351,7 +338,8 @@ struct Registration {
     execution_id: Option<String>,
 }
 
-/// One waiter's subscription, from [`ChangeSignal::subscribe`]. Unsubscribes when dropped.
+/// One waiter's subscription, from [`ChangeSignal::subscribe`](super::ChangeSignal::subscribe).
+/// Unsubscribes when dropped.
 ///
 /// The waiter's loop: subscribe, then repeatedly read the state it waits on and, while it is
 /// not there yet, await [`changed`](Self::changed). A wake-up announced while the waiter was
@@ -470,6 +458,7 @@ impl Drop for ChangeSubscription {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signal::ChangeSignal;
 
     const SHORT: Duration = Duration::from_millis(20);
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{MAX_DEPTH, REDACTED, redact};
+use super::value::{MAX_DEPTH, REDACTED, leaves, redact, retain_echoable};
 use crate::elicitation::{ElicitationRequest, ResponseMap};
 
 /// Whether the (sub)schema `schema` marks its instance secret: `"format": "password"` or
@@ -85,7 +85,7 @@ pub fn marked_secret_values(
         let content = Value::Object(content.clone());
         collect_marked(&schema, &content, &mut found, 0);
     }
-    super::retain_echoable(&mut found);
+    retain_echoable(&mut found);
     found.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     found.dedup();
     found
@@ -141,7 +141,7 @@ fn collect_marked(schema: &Value, instance: &Value, found: &mut Vec<String>, dep
         return;
     }
     if is_secret_schema(schema) {
-        super::leaves(instance, found, depth);
+        leaves(instance, found, depth);
         return;
     }
     match instance {

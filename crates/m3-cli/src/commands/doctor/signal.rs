@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use m3_kit::{Change, ChangeKind, SIGNAL_ENV, StoreUrl, Topic, Wake, signal_enabled_by_env};
 
-use super::{Check, PROBE};
+use super::check::{Check, PROBE, missing_local_store};
 use crate::commands::inspect::open_kit;
 use crate::failure::Failure;
 
@@ -24,7 +24,7 @@ const ANNOUNCE_EVERY: Duration = Duration::from_millis(100);
 /// Probes the signal of the store at `db` (not checked while no store exists there).
 pub(super) async fn check(db: &Path) -> Check {
     let label = crate::output::store_label(db);
-    if super::missing_local_store(db) {
+    if missing_local_store(db) {
         return Check::ok(NAME, format!("not checked: no store at {label} yet"));
     }
     if matches!(StoreUrl::parse(&db.to_string_lossy()), Ok(StoreUrl::Memory)) {

@@ -1,5 +1,6 @@
-//! The [`ExecutionStore`] contract as a test suite (feature `conformance`), beside the
-//! managed-input suite of the [parent module](super). **Not semver-stable.**
+//! The [`ExecutionStore`](crate::ExecutionStore) contract as a test suite (feature
+//! `conformance`), beside the managed-input suite of the [parent module](super). **Not
+//! semver-stable.**
 //!
 //! A backend provides a factory: given a clock, a fresh, empty [`ExecutionBackend`] (the
 //! store under test and a second store object on the same data). [`run_all`] runs every
@@ -24,6 +25,7 @@
 
 pub mod batch;
 pub mod concurrency;
+mod harness;
 pub mod leases;
 pub mod lifecycle;
 pub mod queue;
@@ -31,80 +33,14 @@ pub mod recovery;
 pub mod signals;
 mod support;
 
-use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use m3_types::{Clock, ManualClock, Result};
+use m3_types::ManualClock;
 
-use super::{CaseFailure, CaseResult, ConformanceReport, Guard};
-use crate::ExecutionStore;
-
-/// What a backend's factory builds for one case.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct ExecutionBackend {
-    /// The store under test, reading the factory's clock.
-    pub store: Arc<dyn ExecutionStore>,
-    /// A second, independent store object on the same data and clock.
-    pub peer: Arc<dyn ExecutionStore>,
-    guard: Guard,
-}
-
-impl ExecutionBackend {
-    /// A backend made of `store` and its `peer` on the same data.
-    pub fn new(store: Arc<dyn ExecutionStore>, peer: Arc<dyn ExecutionStore>) -> Self {
-        Self {
-            store,
-            peer,
-            guard: Guard::default(),
-        }
-    }
-
-    /// Keeps `guard` (for example a temporary directory) alive as long as the backend.
-    #[must_use]
-    pub fn with_guard(mut self, guard: impl Any + Send + Sync) -> Self {
-        self.guard = Guard::keep(guard);
-        self
-    }
-}
-
-/// What one case runs against.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct ExecutionHarness {
-    /// The store under test.
-    pub store: Arc<dyn ExecutionStore>,
-    /// A second store object on the same data.
-    pub peer: Arc<dyn ExecutionStore>,
-    /// The manual clock both read.
-    pub clock: ManualClock,
-    _backend: ExecutionBackend,
-}
-
-/// Builds a fresh, empty [`ExecutionBackend`] for one case; implemented for every
-/// `Fn(Arc<dyn Clock>) -> impl Future<Output = Result<ExecutionBackend>>`.
-#[async_trait]
-pub trait ExecutionStoreFactory: Send + Sync {
-    /// A fresh backend whose stores read `clock`.
-    ///
-    /// # Errors
-    /// Any error fails the case.
-    async fn create(&self, clock: Arc<dyn Clock>) -> Result<ExecutionBackend>;
-}
-
-#[async_trait]
-impl<F, Fut> ExecutionStoreFactory for F
-where
-    F: Fn(Arc<dyn Clock>) -> Fut + Send + Sync,
-    Fut: Future<Output = Result<ExecutionBackend>> + Send,
-{
-    async fn create(&self, clock: Arc<dyn Clock>) -> Result<ExecutionBackend> {
-        self(clock).await
-    }
-}
+use super::{CaseFailure, CaseResult, ConformanceReport};
+pub use harness::{ExecutionBackend, ExecutionHarness, ExecutionStoreFactory};
 
 type CaseFuture<'a> = Pin<Box<dyn Future<Output = CaseResult> + Send + 'a>>;
 

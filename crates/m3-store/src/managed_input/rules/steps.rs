@@ -2,12 +2,12 @@
 //! submission, failure and the recovery decision.
 
 use m3_types::{
-    Error, ManagedInputRecord, ManagedInputStatus, Reason, Result, redact_responses,
-    validate_responses,
+    Error, ManagedInputRecord, ManagedInputStatus, RECOVERY_UNAVAILABLE, Reason, Result,
+    redact_responses, validate_responses,
 };
 use time::OffsetDateTime;
 
-use super::{RECOVERY_UNAVAILABLE, authorize, json_text, to_json_value, token_mismatch};
+use super::{authorize, json_text, to_json_value, token_mismatch};
 use crate::managed_input::request::{LeaseRef, ResponseSubmission, RoundFailure};
 
 /// What a checked write does with the stored record.

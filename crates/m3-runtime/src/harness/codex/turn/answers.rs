@@ -10,8 +10,8 @@ use m3_types::{
 
 use super::super::observe::Stage;
 use super::super::protocol::ElicitationAnswer;
-use super::Turn;
 use super::answer_source::{Answering, Answers};
+use super::event_loop::Turn;
 
 impl Turn<'_> {
     /// Starts obtaining the answer of round `index` (all its keys have a prompt).

@@ -15,8 +15,8 @@ use super::super::protocol::{
     self, ApprovalAnswer, ApprovalDecision, ElicitationAnswer, METHOD_NOT_FOUND, PermissionScope,
     PermissionsAnswer, PermissionsParams, ReviewAnswer, ReviewDecision, method,
 };
-use super::Turn;
 use super::answer_source::{Answers, unexpected_elicitation};
+use super::event_loop::Turn;
 use super::tool_item::{ToolItem, canonical};
 
 impl Turn<'_> {

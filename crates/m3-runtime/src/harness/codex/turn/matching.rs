@@ -2,12 +2,16 @@
 //! a round seen on the wire (same server, same fingerprint), never by order or
 //! timing; a prompt or a round left unpaired for [`MATCH_WAIT`] fails the turn.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use m3_types::{Error, Result};
 
 use super::super::observe::Stage;
-use super::{MATCH_WAIT, Turn};
+use super::event_loop::Turn;
+
+/// How long a native prompt may wait for its round on the wire (and a round for
+/// the rest of its prompts) before the turn fails closed.
+const MATCH_WAIT: Duration = Duration::from_secs(10);
 
 impl Turn<'_> {
     /// Matches waiting prompts to observed keys, then starts answering a round

@@ -1,0 +1,536 @@
+//! The [`Coordinator`] of one execution and the life of each of its rounds: the budget,
+//! the waiter registered before the round is persisted, `create_round` with its lease and
+//! renewal, the wait on the waiter and the change signal under the deadline, the hand-over
+//! of the responses, and the round's resolution.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use m3_store::signal::{ChangeSubscription, Topic};
+use m3_store::{
+    AppendEvent, CreateRound, EVENT_ELICITATION_REQUEST, EVENT_ELICITATION_RESPONSE,
+    ExecutionLeaseRef, ExecutionStore, LeaseRef, ManagedInputStore, RoundRef,
+};
+use m3_types::messages;
+use m3_types::{
+    Error, ExecutionStatus, ManagedInputRecord, ManagedInputStatus, PendingElicitationRound,
+    ResponseMap, Result,
+};
+use serde_json::{Map, Value, json};
+use time::OffsetDateTime;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::instrument;
+
+use super::notify::{self, ResponseNotifier, RoundPendingHook};
+use super::records;
+use crate::lease::LeaseKeeper;
+use crate::lease::round::{self as renewal, RecoverySlot};
+use crate::store_retry::{self, Backoff, is_connection_lost};
+use crate::trace::MarkedRound;
+
+/// How often a wait with a deadline looks at the store's clock again.
+const DEADLINE_RECHECK: Duration = Duration::from_secs(1);
+
+/// Settings of one coordinator.
+#[derive(Debug, Clone)]
+pub(crate) struct CoordinatorSettings {
+    pub(crate) round_limit: u32,
+    pub(crate) lease: Duration,
+    pub(crate) renew_every: Duration,
+    pub(crate) input_deadline: Option<Duration>,
+    /// The worker's renewer, which keeps the round leases in batches.
+    pub(crate) keeper: LeaseKeeper,
+}
+
+#[derive(Debug)]
+pub(super) struct Active {
+    pub(super) round: RoundRef,
+    pub(super) lease: LeaseRef,
+    pub(super) round_index: u32,
+    pub(super) recovery: Arc<RecoverySlot>,
+    pub(super) renewal: DropGuard,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    pub(super) rounds: u32,
+    pub(super) closed: bool,
+    pub(super) active: Option<Active>,
+    /// Handed-over rounds whose answers hold values their schema marks secret.
+    marked: Vec<MarkedRound>,
+}
+
+/// The managed-input coordinator of one execution.
+#[derive(Debug)]
+pub(crate) struct Coordinator {
+    executions: Arc<dyn ExecutionStore>,
+    pub(super) store: Arc<dyn ManagedInputStore>,
+    execution_lease: ExecutionLeaseRef,
+    notifier: Arc<ResponseNotifier>,
+    on_pending: Option<RoundPendingHook>,
+    settings: CoordinatorSettings,
+    owner_id: String,
+    state: Mutex<State>,
+}
+
+/// What the caller needs to continue after a response arrived.
+#[derive(Debug)]
+pub(crate) struct Delivery {
+    pub(crate) responses: ResponseMap,
+}
+
+impl Coordinator {
+    pub(crate) fn new(
+        executions: Arc<dyn ExecutionStore>,
+        store: Arc<dyn ManagedInputStore>,
+        execution_lease: ExecutionLeaseRef,
+        notifier: Arc<ResponseNotifier>,
+        on_pending: Option<RoundPendingHook>,
+        settings: CoordinatorSettings,
+    ) -> Self {
+        let owner_id = format!("managed-runtime:{}", execution_lease.execution_id);
+        Self {
+            executions,
+            store,
+            execution_lease,
+            notifier,
+            on_pending,
+            settings,
+            owner_id,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn execution_id(&self) -> &str {
+        &self.execution_lease.execution_id
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// "Now" from the store's clock: round creation times and deadlines use it, so a
+    /// test's manual clock drives them.
+    pub(crate) fn now(&self) -> OffsetDateTime {
+        m3_store::store_now(self.executions.clock().as_ref())
+    }
+
+    /// The per-round deadline for a round created now, if configured.
+    pub(crate) fn deadline_for(&self, created_at: OffsetDateTime) -> Option<OffsetDateTime> {
+        self.settings.input_deadline.map(|d| created_at + d)
+    }
+
+    /// Persists `pending` as the next round and waits for its response.
+    ///
+    /// Returns the unredacted responses, with the round in `delivery_started`; the caller
+    /// sends them and runs [`Coordinator::record_delivery`] meanwhile.
+    #[instrument(skip_all, fields(execution.id = %pending.execution_id, round.id = %pending.round_id), err)]
+    pub(crate) async fn await_round(
+        &self,
+        pending: PendingElicitationRound,
+        operation_parameters: Map<String, Value>,
+    ) -> Result<Delivery> {
+        let round_id = pending.round_id.clone();
+        let deadline = pending.deadline;
+        let (round_index, waiter) = {
+            let state = self.lock();
+            if state.closed {
+                return Err(Error::cancelled("managed input coordinator is closed"));
+            }
+            if pending.execution_id != self.execution_id() {
+                return Err(Error::from_code(
+                    m3_types::ErrorCode::ManagedInputIdentityMismatch,
+                    "elicitation execution identity mismatched",
+                ));
+            }
+            if state.rounds >= self.settings.round_limit {
+                return Err(Error::round_limit(messages::ROUND_LIMIT_EXCEEDED)
+                    .with_detail("round_limit", self.settings.round_limit)
+                    .with_detail("rounds", state.rounds));
+            }
+            if state.active.is_some() {
+                return Err(Error::managed_input_state(
+                    "more than one eliciting operation is active",
+                ));
+            }
+            // Register the waiter before the round exists, so that a response
+            // committed right after create_round is never missed.
+            (state.rounds, self.notifier.register(&round_id)?)
+        };
+        // Likewise the store's signal, which also carries other processes' answers.
+        let changes = self
+            .executions
+            .change_signal()
+            .subscribe(Topic::Execution(self.execution_id().to_owned()));
+        // Unregistered on every way out, also when a harness drops this future
+        // (the codex harness does when the app-server dies mid-wait).
+        let registration = notify::Registration::new(&self.notifier, &round_id);
+        let result = self
+            .create_and_wait(
+                pending,
+                operation_parameters,
+                round_index,
+                deadline,
+                Waiters {
+                    local: &waiter,
+                    changes,
+                },
+            )
+            .await;
+        drop(registration);
+        match result {
+            Ok(delivery) => Ok(delivery),
+            Err(error) => {
+                self.fail_active(&error).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// The round's steps, in order: persist the round, start its lease renewal, enter
+    /// `waiting_for_input`, await the response, hand it over for delivery.
+    async fn create_and_wait(
+        &self,
+        pending: PendingElicitationRound,
+        operation_parameters: Map<String, Value>,
+        round_index: u32,
+        deadline: Option<OffsetDateTime>,
+        waiters: Waiters<'_>,
+    ) -> Result<Delivery> {
+        let request_event = records::request_event(&pending, round_index)?;
+        let (round, lease) = self
+            .persist_round(pending, operation_parameters, round_index)
+            .await?;
+        let recovery = self.start_renewal(&round, &lease, round_index);
+        self.enter_waiting(request_event).await?;
+        if let Some(hook) = &self.on_pending {
+            hook.call(self.execution_id(), &round.round_id);
+        }
+        let record = self
+            .await_response(&round, deadline, waiters, &recovery)
+            .await?;
+        self.hand_over(&round, &lease, &record, deadline).await
+    }
+
+    /// Stores the round under this coordinator's lease.
+    async fn persist_round(
+        &self,
+        pending: PendingElicitationRound,
+        operation_parameters: Map<String, Value>,
+        round_index: u32,
+    ) -> Result<(RoundRef, LeaseRef)> {
+        let operation_parameters = records::round_parameters(&pending, operation_parameters);
+        let request = CreateRound::new(pending, self.owner_id.clone(), self.settings.lease)
+            .with_round_index(round_index)
+            .with_round_limit(self.settings.round_limit)
+            .with_session_id(self.execution_id().to_owned())
+            .with_operation_parameters(operation_parameters);
+        // A repeat after a lost acknowledgement is an idempotent replay of the same round.
+        let record = self
+            .retrying("create_round", |_| self.store.create_round(request.clone()))
+            .await?;
+        tracing::info!(round_index, "managed elicitation round created");
+        Ok((RoundRef::of(&record), LeaseRef::of(&record.lease)))
+    }
+
+    /// Starts renewing the round's lease and makes it the active round (from here on a
+    /// failure fails it). Returns where the renewal reports a lost lease.
+    fn start_renewal(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        round_index: u32,
+    ) -> Arc<RecoverySlot> {
+        let recovery = Arc::new(RecoverySlot::default());
+        let token = CancellationToken::new();
+        renewal::spawn(
+            &self.settings.keeper,
+            Arc::clone(&self.store),
+            round.clone(),
+            lease.clone(),
+            self.settings.lease,
+            self.settings.renew_every,
+            Arc::clone(&recovery),
+            token.clone(),
+        );
+        self.lock().active = Some(Active {
+            round: round.clone(),
+            lease: lease.clone(),
+            round_index,
+            recovery: Arc::clone(&recovery),
+            renewal: token.drop_guard(),
+        });
+        recovery
+    }
+
+    /// Records the (redacted) request event and moves the execution to
+    /// `waiting_for_input`; any failure is a `managed_input_state` setup failure.
+    async fn enter_waiting(&self, request_event: Value) -> Result<()> {
+        self.setup_waiting(request_event).await.map_err(|error| {
+            Error::managed_input_state("managed-input setup failed")
+                .with_detail("cause", error.to_string())
+                .with_source(error)
+        })
+    }
+
+    /// Checks the committed response against the deadline, then starts its delivery: what
+    /// the MCP retry carries.
+    async fn hand_over(
+        &self,
+        round: &RoundRef,
+        lease: &LeaseRef,
+        record: &ManagedInputRecord,
+        deadline: Option<OffsetDateTime>,
+    ) -> Result<Delivery> {
+        let responses = record.responses.clone().ok_or_else(|| {
+            Error::managed_input_state("managed-input response commit is missing")
+        })?;
+        if let (Some(deadline), Some(at)) = (deadline, record.response_validated_at)
+            && at > deadline
+        {
+            return Err(records::deadline_error(round));
+        }
+        // The compare-and-set that makes this the one delivery attempt; the bookkeeping
+        // that does not guard the retry waits for `record_delivery`.
+        // Repeated after a lost connection: a repeat of a committed step is idempotent.
+        self.retrying("start_delivery", |_| {
+            self.store.start_delivery(round, lease)
+        })
+        .await?;
+        if let Some(marked) = MarkedRound::of(&record.pending, &responses) {
+            self.lock().marked.push(marked);
+        }
+        Ok(Delivery { responses })
+    }
+
+    /// The delivered rounds whose answers hold values their request's schema marks secret
+    /// (`format: password`, `writeOnly`): the trace redacts them too.
+    pub(crate) fn marked_rounds(&self) -> Vec<MarkedRound> {
+        self.lock().marked.clone()
+    }
+
+    /// Records the (redacted) response event of the round whose delivery started and resumes
+    /// the turn (`waiting_for_input -> running_turn`). The caller runs it while the MCP retry
+    /// is in flight: neither write guards the retry, and a worker that dies before them is
+    /// failed closed by recovery exactly as one that dies during the retry.
+    pub(crate) async fn record_delivery(&self) -> Result<()> {
+        let Some((round, round_index)) = self
+            .lock()
+            .active
+            .as_ref()
+            .map(|a| (a.round.clone(), a.round_index))
+        else {
+            return Err(Error::managed_input_state(
+                "no managed-input round is being delivered",
+            ));
+        };
+        let redacted = self
+            .retrying("redacted_responses", |_| {
+                self.store.redacted_responses(&round)
+            })
+            .await?
+            .unwrap_or_default();
+        let event = AppendEvent::new(
+            self.execution_id(),
+            EVENT_ELICITATION_RESPONSE,
+            json!({"round_id": round.round_id, "round_index": round_index, "responses": redacted}),
+        )
+        .with_lease(self.execution_lease.clone());
+        self.retrying("append_event", |_| {
+            self.executions.append_event(event.clone())
+        })
+        .await?;
+        self.transition(ExecutionStatus::RunningTurn).await?;
+        Ok(())
+    }
+
+    async fn setup_waiting(&self, request_event: Value) -> Result<()> {
+        let event = AppendEvent::new(
+            self.execution_id(),
+            EVENT_ELICITATION_REQUEST,
+            request_event,
+        )
+        .with_lease(self.execution_lease.clone());
+        self.retrying("append_event", |_| {
+            self.executions.append_event(event.clone())
+        })
+        .await?;
+        let current = self
+            .retrying("get_execution", |_| {
+                self.executions.get_execution(self.execution_id())
+            })
+            .await?;
+        if current.map(|r| r.lifecycle) != Some(ExecutionStatus::RunningTurn) {
+            return Err(Error::managed_input_state(
+                "managed input requires an active running turn",
+            ));
+        }
+        self.transition(ExecutionStatus::WaitingForInput).await?;
+        Ok(())
+    }
+
+    /// Runs a store call of this coordinator, repeated after a lost database connection
+    /// for at most the lease duration ([`store_retry::retrying`]).
+    pub(super) async fn retrying<T, F, Fut>(&self, what: &str, attempt: F) -> Result<T>
+    where
+        F: FnMut(bool) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        store_retry::retrying(what, self.settings.lease, attempt).await
+    }
+
+    /// Moves the execution to `to` under its lease, riding out a lost connection.
+    async fn transition(&self, to: ExecutionStatus) -> Result<()> {
+        store_retry::transition(
+            &*self.executions,
+            self.execution_id(),
+            to,
+            &self.execution_lease,
+            self.settings.lease,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Waits for the round's response: wakes on this process's responders, the store's
+    /// change signal, a lost lease and the deadline, and re-reads the round each time.
+    ///
+    /// A read that lost its database connection (a server restart) is repeated with
+    /// backoff for as long as the round's lease is kept: the lease keeper rides out the
+    /// same outage and ends the wait (through `recovery`) only once the lease is gone.
+    async fn await_response(
+        &self,
+        round: &RoundRef,
+        deadline: Option<OffsetDateTime>,
+        mut waiters: Waiters<'_>,
+        recovery: &RecoverySlot,
+    ) -> Result<ManagedInputRecord> {
+        let mut backoff = Backoff::default();
+        // After a lost connection: re-read after this pause, not at the next wake-up.
+        let mut reread_after: Option<Duration> = None;
+        loop {
+            // No deadline: sleep until a wake-up (the subscription's own fallback poll
+            // bounds the sleep), never on a short timer.
+            let budget = match deadline {
+                Some(deadline) => {
+                    let left = deadline - self.now();
+                    if left <= time::Duration::ZERO {
+                        return Err(records::deadline_error(round));
+                    }
+                    // The deadline is on the store's clock, which need not keep pace with
+                    // the timer (a test's manual clock jumps): look at it again now and then.
+                    left.unsigned_abs().min(DEADLINE_RECHECK)
+                }
+                None => Duration::MAX,
+            };
+            let timer_only = tokio::select! {
+                () = waiters.local.notified() => false,
+                _ = waiters.changes.changed() => false,
+                () = recovery.notified() => false,
+                () = sleep_at_most(budget.min(reread_after.unwrap_or(Duration::MAX))) => reread_after.is_none(),
+            };
+            if timer_only {
+                // Nothing changed: only the deadline needs a look, at the top.
+                continue;
+            }
+            if let Some(error) = recovery.take() {
+                return Err(error);
+            }
+            let record = match self.store.get_round(round).await {
+                Err(error) if is_connection_lost(&error) => {
+                    let pause = backoff.next_pause();
+                    tracing::warn!(%error, ?pause, "lost the database connection while waiting; reading again");
+                    reread_after = Some(pause);
+                    continue;
+                }
+                read => {
+                    backoff.reset();
+                    reread_after = None;
+                    read?
+                }
+            };
+            let record = record.ok_or_else(|| {
+                Error::managed_input_state("managed-input round disappeared while waiting")
+            })?;
+            match record.status {
+                ManagedInputStatus::Pending => {}
+                ManagedInputStatus::ResponseValidated => return Ok(record),
+                ManagedInputStatus::Failed => return Err(records::failed_round_error(&record)),
+                other => {
+                    return Err(Error::managed_input_state(format!(
+                        "managed-input round moved to {} while waiting",
+                        other.as_str()
+                    )));
+                }
+            }
+        }
+    }
+
+    /// The active round was delivered and the server answered: `mark_delivered`
+    /// and `resolve` it. `operation_complete` is informational (the budget is per
+    /// execution).
+    #[instrument(skip(self), fields(execution.id = %self.execution_lease.execution_id), err)]
+    pub(crate) async fn resolve_round(&self, operation_complete: bool) -> Result<()> {
+        let Some((round, lease)) = self
+            .lock()
+            .active
+            .as_ref()
+            .map(|a| (a.round.clone(), a.lease.clone()))
+        else {
+            return Err(Error::managed_input_state(
+                "managed-input round identity mismatched",
+            ));
+        };
+        // The server has the answer: a lost connection must not turn that into a failure,
+        // so both (idempotent) steps are repeated until the database is back.
+        let resolved = async {
+            self.retrying("mark_delivered", |_| {
+                self.store.mark_delivered(&round, &lease)
+            })
+            .await?;
+            self.retrying("resolve", |_| self.store.resolve(&round, &lease))
+                .await
+        }
+        .await;
+        match resolved {
+            Ok(_) => {
+                let mut state = self.lock();
+                state.rounds += 1;
+                state.active = None;
+                tracing::info!(round.id = %round.round_id, operation_complete, "managed elicitation round resolved");
+                Ok(())
+            }
+            Err(error) => {
+                let failure = Error::managed_input_state("managed-input resolution failed")
+                    .with_detail("cause", error.to_string())
+                    .with_source(error);
+                self.fail_active(&failure).await;
+                Err(failure)
+            }
+        }
+    }
+
+    /// Moves the execution back to `running_turn` if a round failed while it waited.
+    pub(super) async fn resume_running_turn(&self) {
+        if let Ok(Some(record)) = self.executions.get_execution(self.execution_id()).await
+            && record.lifecycle == ExecutionStatus::WaitingForInput
+        {
+            let _ = self.transition(ExecutionStatus::RunningTurn).await;
+        }
+    }
+}
+
+/// What a waiting coordinator wakes on: this process's responders, and the store's
+/// change signal (other processes, and the fallback poll).
+struct Waiters<'a> {
+    local: &'a tokio::sync::Notify,
+    changes: ChangeSubscription,
+}
+
+/// Sleeps for `budget`, or forever for [`Duration::MAX`] (which no timer can hold).
+async fn sleep_at_most(budget: Duration) {
+    match tokio::time::Instant::now().checked_add(budget) {
+        Some(until) if budget != Duration::MAX => tokio::time::sleep_until(until).await,
+        _ => std::future::pending().await,
+    }
+}
