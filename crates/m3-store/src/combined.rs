@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use m3_types::{Clock, Result};
+use m3_types::{Clock, Cursor, Result};
 
+use crate::changes::{ChangePage, PruneChanges, Pruned};
 use crate::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
     ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
@@ -69,6 +70,16 @@ impl ExecutionStore for CombinedStore {
 
     async fn write_execution(&self, change: ExecutionChange) -> Result<ExecutionRecord> {
         self.executions.write_execution(change).await
+    }
+
+    /// The execution store's feed: rounds appear in it when the round store writes to the
+    /// same feed (one database); otherwise only the execution records do.
+    async fn read_changes(&self, after: Cursor, limit: usize) -> Result<ChangePage> {
+        self.executions.read_changes(after, limit).await
+    }
+
+    async fn prune_changes(&self, request: PruneChanges) -> Result<Pruned> {
+        self.executions.prune_changes(request).await
     }
 
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord> {

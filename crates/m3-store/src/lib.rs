@@ -75,6 +75,7 @@
 #![deny(unused_must_use)]
 
 mod batch;
+pub mod changes;
 mod clock;
 mod combined;
 pub mod managed_input;
@@ -88,6 +89,7 @@ pub mod sqlite;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 
+pub use changes::{ChangePage, PruneChanges, Pruned};
 pub use clock::{store_now, truncate_to_stored_precision};
 pub use combined::CombinedStore;
 pub use managed_input::{

@@ -53,7 +53,8 @@ mod reworded {
         FinishExecution, ListExecutions, ManagedInputStore, NewExecution, RenewLeases,
         RenewRoundLeases, RoundChange, RoundRef, RoundScan, TerminalizeExpired, Terminalized,
     };
-    use m3_types::{Clock, Error, ManagedInputRecord, Result};
+    use m3_store::{ChangePage, PruneChanges, Pruned};
+    use m3_types::{Clock, Cursor, Error, ManagedInputRecord, Result};
     use serde_json::{Map, Value};
 
     /// The same error with the message "reworded: <code>".
@@ -145,6 +146,12 @@ mod reworded {
         }
         async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized> {
             r(self.0.terminalize_expired(request).await)
+        }
+        async fn read_changes(&self, after: Cursor, limit: usize) -> Result<ChangePage> {
+            r(self.0.read_changes(after, limit).await)
+        }
+        async fn prune_changes(&self, request: PruneChanges) -> Result<Pruned> {
+            r(self.0.prune_changes(request).await)
         }
         async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
             Ok(Arc::new(Reworded(self.0.rounds().clone())))

@@ -99,6 +99,10 @@ pub enum Error {
     /// The execution or round named does not exist (`not_found`).
     #[error(transparent)]
     NotFound(ErrorBody),
+    /// A change-feed cursor is older than the records the store still keeps: the reader
+    /// missed records that retention removed (`cursor_expired`).
+    #[error(transparent)]
+    CursorExpired(ErrorBody),
 }
 
 macro_rules! constructors {
@@ -138,6 +142,8 @@ impl Error {
         storage => Storage;
         /// A [`Error::NotFound`] with `message`.
         not_found => NotFound;
+        /// A [`Error::CursorExpired`] with `message`.
+        cursor_expired => CursorExpired;
     }
 
     /// Builds an error of the kind `code` names, with `message`.
@@ -160,6 +166,7 @@ impl Error {
             ErrorCode::TransportError => Self::transport(message),
             ErrorCode::StorageError => Self::storage(message),
             ErrorCode::NotFound => Self::not_found(message),
+            ErrorCode::CursorExpired => Self::cursor_expired(message),
             ErrorCode::InvalidTransition => {
                 Self::model_validation(message).with_detail("code", code.as_str())
             }
@@ -180,7 +187,8 @@ impl Error {
             | Self::Protocol(b)
             | Self::Transport(b)
             | Self::Storage(b)
-            | Self::NotFound(b) => b,
+            | Self::NotFound(b)
+            | Self::CursorExpired(b) => b,
         }
     }
 
@@ -197,7 +205,8 @@ impl Error {
             | Self::Protocol(b)
             | Self::Transport(b)
             | Self::Storage(b)
-            | Self::NotFound(b) => b,
+            | Self::NotFound(b)
+            | Self::CursorExpired(b) => b,
         }
     }
 
@@ -249,6 +258,7 @@ impl Error {
             Self::Transport(_) => ErrorCode::TransportError,
             Self::Storage(_) => ErrorCode::StorageError,
             Self::NotFound(_) => ErrorCode::NotFound,
+            Self::CursorExpired(_) => ErrorCode::CursorExpired,
         }
     }
 
@@ -404,6 +414,8 @@ wire_enum! {
         ManagedInputIdentityMismatch => "managed_input_identity_mismatch",
         /// `not_found` (the execution or round named does not exist)
         NotFound => "not_found",
+        /// `cursor_expired` (a change-feed cursor older than what retention kept)
+        CursorExpired => "cursor_expired",
     }
     unknown = |s: &str| Error::model_validation(format!("unknown error code '{s}'"))
 }

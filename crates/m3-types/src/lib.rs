@@ -88,6 +88,7 @@
 mod wire_enum;
 
 pub mod canonical;
+pub mod change;
 pub mod clock;
 pub mod elicitation;
 pub mod error;
@@ -108,6 +109,7 @@ pub mod timestamp;
 pub mod validation;
 
 pub use canonical::{canonical_eq, canonical_json};
+pub use change::{ChangeRecord, ChangeRecordKind, Cursor, ExecutionChangeState, RoundChangeState};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use elicitation::{
     ElicitationAction, ElicitationMode, ElicitationRequest, ElicitationResponse,

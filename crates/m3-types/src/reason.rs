@@ -56,6 +56,10 @@ reasons! {
     InvalidStore => "invalid_store",
     /// An event kind is reserved for the store or empty.
     ReservedEventKind => "reserved_event_kind",
+    /// A change-feed cursor is not a non-negative decimal integer.
+    InvalidCursor => "invalid_cursor",
+    /// A change-feed cursor is beyond the newest record the store ever wrote.
+    CursorInFuture => "cursor_in_future",
     // ---- leases
     /// The presented lease (owner and token) is not the stored one.
     LeaseNotHeld => "lease_not_held",

@@ -31,9 +31,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use m3_types::{Clock, ExecutionStatus, Result};
+use m3_types::{Clock, Cursor, ExecutionStatus, Result};
 
 use crate::ManagedInputStore;
+use crate::changes::{ChangePage, PruneChanges, Pruned};
 
 pub use record::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, EVENT_ELICITATION_REQUEST,
@@ -276,6 +277,32 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// not the stored one, or it is still live; `managed_input_state` if the
     /// execution is already finished; `storage_error`.
     async fn terminalize_expired(&self, request: TerminalizeExpired) -> Result<Terminalized>;
+
+    /// The change feed: up to `limit` records with a cursor after `after`, oldest first.
+    ///
+    /// Every state change of a round (`round.pending`, `round.answered`,
+    /// `round.delivery_started`, `round.delivered`, `round.resolved`, `round.failed`) or of
+    /// an execution (`execution.queued`, `execution.claimed`,
+    /// `execution.waiting_for_input`, `execution.finished`, `execution.cancel_requested`)
+    /// appends one record in the same transaction as the change. A reader that resumes
+    /// from the last cursor it processed sees every committed record exactly once, in
+    /// commit order, whichever process wrote it (`docs/changes.md`).
+    ///
+    /// # Errors
+    /// - `invalid_argument` for a `limit` outside `1..=MAX_CHANGE_PAGE` (reason
+    ///   `limit_exceeded`) or a cursor beyond the newest record (reason `cursor_in_future`);
+    /// - `cursor_expired` if records after `after` were pruned
+    ///   ([`changes::rules::check_after`](crate::changes::rules::check_after));
+    /// - `storage_error` if the feed cannot be read.
+    async fn read_changes(&self, after: Cursor, limit: usize) -> Result<ChangePage>;
+
+    /// Retention: removes the change records older than `request.before` (nothing else),
+    /// or only counts them when `request.dry_run`. Readers behind the newest removed
+    /// cursor get `cursor_expired` from then on.
+    ///
+    /// # Errors
+    /// `storage_error` if the feed cannot be pruned.
+    async fn prune_changes(&self, request: PruneChanges) -> Result<Pruned>;
 
     /// The managed-input store of this execution store, resolved lazily: the
     /// first call builds it on the same database file, pool and clock; its

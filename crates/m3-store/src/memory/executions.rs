@@ -9,11 +9,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
-use m3_types::{Clock, Result, SystemClock, new_id};
+use m3_types::{Clock, Cursor, Result, SystemClock, new_id};
 use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::MemoryManagedInputStore;
+use super::feed::MemoryFeed;
+use crate::changes::rules::execution_changes;
+use crate::changes::{ChangePage, PruneChanges, Pruned};
 use crate::execution::rules::{
     self, Acquire, ExecutionSlot, ROUND_CLOSED_AT_FINISH, TerminalData, acquire_token, append_step,
     change_step, check_acquire, check_append, check_release, claim_step, created_payload,
@@ -87,6 +90,8 @@ struct Inner {
     rounds: MemoryManagedInputStore,
     /// The in-process change signal of both stores.
     hub: ChangeHub,
+    /// The change feed of both stores.
+    feed: MemoryFeed,
 }
 
 impl Default for MemoryExecutionStore {
@@ -104,12 +109,18 @@ impl MemoryExecutionStore {
     /// An empty store on `clock`; its managed-input store reads the same clock.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
         let hub = ChangeHub::new();
+        let feed = MemoryFeed::default();
         Self {
             inner: Arc::new(Inner {
-                rounds: MemoryManagedInputStore::with_hub(Arc::clone(&clock), hub.clone()),
+                rounds: MemoryManagedInputStore::with_shared(
+                    Arc::clone(&clock),
+                    hub.clone(),
+                    feed.clone(),
+                ),
                 clock,
                 executions: Mutex::new(BTreeMap::new()),
                 hub,
+                feed,
             }),
         }
     }
@@ -157,6 +168,7 @@ impl MemoryExecutionStore {
             now,
         );
         let record = stored.record.clone();
+        self.inner.feed.append(execution_changes(None, &record));
         executions.insert(id, stored);
         Ok(record)
     }
@@ -172,7 +184,12 @@ impl MemoryExecutionStore {
         let stored = executions
             .get_mut(id)
             .ok_or_else(|| errors::not_found(id))?;
-        step(stored, now)
+        let before = stored.record.clone();
+        let done = step(stored, now)?;
+        self.inner
+            .feed
+            .append(execution_changes(Some(&before), &stored.record));
+        Ok(done)
     }
 }
 
@@ -228,11 +245,15 @@ impl ExecutionStore for MemoryExecutionStore {
         let stored = executions
             .get_mut(id)
             .ok_or_else(|| errors::not_found(id))?;
+        let before = stored.record.clone();
         let lease = lease_step(
             stored,
             granted_lease(id, request.owner_id, token, expires_at),
             now,
         );
+        self.inner
+            .feed
+            .append(execution_changes(Some(&before), &stored.record));
         self.inner
             .hub
             .publish(&Change::new(id, ChangeKind::Execution));
@@ -254,7 +275,11 @@ impl ExecutionStore for MemoryExecutionStore {
         let Some(stored) = oldest else {
             return Ok(None);
         };
+        let before = stored.record.clone();
         let lease = claim_step(stored, &request.owner_id, token, expires_at, now);
+        self.inner
+            .feed
+            .append(execution_changes(Some(&before), &stored.record));
         self.inner.hub.publish(&Change::new(
             stored.record.execution_id.clone(),
             ChangeKind::Execution,
@@ -290,7 +315,11 @@ impl ExecutionStore for MemoryExecutionStore {
         let stored = executions.get_mut(&lease.execution_id);
         let decided = check_release(stored.as_deref().map(|s| &s.record), lease, now)?;
         if let (Decision::Apply, Some(stored)) = (decided, stored) {
+            let before = stored.record.clone();
             release_step(stored, now);
+            self.inner
+                .feed
+                .append(execution_changes(Some(&before), &stored.record));
             self.inner.hub.publish(&Change::new(
                 lease.execution_id.clone(),
                 ChangeKind::Execution,
@@ -410,6 +439,14 @@ impl ExecutionStore for MemoryExecutionStore {
             }
             Change::of_execution(&done.record)
         })
+    }
+
+    async fn read_changes(&self, after: Cursor, limit: usize) -> Result<ChangePage> {
+        self.inner.feed.read(after, limit)
+    }
+
+    async fn prune_changes(&self, request: PruneChanges) -> Result<Pruned> {
+        Ok(self.inner.feed.prune(request))
     }
 
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {

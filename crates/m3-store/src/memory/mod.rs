@@ -9,6 +9,7 @@
 #[cfg(any(test, feature = "conformance"))]
 mod corrupt;
 mod executions;
+mod feed;
 mod rounds;
 
 pub use executions::MemoryExecutionStore;

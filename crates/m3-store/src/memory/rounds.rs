@@ -14,6 +14,8 @@ use m3_types::{Clock, ManagedInputRecord, Result, SystemClock};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
+use super::feed::MemoryFeed;
+use crate::changes::rules::round_change;
 use crate::managed_input::rules::{
     self, RoundWrite, apply_recovery_failure, prepare_create, replay_create, require_round,
     require_text, round_index_taken, stored_invalid,
@@ -56,6 +58,8 @@ struct Inner {
     rounds: Mutex<BTreeMap<Key, Slot>>,
     /// Where each committed change is announced (shared with the execution store).
     hub: ChangeHub,
+    /// Where each change's record is appended (shared with the execution store).
+    feed: MemoryFeed,
 }
 
 impl Default for MemoryManagedInputStore {
@@ -72,16 +76,18 @@ impl MemoryManagedInputStore {
 
     /// An empty store on `clock` (any timezone-aware clock; times are kept in UTC).
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
-        Self::with_hub(clock, ChangeHub::new())
+        Self::with_shared(clock, ChangeHub::new(), MemoryFeed::default())
     }
 
-    /// An empty store on `clock` announcing its changes on `hub`.
-    pub(crate) fn with_hub(clock: Arc<dyn Clock>, hub: ChangeHub) -> Self {
+    /// An empty store on `clock` announcing its changes on `hub` and recording them in
+    /// `feed`.
+    pub(crate) fn with_shared(clock: Arc<dyn Clock>, hub: ChangeHub, feed: MemoryFeed) -> Self {
         Self {
             inner: Arc::new(Inner {
                 clock,
                 rounds: Mutex::new(BTreeMap::new()),
                 hub,
+                feed,
             }),
         }
     }
@@ -127,6 +133,9 @@ impl MemoryManagedInputStore {
                 .transpose()
                 .map_err(|e| stored_invalid(e.to_string()))?;
             slot.record = Ok(write.record.clone());
+            self.inner
+                .feed
+                .append(round_change(Some(&current), &write.record));
             if let Some(redacted) = redacted {
                 slot.redacted = Ok(Some(redacted));
             }
@@ -179,7 +188,11 @@ impl MemoryManagedInputStore {
             if let Ok(record) = &slot.record
                 && rules::UNRESOLVED.contains(&record.status)
             {
-                slot.record = Ok(apply_recovery_failure(record, message, now));
+                let failed_record = apply_recovery_failure(record, message, now);
+                self.inner
+                    .feed
+                    .append(round_change(Some(record), &failed_record));
+                slot.record = Ok(failed_record);
                 failed += 1;
             }
         }
@@ -292,6 +305,7 @@ impl MemoryManagedInputStore {
             return Err(round_index_taken(&new));
         }
         let record = new.record_at(now)?;
+        self.inner.feed.append(round_change(None, &record));
         rounds.insert(
             key(&round),
             Slot {

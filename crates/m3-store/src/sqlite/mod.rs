@@ -11,6 +11,7 @@ mod columns;
 pub(crate) mod connect;
 pub(crate) mod error;
 mod execution;
+mod feed;
 pub(crate) mod file;
 mod options;
 mod recognize;

@@ -28,7 +28,7 @@ const PYTHON_MARKER: &str = "v2_schema_state";
 /// The tables m3 reads, with the columns it reads from each (the DDL in `schema.rs` and
 /// `execution/schema.rs`; a unit test keeps the two in step). The rounds table is absent on
 /// purpose: like the original, the store adds every column a partial rounds table lacks.
-const KNOWN_TABLES: [(&str, &[&str]); 5] = [
+const KNOWN_TABLES: [(&str, &[&str]); 7] = [
     (
         "m3rs_executions",
         &[
@@ -65,6 +65,19 @@ const KNOWN_TABLES: [(&str, &[&str]); 5] = [
         &["execution_id", "round_id", "responses_redacted_json"],
     ),
     ("m3_managed_input_schema", &["version"]),
+    (
+        "m3rs_changes",
+        &[
+            "cursor",
+            "kind",
+            "execution_id",
+            "round_id",
+            "at",
+            "actor",
+            "state_json",
+        ],
+    ),
+    ("m3rs_change_horizon", &["id", "pruned_through"]),
 ];
 
 /// How many foreign table names a refusal names (enough to recognize the application).

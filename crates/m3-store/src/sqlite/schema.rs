@@ -10,6 +10,7 @@ use sqlx::{AssertSqlSafe, Row, SqliteConnection};
 
 use super::columns::{COLUMN_MIGRATIONS, CREATE_ROUNDS};
 use super::error::storage;
+use super::feed::{self, FEED_OBJECTS, ROUND_TRIGGERS};
 use m3_types::Result;
 
 const CREATE_PENDING_INDEX: &str = "CREATE INDEX IF NOT EXISTS m3_managed_input_pending ON m3_managed_input_rounds(execution_id, status, round_index)";
@@ -43,7 +44,7 @@ pub(crate) async fn is_current(conn: &mut SqliteConnection) -> Result<bool> {
             .fetch_one(&mut *conn)
             .await
             .map_err(unreadable)?;
-    if found != 4 {
+    if found != 4 || feed::count_objects(&mut *conn, &FEED_OBJECTS[..4]).await? != 4 {
         return Ok(false);
     }
     let columns: Vec<String> =
@@ -65,8 +66,9 @@ pub(crate) async fn is_current(conn: &mut SqliteConnection) -> Result<bool> {
     Ok(versioned.is_some())
 }
 
-/// Creates the three managed-input tables and the pending index, and adds every column a
-/// pre-existing (partial) rounds table is missing. The caller owns the transaction
+/// Creates the three managed-input tables and the pending index, adds every column a
+/// pre-existing (partial) rounds table is missing, and creates the change feed with the
+/// rounds table's triggers (objects of m3-rs's own, which the Python original ignores). The caller owns the transaction
 /// (`BEGIN IMMEDIATE`); this function only issues statements on `conn`.
 pub(crate) async fn initialize(conn: &mut SqliteConnection) -> Result<()> {
     sqlx::query(CREATE_ROUNDS)
@@ -106,5 +108,5 @@ pub(crate) async fn initialize(conn: &mut SqliteConnection) -> Result<()> {
             .await
             .map_err(|e| storage("cannot initialize the managed-input schema", e))?;
     }
-    Ok(())
+    feed::initialize(conn, &ROUND_TRIGGERS).await
 }

@@ -25,6 +25,7 @@
 
 pub mod batch;
 pub mod concurrency;
+pub mod feed;
 mod harness;
 pub mod leases;
 pub mod lifecycle;
@@ -88,6 +89,12 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     queue::claimed_executions_are_recovered_never_claimed_again,
     queue::racing_claimers_never_share_an_execution,
     signals::a_committed_change_is_observable_through_the_signal_or_its_poll,
+    feed::every_change_appends_one_record_in_commit_order,
+    feed::a_reader_resumes_exactly_once_from_any_cursor,
+    feed::a_refused_change_appends_nothing,
+    feed::concurrent_writers_get_distinct_cursors,
+    feed::bad_pages_and_cursors_are_refused,
+    feed::prune_removes_old_records_and_expires_cursors_behind_them,
 ];
 
 /// Runs every case against fresh backends from `factory`.

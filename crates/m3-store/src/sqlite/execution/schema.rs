@@ -4,6 +4,7 @@
 use sqlx::SqliteConnection;
 
 use crate::sqlite::error::storage;
+use crate::sqlite::feed::{self, EXECUTION_TRIGGERS, FEED_OBJECTS};
 use m3_types::Result;
 
 /// Table of executions.
@@ -77,7 +78,13 @@ pub(crate) async fn is_current(conn: &mut SqliteConnection) -> Result<bool> {
     .fetch_one(&mut *conn)
     .await
     .map_err(unreadable)?;
-    if found != 6 {
+    let feed_objects = [
+        FEED_OBJECTS[0],
+        FEED_OBJECTS[1],
+        FEED_OBJECTS[4],
+        FEED_OBJECTS[5],
+    ];
+    if found != 6 || feed::count_objects(&mut *conn, &feed_objects).await? != 4 {
         return Ok(false);
     }
     let versioned: Option<i64> =
@@ -97,5 +104,5 @@ pub(crate) async fn initialize(conn: &mut SqliteConnection) -> Result<()> {
             .await
             .map_err(|e| storage("could not create the execution tables", e))?;
     }
-    Ok(())
+    feed::initialize(conn, &EXECUTION_TRIGGERS).await
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use m3_types::{Clock, Error, Result, new_id, timestamp};
+use m3_types::{Clock, Cursor, Error, Result, new_id, timestamp};
 use sqlx::SqlitePool;
 use sqlx::sqlite::SqliteSynchronous;
 use time::OffsetDateTime;
@@ -16,6 +16,7 @@ use super::rows::{event_from_row, execution_from_row, select_execution};
 use super::schema;
 use super::writes::fetch;
 use crate::ExecutionStore;
+use crate::changes::{ChangePage, PruneChanges, Pruned};
 use crate::execution::record::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
     ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution, ListExecutions,
@@ -28,6 +29,7 @@ use crate::signal::{Announce, Change, ChangeKind, ChangeProbe, ChangeSignal};
 use crate::sqlite::SqliteStoreOptions;
 use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
 use crate::sqlite::error::storage;
+use crate::sqlite::feed;
 use crate::sqlite::file::{WriteGate, write_gate};
 use crate::{ManagedInputStore, SqliteManagedInputStore};
 
@@ -314,6 +316,16 @@ impl ExecutionStore for SqliteExecutionStore {
     }
 
     #[instrument(skip(self), err)]
+    async fn read_changes(&self, after: Cursor, limit: usize) -> Result<ChangePage> {
+        feed::read(&self.inner.pool, after, limit).await
+    }
+
+    async fn prune_changes(&self, request: PruneChanges) -> Result<Pruned> {
+        let mut write = self.begin_write().await?;
+        let result = feed::prune(&mut write, request).await;
+        write.finish(result).await
+    }
+
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
         self.inner().managed_input_store().await
     }
