@@ -9,13 +9,15 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use m3_types::{Clock, Error, ExecutionStatus, Result};
+use m3_types::{Clock, Cursor, Error, ExecutionStatus, Result};
 use sqlx::{PgConnection, Postgres, Transaction};
 use time::OffsetDateTime;
 
 use super::PgManagedInputStore;
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
+use super::feed;
+use m3_store::changes::{ChangePage, PruneChanges, Pruned};
 use m3_store::execution::rules::{StagedWrite, append_step, change_step, check_append, errors};
 use m3_store::signal::{Change, ChangeKind, ChangeSignal};
 use m3_store::{
@@ -369,6 +371,14 @@ impl ExecutionStore for PgExecutionStore {
             .announce(&Change::of_execution(&done.record))
             .await;
         Ok(done)
+    }
+
+    async fn read_changes(&self, after: Cursor, limit: usize) -> Result<ChangePage> {
+        feed::read(&self.shared.pool, after, limit).await
+    }
+
+    async fn prune_changes(&self, request: PruneChanges) -> Result<Pruned> {
+        feed::prune(&self.shared.pool, request).await
     }
 
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {

@@ -44,6 +44,7 @@ mod connect;
 mod error;
 mod execution_writes;
 mod executions;
+mod feed;
 mod held_connections;
 mod known_round;
 mod opener;

@@ -1,0 +1,136 @@
+//! The change feed on PostgreSQL: `m3rs_changes`, appended by deferred triggers at commit
+//! (migration `0003_change_feed.sql` says why they number records in commit order), read
+//! by cursor and pruned here.
+
+use m3_store::changes::rules::{check_after, check_limit};
+use m3_store::changes::{ChangePage, FeedBounds, PruneChanges, Pruned};
+use m3_types::{
+    ChangeRecord, ChangeRecordKind, Cursor, Error, ExecutionChangeState, Reason, Result,
+    RoundChangeState,
+};
+use sqlx::{PgPool, Row};
+use time::OffsetDateTime;
+
+use super::error::db;
+
+const SELECT_BOUNDS: &str = "SELECT (SELECT max(cursor) FROM m3rs_changes),
+    (SELECT pruned_through FROM m3rs_change_horizon WHERE id = 1)";
+
+const SELECT_PAGE: &str = "SELECT cursor, kind, execution_id, round_id, at, actor, state_json
+    FROM m3rs_changes WHERE cursor > $1 ORDER BY cursor LIMIT $2";
+
+/// Up to `limit` records after `after`, from one snapshot (`REPEATABLE READ`, read only),
+/// so the bounds and the page agree.
+///
+/// # Errors
+/// See [`ExecutionStore::read_changes`](m3_store::ExecutionStore::read_changes).
+pub(crate) async fn read(pool: &PgPool, after: Cursor, limit: usize) -> Result<ChangePage> {
+    check_limit(limit)?;
+    let mut tx = pool
+        .begin()
+        .await
+        .map_err(db("cannot read the change feed"))?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await
+        .map_err(db("cannot read the change feed"))?;
+    let bounds = sqlx::query(SELECT_BOUNDS)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db("cannot read the change feed"))?;
+    let newest: Option<i64> = bounds
+        .try_get(0)
+        .map_err(db("cannot read the change feed"))?;
+    let pruned: Option<i64> = bounds
+        .try_get(1)
+        .map_err(db("cannot read the change feed"))?;
+    check_after(
+        after,
+        FeedBounds::new(
+            Cursor::from_i64(pruned.unwrap_or(0))?,
+            Cursor::from_i64(newest.unwrap_or(0))?,
+        ),
+    )?;
+    let rows = sqlx::query(SELECT_PAGE)
+        .bind(after.to_i64())
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db("cannot read the change feed"))?;
+    tx.commit()
+        .await
+        .map_err(db("cannot read the change feed"))?;
+    let records = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
+    Ok(ChangePage::new(after, records))
+}
+
+/// One row as a record.
+fn decode(row: &sqlx::postgres::PgRow) -> Result<ChangeRecord> {
+    let read = db("cannot read the change feed");
+    let cursor = Cursor::from_i64(row.try_get("cursor").map_err(&read)?)?;
+    let invalid = |what: &str| {
+        Error::storage(format!("change record {cursor} is invalid: {what}"))
+            .with_reason(Reason::StoredRecordInvalid)
+    };
+    let kind: String = row.try_get("kind").map_err(&read)?;
+    let kind: ChangeRecordKind = kind.parse().map_err(|_| invalid("unknown kind"))?;
+    let at: OffsetDateTime = row.try_get("at").map_err(&read)?;
+    let execution_id: String = row.try_get("execution_id").map_err(&read)?;
+    let round_id: Option<String> = row.try_get("round_id").map_err(&read)?;
+    let actor: Option<String> = row.try_get("actor").map_err(&read)?;
+    let state: String = row.try_get("state_json").map_err(&read)?;
+    let record = match round_id {
+        Some(round_id) if kind.is_round() => {
+            let state: RoundChangeState =
+                serde_json::from_str(&state).map_err(|_| invalid("bad round state"))?;
+            ChangeRecord::of_round(cursor, execution_id, round_id, at, state)
+        }
+        None if !kind.is_round() => {
+            let state: ExecutionChangeState =
+                serde_json::from_str(&state).map_err(|_| invalid("bad execution state"))?;
+            ChangeRecord::of_execution(cursor, kind, execution_id, at, state)
+        }
+        _ => return Err(invalid("round id does not fit the kind")),
+    };
+    Ok(record.with_actor(actor))
+}
+
+/// Removes (or counts) the oldest records up to the first that is not older than
+/// `request.before`, and raises the horizon, in one transaction.
+///
+/// # Errors
+/// `storage_error` if the feed cannot be pruned.
+pub(crate) async fn prune(pool: &PgPool, request: PruneChanges) -> Result<Pruned> {
+    let failed = db("cannot prune the change feed");
+    let mut tx = pool.begin().await.map_err(&failed)?;
+    let row = sqlx::query(
+        "SELECT count(*), max(cursor) FROM m3rs_changes WHERE cursor < coalesce(
+            (SELECT min(cursor) FROM m3rs_changes WHERE at >= $1),
+            (SELECT max(cursor) + 1 FROM m3rs_changes))",
+    )
+    .bind(request.before)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(&failed)?;
+    let count: i64 = row.try_get(0).map_err(&failed)?;
+    let through: Option<i64> = row.try_get(1).map_err(&failed)?;
+    let through = through.map(Cursor::from_i64).transpose()?;
+    if let (Some(through), false) = (through, request.dry_run) {
+        sqlx::query("DELETE FROM m3rs_changes WHERE cursor <= $1")
+            .bind(through.to_i64())
+            .execute(&mut *tx)
+            .await
+            .map_err(&failed)?;
+        sqlx::query(
+            "INSERT INTO m3rs_change_horizon (id, pruned_through) VALUES (1, $1)
+             ON CONFLICT (id) DO UPDATE
+             SET pruned_through = greatest(m3rs_change_horizon.pruned_through, excluded.pruned_through)",
+        )
+        .bind(through.to_i64())
+        .execute(&mut *tx)
+        .await
+        .map_err(&failed)?;
+    }
+    tx.commit().await.map_err(&failed)?;
+    Ok(Pruned::new(u64::try_from(count).unwrap_or(0), through))
+}
