@@ -339,3 +339,76 @@ async fn rust_written_rounds_load_in_python_and_python_answers_them() -> TestRes
     assert!(store.redacted_responses(&round).await?.is_some());
     Ok(())
 }
+
+/// Rounds the Python original writes on a file that has the change feed appear in the feed
+/// (the database's triggers append them in Python's own transactions), with their states
+/// and store times, never an answer; the original keeps working on such a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_writes_on_a_store_with_the_feed_appear_in_the_feed() -> TestResult {
+    use m3_store::{ExecutionStore, SqliteExecutionStore};
+    use m3_types::Cursor;
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("m3.sqlite");
+    let db = path.to_str().ok_or("utf-8 path")?;
+    let store = SqliteExecutionStore::open(&path).await?;
+    // The managed-input tables and their triggers, before the original writes.
+    store
+        .managed_input_store()
+        .await?
+        .list_rounds("none")
+        .await?;
+    let written = store_peer(&["write", db])?;
+
+    let records = store.read_changes(Cursor::START, 100).await?.records;
+    let seen: Vec<(String, &str)> = records
+        .iter()
+        .map(|r| (r.execution_id.clone(), r.kind.as_str()))
+        .collect();
+    let expected = [
+        ("py-exec-pending", "round.pending"),
+        ("py-exec-resolved", "round.pending"),
+        ("py-exec-resolved", "round.answered"),
+        ("py-exec-resolved", "round.delivery_started"),
+        ("py-exec-resolved", "round.delivered"),
+        ("py-exec-resolved", "round.resolved"),
+        ("py-exec-failed", "round.pending"),
+        ("py-exec-failed", "round.answered"),
+        ("py-exec-failed", "round.failed"),
+    ];
+    let expected: Vec<(String, &str)> = expected
+        .iter()
+        .map(|(execution, kind)| ((*execution).to_owned(), *kind))
+        .collect();
+    assert_eq!(seen, expected);
+    let resolved = records
+        .iter()
+        .find(|r| r.execution_id == "py-exec-resolved" && r.kind.as_str() == "round.resolved")
+        .ok_or("resolved record")?;
+    let state = resolved.round.as_ref().ok_or("round state")?;
+    assert_eq!(state.status, ManagedInputStatus::Resolved);
+    assert_eq!(
+        Some(state.server.as_str()),
+        written["resolved"]["pending"]["server"].as_str()
+    );
+    let stored_at = m3_types::timestamp::parse(
+        written["resolved"]["updated_at"]
+            .as_str()
+            .ok_or("updated_at")?,
+    )?;
+    assert_eq!(resolved.at, stored_at);
+    let failed = records
+        .last()
+        .and_then(|r| r.round.as_ref())
+        .ok_or("failed state")?;
+    assert_eq!(failed.failure_code.as_deref(), Some("cancelled"));
+    let text = serde_json::to_string(&records)?;
+    assert!(
+        !text.contains("1 Main Street"),
+        "the feed carries an answer"
+    );
+
+    // The original still reads this file.
+    let read = store_peer(&["read", db, "py-exec-pending"])?;
+    assert_eq!(read["py-exec-pending"][0]["record"]["status"], "pending");
+    Ok(())
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use m3_store::{CreateRound, ManagedInputStore, RoundRef};
+use m3_store::{CreateRound, ExecutionStore, ManagedInputStore, RoundRef};
 use m3_tests::store_support::{TestDb, address_response, address_round};
 use m3_types::{Clock, ManagedInputStatus, SystemClock};
 use serde_json::Value;
@@ -157,6 +157,28 @@ async fn same_key_and_payload(backend: TestDb) -> TestResult {
             a["updated_at"].as_str()
         );
     }
+    feed_has_each_change_once(&db).await
+}
+
+/// The feed holds, in increasing cursors, each round's `round.pending` and then exactly one
+/// `round.answered`, whichever process committed it.
+async fn feed_has_each_change_once(db: &str) -> TestResult {
+    let store = m3_store::open(db).await?;
+    let records = store
+        .read_changes(m3_types::Cursor::START, 1_000)
+        .await?
+        .records;
+    assert!(records.windows(2).all(|w| w[0].cursor < w[1].cursor));
+    for i in 0..ROUNDS {
+        let round = format!("round-{i}");
+        let kinds: Vec<&str> = records
+            .iter()
+            .filter(|r| r.round_id.as_deref() == Some(round.as_str()))
+            .map(|r| r.kind.as_str())
+            .collect();
+        assert_eq!(kinds, ["round.pending", "round.answered"], "{round}");
+    }
+    assert_eq!(records.len(), 2 * ROUNDS);
     Ok(())
 }
 
@@ -229,5 +251,5 @@ async fn different_payloads(backend: TestDb) -> TestResult {
     }
     assert_eq!(wins_a + wins_b, ROUNDS);
     println!("process A won {wins_a} rounds, process B won {wins_b}");
-    Ok(())
+    feed_has_each_change_once(&db).await
 }

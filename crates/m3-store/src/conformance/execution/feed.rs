@@ -310,6 +310,59 @@ pub async fn concurrent_writers_get_distinct_cursors(h: &ExecutionHarness) -> Ca
     Ok(())
 }
 
+/// A reader that keeps resuming from its last cursor while writers commit through both
+/// store objects collects every record exactly once, in the order of a final full read:
+/// no record commits behind a cursor a reader has already passed.
+pub async fn a_reader_beside_concurrent_writers_misses_nothing(h: &ExecutionHarness) -> CaseResult {
+    let mut ids = Vec::new();
+    for _ in 0..24 {
+        ids.push(create(h).await?.execution_id);
+    }
+    let writers: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(index, id)| {
+            let store: Arc<dyn ExecutionStore> = if index % 2 == 0 {
+                Arc::clone(&h.store)
+            } else {
+                Arc::clone(&h.peer)
+            };
+            let id = id.clone();
+            tokio::spawn(async move {
+                store.transition(&id, ExecutionStatus::Queued, None).await?;
+                tokio::task::yield_now().await;
+                store.request_cancel(&id, None).await
+            })
+        })
+        .collect();
+    let mut seen = Vec::new();
+    let mut cursor = Cursor::START;
+    loop {
+        let done = writers.iter().all(tokio::task::JoinHandle::is_finished);
+        let page = h.peer.read_changes(cursor, 5).await?;
+        cursor = page.next;
+        seen.extend(page.records);
+        if done && cursor == newest(h.store.as_ref()).await? {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    for writer in writers {
+        writer.await.map_err(|e| {
+            crate::conformance::CaseFailure::new(format!("a writer panicked: {e}"))
+        })??;
+    }
+    let all = read_all(h.store.as_ref(), Cursor::START, 1_000).await?;
+    ensure!(all.len() == 48, "{} records", all.len());
+    ensure!(
+        seen == all,
+        "the following reader saw {} records, not the {}",
+        seen.len(),
+        all.len()
+    );
+    Ok(())
+}
+
 /// A page size outside the bounds and a cursor beyond the newest record are
 /// `invalid_argument` with typed reasons, and change nothing.
 pub async fn bad_pages_and_cursors_are_refused(h: &ExecutionHarness) -> CaseResult {

@@ -93,6 +93,7 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     feed::a_reader_resumes_exactly_once_from_any_cursor,
     feed::a_refused_change_appends_nothing,
     feed::concurrent_writers_get_distinct_cursors,
+    feed::a_reader_beside_concurrent_writers_misses_nothing,
     feed::bad_pages_and_cursors_are_refused,
     feed::prune_removes_old_records_and_expires_cursors_behind_them,
 ];
