@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use m3_store::{CreateRound, ExecutionStore, ManagedInputStore, RoundRef};
+use m3_store::{CreateRound, ManagedInputStore, RoundRef};
 use m3_tests::store_support::{TestDb, address_response, address_round};
 use m3_types::{Clock, ManagedInputStatus, SystemClock};
 use serde_json::Value;
