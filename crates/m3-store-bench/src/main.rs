@@ -10,10 +10,14 @@
 //! settings printed first; each subject runs `--repeat` times (default 3), m3-rs and bare
 //! sqlx alternating, and the summary gives every repetition and the median ratio.
 //!
+//! Then the change feed those lifecycles wrote is read back through `read_changes`, beside
+//! the same pages as bare sqlx rows (`feed-read` lines).
+//!
 //! usage: `m3-store-bench [--db URL] [--rounds N] [--full-rounds N] [--dir DIR] [--concurrency 1,8,64|none] [--repeat N]`
 
 mod args;
 mod compare;
+mod feed;
 mod lifecycle;
 mod postgres;
 mod sqlite;

@@ -173,6 +173,35 @@ async fn subjects(
         args.repeat
     );
     print_summary(&title, &single, &concurrent);
+    feed_rates(&mut bench).await
+}
+
+/// A fresh store runs `rounds` sequential lifecycles, then its feed is read through the
+/// store and as bare rows.
+async fn feed_rates(bench: &mut Bench<'_>) -> Result<()> {
+    let schema = bench.schemas.fresh().await?;
+    let store =
+        m3_store_postgres::PgExecutionStore::open_with(bench.options.clone().schema_name(&schema)?)
+            .await?;
+    sequential(
+        &store.rounds(),
+        "m3-rs postgres (feed source)",
+        bench.rounds,
+    )
+    .await?;
+    crate::feed::store_rate(&store, "m3-rs postgres").await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(
+            bench
+                .connect
+                .clone()
+                .options([("search_path", schema.as_str())]),
+        )
+        .await
+        .map_err(sqlx_error)?;
+    crate::feed::bare_postgres(&pool, "sqlx-bare postgres").await?;
+    pool.close().await;
     Ok(())
 }
 

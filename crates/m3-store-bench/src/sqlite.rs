@@ -107,6 +107,14 @@ async fn sqlx_floor(dir: &Path, sync: SqliteSynchronous, rounds: usize) -> m3_ty
     Ok(())
 }
 
+/// The feed the sequential lifecycles at `path` wrote, read through the store and bare.
+async fn feed_rates(path: &Path) -> m3_types::Result<()> {
+    let store = m3_store::SqliteExecutionStore::open(path).await?;
+    crate::feed::store_rate(&store, "m3-rs sqlite").await?;
+    crate::feed::bare_sqlite(store.pool(), "sqlx-bare sqlite").await?;
+    Ok(())
+}
+
 /// Every SQLite subject, in `args.dir`.
 pub(crate) async fn run(args: &Args) -> m3_types::Result<()> {
     for (sync, rounds) in [
@@ -119,6 +127,9 @@ pub(crate) async fn run(args: &Args) -> m3_types::Result<()> {
         let store = open(&path, sync).await?;
         sequential(&store, &format!("m3-rs sync={}", sync_name(sync)), rounds).await?;
         sqlx_floor(&args.dir, sync, rounds).await?;
+        if sync == SqliteSynchronous::Normal {
+            feed_rates(&path).await?;
+        }
     }
     for (sync, rounds) in [
         (SqliteSynchronous::Full, args.full_rounds),
