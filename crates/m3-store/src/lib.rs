@@ -119,6 +119,11 @@ pub use execution::{
     NewExecution, RenewLeases, TerminalizeExpired, Terminalized,
 };
 
+/// `docs/changes.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/changes.md")]
+struct ChangesGuide;
+
 /// This crate's README, compiled and run as a doctest so its example keeps working.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
