@@ -11,6 +11,9 @@
 //!   then WAITING managed executions waiting at once in one `m3 worker`: its RSS without
 //!   its servers, its CPU while idle, the servers' memory (`m3` from `M3_BIN`, beside this
 //!   binary, or on `PATH`);
+//! - `events [COMMITS] [--db URL]`: commit -> an `m3 events --follow` process prints the
+//!   record, beside a follower in the committing process, on SQLite and (as for `respond`)
+//!   PostgreSQL;
 //! - `smoke`: every benchmark in a tiny configuration (scripts/test.sh: keeps them running,
 //!   asserts no timing).
 //!
@@ -20,6 +23,7 @@
 //! target/release/m3-test-bench-runtime worker 100 1000
 //! ```
 
+mod events;
 mod respond;
 mod respond_http;
 mod stats;
@@ -65,13 +69,23 @@ async fn main() -> Result<(), Error> {
             worker::submit_to_start(dir.path(), number(1, 100)?).await?;
             worker::waiting_at_once(dir.path(), number(2, 1000)?).await
         }
+        Some("events") => {
+            let db = flag(&args, "--db");
+            let commits = args
+                .iter()
+                .skip(1)
+                .find_map(|a| a.parse().ok())
+                .unwrap_or(200);
+            events_everywhere(commits, db.as_deref()).await
+        }
         Some("smoke") => {
             respond_everywhere(2, None).await?;
+            events_everywhere(3, None).await?;
             let dir = tempfile::tempdir()?;
             worker::submit_to_start(dir.path(), 2).await?;
             worker::waiting_at_once(dir.path(), 3).await
         }
-        _ => Err("usage: m3-test-bench-runtime respond [ROUNDS] [--db URL] | worker [STARTS] [WAITING] | smoke".into()),
+        _ => Err("usage: m3-test-bench-runtime respond [ROUNDS] [--db URL] | events [COMMITS] [--db URL] | worker [STARTS] [WAITING] | smoke".into()),
     }
 }
 
@@ -81,20 +95,35 @@ fn flag(args: &[String], name: &str) -> Option<String> {
     args.get(at + 1).cloned()
 }
 
+/// The events benchmark on SQLite, then on PostgreSQL when a server is named.
+async fn events_everywhere(commits: usize, db: Option<&str>) -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let sqlite = dir.path().join("events.sqlite").display().to_string();
+    events::bench("sqlite", &sqlite, commits).await?;
+    if let Some(url) = postgres_url(db)? {
+        events::bench("postgres", &url, commits).await?;
+    }
+    Ok(())
+}
+
+/// The server `--db` names, else a fresh schema on `M3_TEST_POSTGRES_URL`, else none.
+fn postgres_url(db: Option<&str>) -> Result<Option<String>, Error> {
+    Ok(match db {
+        Some(url) => Some(url.to_owned()),
+        None if std::env::var_os("M3_TEST_POSTGRES_URL").is_some() => {
+            Some(m3_store_postgres::testing::isolated_url()?)
+        }
+        None => None,
+    })
+}
+
 /// The respond benchmark on SQLite, then on PostgreSQL when a server is named (`--db`, or a
 /// fresh schema on `M3_TEST_POSTGRES_URL`).
 async fn respond_everywhere(rounds: usize, db: Option<&str>) -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let sqlite = dir.path().join("bench.sqlite").display().to_string();
     respond::bench("sqlite", &sqlite, rounds).await?;
-    let postgres = match db {
-        Some(url) => Some(url.to_owned()),
-        None if std::env::var_os("M3_TEST_POSTGRES_URL").is_some() => {
-            Some(m3_store_postgres::testing::isolated_url()?)
-        }
-        None => None,
-    };
-    if let Some(url) = postgres {
+    if let Some(url) = postgres_url(db)? {
         respond::bench("postgres", &url, rounds).await?;
     }
     Ok(())

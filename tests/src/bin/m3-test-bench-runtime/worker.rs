@@ -21,7 +21,7 @@ use crate::stats::{Summary, cpu_ticks, descendants, print_row, status_kb, ticks_
 const IDLE_WINDOW: Duration = Duration::from_secs(10);
 
 /// The `m3` binary: `M3_BIN`, else the one beside this binary, else `m3` on `PATH`.
-fn m3_bin() -> PathBuf {
+pub(crate) fn m3_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("M3_BIN") {
         return PathBuf::from(bin);
     }
