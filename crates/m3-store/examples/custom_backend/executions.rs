@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use m3_store::changes::{ChangePage, PruneChanges, Pruned};
 use m3_store::execution::rules::{
     self, Acquire, ExecutionSlot, ROUND_CLOSED_AT_FINISH, TerminalData, acquire_token, append_step,
     change_step, check_acquire, check_append, check_release, claim_step, created_payload,
@@ -27,7 +28,7 @@ use m3_store::{
     ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore, NewExecution, RenewLeases,
     TerminalizeExpired, Terminalized,
 };
-use m3_types::{Clock, Result, new_id};
+use m3_types::{Clock, Cursor, Result, new_id};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -427,6 +428,16 @@ impl ExecutionStore for DirectoryStore {
     }
 
     /// The same object: executions and rounds live in the same directory.
+    async fn read_changes(&self, after: Cursor, limit: usize) -> Result<ChangePage> {
+        self.read(move |locked, _| crate::feed::read(locked, after, limit))
+            .await
+    }
+
+    async fn prune_changes(&self, request: PruneChanges) -> Result<Pruned> {
+        self.write(move |locked, _| crate::feed::prune(locked, request))
+            .await
+    }
+
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
         Ok(Arc::new(self.clone()))
     }

@@ -9,6 +9,7 @@
 //! <dir>/executions/<hex id>.json          one execution: record, canonical spec, event log
 //! <dir>/rounds/<hex execution id>/<hex round id>.json
 //!                                         one round: record and redacted projection
+//! <dir>/changes.json                      the change feed (`feed.rs`)
 //! ```
 //!
 //! Ids are hex-encoded into file names (any id, any file system, case-insensitive ones too),
@@ -43,6 +44,19 @@ const JOURNAL_FILE: &str = "journal.json";
 const EXECUTIONS: &str = "executions";
 /// The subdirectory of the round directories (one per execution).
 const ROUNDS: &str = "rounds";
+/// The change feed, relative to the directory.
+const CHANGES_FILE: &str = "changes.json";
+
+/// What a file of the store holds, by where it lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileKind {
+    /// An execution file.
+    Execution,
+    /// A round file.
+    Round,
+    /// Anything else (the feed).
+    Other,
+}
 
 /// A `storage_error` for a failed file operation: what was being done, and why it failed.
 pub(crate) fn io_error(what: &str, path: &Path, error: std::io::Error) -> Error {
@@ -121,6 +135,24 @@ impl Directory {
     pub(crate) fn round_path(&self, execution_id: &str, round_id: &str) -> Option<PathBuf> {
         let name = encode_id(round_id)?;
         Some(self.rounds_dir(execution_id)?.join(format!("{name}.json")))
+    }
+
+    /// The change feed's file.
+    pub(crate) fn changes_path(&self) -> PathBuf {
+        self.root.join(CHANGES_FILE)
+    }
+
+    /// What the file at `path` holds, by its directory.
+    pub(crate) fn kind_of(&self, path: &Path) -> FileKind {
+        match path
+            .strip_prefix(&self.root)
+            .ok()
+            .and_then(|p| p.components().next())
+        {
+            Some(Component::Normal(top)) if top == EXECUTIONS => FileKind::Execution,
+            Some(Component::Normal(top)) if top == ROUNDS => FileKind::Round,
+            _ => FileKind::Other,
+        }
     }
 
     /// Every execution file.
@@ -254,6 +286,26 @@ impl Locked<'_> {
         if let Some(text) = self.staged.get(path) {
             return Ok(Some(text.clone()));
         }
+        match fs::read_to_string(path) {
+            Ok(text) => Ok(Some(text)),
+            Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(io_error("cannot read", path, error)),
+        }
+    }
+
+    /// Every file staged so far, in path order: its path and new contents.
+    pub(crate) fn staged(&self) -> Vec<(PathBuf, String)> {
+        self.staged
+            .iter()
+            .map(|(path, text)| (path.clone(), text.clone()))
+            .collect()
+    }
+
+    /// The text of the file at `path` as committed (what was staged since is ignored).
+    ///
+    /// # Errors
+    /// `storage_error` if the file exists but cannot be read.
+    pub(crate) fn committed_text(&self, path: &Path) -> Result<Option<String>> {
         match fs::read_to_string(path) {
             Ok(text) => Ok(Some(text)),
             Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),

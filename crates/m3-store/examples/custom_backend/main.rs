@@ -26,6 +26,8 @@ mod demo;
 #[cfg(unix)]
 mod executions;
 #[cfg(unix)]
+mod feed;
+#[cfg(unix)]
 mod files;
 #[cfg(unix)]
 mod rounds;

@@ -75,8 +75,9 @@ impl DirectoryStore {
     }
 
     /// One mutation: takes the exclusive lock, reads "now" from the store's clock, runs
-    /// `step` (it reads files, asks the shared rules, and stages what they return), and
-    /// commits the staged files if `step` succeeded. An error commits nothing.
+    /// `step` (it reads files, asks the shared rules, and stages what they return), stages
+    /// the change feed's records of what it staged, and commits it all if `step`
+    /// succeeded. An error commits nothing.
     ///
     /// # Errors
     /// `step`'s error; `storage_error` for the lock, the commit or a lost blocking task.
@@ -90,6 +91,7 @@ impl DirectoryStore {
             let mut locked = inner.dir.lock(true)?;
             let now = m3_store::store_now(inner.clock.as_ref());
             let value = step(&mut locked, now)?;
+            crate::feed::stage_changes(&mut locked)?;
             locked.commit()?;
             Ok(value)
         })

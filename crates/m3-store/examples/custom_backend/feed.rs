@@ -1,0 +1,162 @@
+//! The directory store's change feed: `<dir>/changes.json`, one JSON document holding the
+//! records, the newest cursor ever assigned and the newest cursor retention removed.
+//!
+//! [`stage_changes`] runs at the end of every mutation, under the exclusive lock, just
+//! before the commit: it compares each staged execution and round file with its committed
+//! version, asks the shared rules ([`round_change`], [`execution_changes`]) which records
+//! that change appends, numbers them after the newest cursor, and stages the feed too. The
+//! feed file is then part of the same commit (the journal), so a change and its records are
+//! written together or not at all, and the lock orders the commits: cursors follow commit
+//! order and are never reused. Hooking the commit, not each operation, means no mutation
+//! path can forget its record.
+//!
+//! The cost is plain: every change rewrites the whole feed file, so a write grows with the
+//! feed (prune it). A real backend would append to a log and keep the counters apart.
+
+use m3_store::ExecutionRecord;
+use m3_store::changes::rules::{check_after, check_limit, execution_changes, round_change};
+use m3_store::changes::{ChangePage, FeedBounds, PruneChanges, Pruned};
+use m3_types::{ChangeRecord, Cursor, Error, ManagedInputRecord, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::files::{FileKind, Locked};
+
+/// The feed file.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct FeedFile {
+    /// The newest cursor ever assigned (`0`: none).
+    newest: u64,
+    /// The newest cursor retention removed (`0`: none).
+    pruned_through: u64,
+    /// The records kept, in cursor order.
+    records: Vec<ChangeRecord>,
+}
+
+impl FeedFile {
+    fn bounds(&self) -> FeedBounds {
+        FeedBounds::new(Cursor::new(self.pruned_through), Cursor::new(self.newest))
+    }
+}
+
+/// The part of an execution file the feed reads.
+#[derive(Deserialize)]
+struct ExecutionPart {
+    record: ExecutionRecord,
+}
+
+/// The part of a round file the feed reads (the record as a plain value: a damaged one
+/// appends nothing).
+#[derive(Deserialize)]
+struct RoundPart {
+    record: Value,
+}
+
+fn read_feed(locked: &Locked<'_>) -> Result<FeedFile> {
+    let path = locked.dir().changes_path();
+    Ok(locked
+        .read_json(&path, |why| {
+            Error::storage(format!(
+                "the change feed {} is damaged: {why}",
+                path.display()
+            ))
+        })?
+        .unwrap_or_default())
+}
+
+fn execution_of(text: &str) -> Option<ExecutionRecord> {
+    serde_json::from_str::<ExecutionPart>(text)
+        .ok()
+        .map(|part| part.record)
+}
+
+fn round_of(text: &str) -> Option<ManagedInputRecord> {
+    let part: RoundPart = serde_json::from_str(text).ok()?;
+    serde_json::from_value(part.record).ok()
+}
+
+/// The records the staged files append: the rounds' first, then the executions' (a finish
+/// fails the rounds, then ends the execution).
+fn staged_changes(locked: &Locked<'_>) -> Result<Vec<ChangeRecord>> {
+    let (mut rounds, mut executions) = (Vec::new(), Vec::new());
+    for (path, text) in locked.staged() {
+        let before = locked.committed_text(&path)?;
+        match locked.dir().kind_of(&path) {
+            FileKind::Round => {
+                if let Some(after) = round_of(&text) {
+                    let before = before.as_deref().and_then(round_of);
+                    rounds.extend(round_change(before.as_ref(), &after));
+                }
+            }
+            FileKind::Execution => {
+                if let Some(after) = execution_of(&text) {
+                    let before = before.as_deref().and_then(execution_of);
+                    executions.extend(execution_changes(before.as_ref(), &after));
+                }
+            }
+            FileKind::Other => {}
+        }
+    }
+    rounds.extend(executions);
+    Ok(rounds)
+}
+
+/// Stages the feed with the records of what this mutation staged (nothing if it appends
+/// none). Call it last, before the commit.
+///
+/// # Errors
+/// `storage_error` if a file cannot be read or the feed is damaged.
+pub(crate) fn stage_changes(locked: &mut Locked<'_>) -> Result<()> {
+    let records = staged_changes(locked)?;
+    if records.is_empty() {
+        return Ok(());
+    }
+    let mut feed = read_feed(locked)?;
+    for mut record in records {
+        feed.newest += 1;
+        record.cursor = Cursor::new(feed.newest);
+        feed.records.push(record);
+    }
+    let path = locked.dir().changes_path();
+    locked.stage(&path, &feed)
+}
+
+/// Up to `limit` records after `after` (under the shared lock).
+///
+/// # Errors
+/// As [`ExecutionStore::read_changes`](m3_store::ExecutionStore::read_changes).
+pub(crate) fn read(locked: &Locked<'_>, after: Cursor, limit: usize) -> Result<ChangePage> {
+    check_limit(limit)?;
+    let feed = read_feed(locked)?;
+    check_after(after, feed.bounds())?;
+    let start = feed
+        .records
+        .partition_point(|record| record.cursor <= after);
+    let records = feed.records.into_iter().skip(start).take(limit).collect();
+    Ok(ChangePage::new(after, records))
+}
+
+/// Removes (or counts) the oldest records up to the first not older than `request.before`
+/// (under the exclusive lock).
+///
+/// # Errors
+/// `storage_error` if the feed cannot be read or staged.
+pub(crate) fn prune(locked: &mut Locked<'_>, request: PruneChanges) -> Result<Pruned> {
+    let mut feed = read_feed(locked)?;
+    let old = feed
+        .records
+        .iter()
+        .take_while(|record| record.at < request.before)
+        .count();
+    let through = old
+        .checked_sub(1)
+        .and_then(|last| feed.records.get(last))
+        .map(|record| record.cursor);
+    if let (Some(through), false) = (through, request.dry_run) {
+        feed.records.drain(..old);
+        feed.pruned_through = through.get();
+        let path = locked.dir().changes_path();
+        locked.stage(&path, &feed)?;
+    }
+    Ok(Pruned::new(old as u64, through))
+}
