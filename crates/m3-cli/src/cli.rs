@@ -77,6 +77,37 @@ pub(crate) enum Command {
     },
     /// Run recovery and show what it terminalized.
     Recover,
+    /// Print the store's change feed: one JSON line per change of a round or an execution,
+    /// in commit order (from any process); exit 0 at the end, or keep following.
+    #[command(after_help = EVENTS_EXAMPLES)]
+    Events {
+        /// Keep printing records as they commit, until SIGINT/SIGTERM (exit 0).
+        #[arg(long)]
+        follow: bool,
+        /// Start after this cursor (the `cursor` of the last record you processed;
+        /// default: from the oldest record kept).
+        #[arg(long, value_name = "CURSOR")]
+        after: Option<String>,
+        /// Only this execution's records.
+        #[arg(long, value_name = "ID")]
+        execution: Option<String>,
+        /// Only records of these kinds (round.pending, round.answered, round.delivery_started,
+        /// round.delivered, round.resolved, round.failed, execution.queued,
+        /// execution.claimed, execution.waiting_for_input, execution.finished,
+        /// execution.cancel_requested); repeat the flag or separate with commas.
+        #[arg(long, value_name = "KIND", value_delimiter = ',')]
+        kind: Vec<String>,
+    },
+    /// Remove old change-feed records (and nothing else: rounds and executions stay).
+    Prune {
+        /// Remove records older than this: a duration ago (30d, 12h, 90m) or an RFC 3339
+        /// time (2026-11-01T00:00:00Z).
+        #[arg(long, value_name = "DURATION|TIMESTAMP")]
+        before: String,
+        /// Only count what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Show every round of an execution (diagnostics, redacted responses).
     Rounds {
         /// Execution id.
@@ -244,6 +275,13 @@ Examples:
   m3 pending                  # every pending round, with a ready-to-edit `m3 respond` line
   m3 pending 01KB...          # the pending rounds of one execution
   m3 --json pending | jq '.[0].round_id'";
+
+const EVENTS_EXAMPLES: &str = "\
+Examples:
+  m3 events                              # every record kept, oldest first
+  m3 events --after 120                  # the records after cursor 120
+  m3 events --follow --kind round.pending,round.failed
+  m3 events --execution 01KB... | jq -r '.kind'";
 
 const RESPOND_EXAMPLES: &str = "\
 Examples:

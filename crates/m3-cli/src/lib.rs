@@ -130,6 +130,21 @@ async fn run_store_command(out: Output, db: &Path, command: Command) -> Result<(
         }
         Command::Cancel { execution } => commands::inspect::cancel(out, db, &execution).await,
         Command::Recover => commands::inspect::recover(out, db).await,
+        Command::Events {
+            follow,
+            after,
+            execution,
+            kind,
+        } => {
+            let filter = commands::changes::EventFilter {
+                execution,
+                kinds: commands::changes::parse_kinds(&kind)?,
+            };
+            commands::changes::events(out, db, after.as_deref(), follow, filter).await
+        }
+        Command::Prune { before, dry_run } => {
+            commands::changes::prune(out, db, &before, dry_run).await
+        }
         Command::Rounds { execution } => commands::inspect::rounds(out, db, &execution).await,
         Command::Serve(args) => commands::serve::run(out, db, args).await,
         Command::Doctor { announce_change } => match announce_change {

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use m3_runtime::{AgentSelection, RecoveryReport};
-use m3_store::{ExecutionEvent, ExecutionStore};
+use m3_store::{ChangePage, ExecutionEvent, ExecutionStore};
 use m3_types::{
-    Error, ExecutionResult, ExecutionState, PendingElicitationRound, ResponseMap, Result,
+    ChangeRecord, Cursor, Error, ExecutionResult, ExecutionState, PendingElicitationRound,
+    ResponseMap, Result,
 };
 use tokio::runtime::Runtime;
 
@@ -38,6 +39,28 @@ impl Inner {
             Some(handle) => handle.block_on(future),
             None => runtime_gone(),
         }
+    }
+}
+
+/// The blocking iterator of [`McpTestKit::changes`]: each `next` waits for the next
+/// record; after an error it ends.
+pub struct Changes {
+    inner: Arc<Inner>,
+    stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<ChangeRecord>> + Send>>,
+}
+
+impl std::fmt::Debug for Changes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Changes").finish_non_exhaustive()
+    }
+}
+
+impl Iterator for Changes {
+    type Item = Result<ChangeRecord>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        use futures_util::StreamExt;
+        self.inner.block_on(self.stream.next())
     }
 }
 
@@ -240,6 +263,40 @@ impl McpTestKit {
     /// As [`AsyncMcpTestKit::executions`].
     pub fn executions(&self) -> Result<Vec<ExecutionSummary>> {
         self.inner.block_on(self.inner.kit.executions())
+    }
+
+    /// See [`AsyncMcpTestKit::read_changes`].
+    ///
+    /// # Errors
+    /// As [`AsyncMcpTestKit::read_changes`].
+    pub fn read_changes(&self, after: Cursor, limit: usize) -> Result<ChangePage> {
+        self.inner
+            .block_on(self.inner.kit.read_changes(after, limit))
+    }
+
+    /// The change feed as a blocking iterator: every record after `after`, then each new
+    /// one as it commits (`next` blocks until one does). See [`AsyncMcpTestKit::changes`].
+    ///
+    /// ```
+    /// # fn main() -> m3_kit::Result<()> {
+    /// use m3_kit::{Cursor, McpTestKit};
+    ///
+    /// let kit = McpTestKit::builder().build()?;
+    /// # let id = kit.store().clone();
+    /// # let runtime = tokio::runtime::Builder::new_current_thread().build().map_err(|e| m3_kit::Error::storage(e.to_string()))?;
+    /// # let created = runtime.block_on(id.create_execution(m3_store::NewExecution::new(serde_json::json!({}))))?;
+    /// # runtime.block_on(id.request_cancel(&created.execution_id, None))?;
+    /// for record in kit.changes(Cursor::START).take(1) {
+    ///     let record = record?;
+    ///     println!("{} {}", record.cursor, record.kind);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn changes(&self, after: Cursor) -> Changes {
+        Changes {
+            inner: Arc::clone(&self.inner),
+            stream: Box::pin(self.inner.kit.changes(after)),
+        }
     }
 
     /// See [`AsyncMcpTestKit::recover`].

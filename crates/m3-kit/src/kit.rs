@@ -8,10 +8,13 @@ use m3_runtime::{
     AgentSelection, PoolOptions, RecoveryReport, ResponseNotifier, SweepOptions, Worker,
     WorkerPool, spawn_sweep,
 };
-use m3_store::{CombinedStore, ExecutionStore, ListExecutions, ManagedInputStore};
+use m3_store::{
+    ChangePage, CombinedStore, ExecutionStore, ListExecutions, ManagedInputStore, PruneChanges,
+    Pruned,
+};
 use m3_types::{
-    Error, ExecutionState, HumanInput, ManagedInputStatus, PendingElicitationRound, Result,
-    RoundLimits,
+    ChangeRecord, Cursor, Error, ExecutionState, HumanInput, ManagedInputStatus,
+    PendingElicitationRound, Result, RoundLimits,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -65,7 +68,10 @@ impl AsyncMcpTestKit {
     /// A subscription to the store's change signal for `topic`: await
     /// [`changed`](m3_store::signal::ChangeSubscription::changed), then re-read (it wakes
     /// after each matching commit of any process, and at least every second).
-    pub fn changes(&self, topic: m3_store::signal::Topic) -> m3_store::signal::ChangeSubscription {
+    pub fn change_subscription(
+        &self,
+        topic: m3_store::signal::Topic,
+    ) -> m3_store::signal::ChangeSubscription {
         self.inner.store.change_signal().subscribe(topic)
     }
 
@@ -187,6 +193,76 @@ impl AsyncMcpTestKit {
             });
         }
         Ok(out)
+    }
+
+    /// The store's change feed: up to `limit` records after `after`, oldest first
+    /// (`docs/changes.md`). Keep the page's `next` and read again from it: a reader that
+    /// resumes from the last cursor it processed sees every record exactly once.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> m3_kit::Result<()> {
+    /// use m3_kit::{AsyncMcpTestKit, Cursor};
+    ///
+    /// let kit = AsyncMcpTestKit::builder().build().await?;
+    /// let page = kit.read_changes(Cursor::START, 100).await?;
+    /// assert!(page.records.is_empty());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`ExecutionStore::read_changes`]: `invalid_argument` for a bad page size or a
+    /// cursor beyond the newest record, `cursor_expired` behind what retention removed,
+    /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads.
+    pub async fn read_changes(&self, after: Cursor, limit: usize) -> Result<ChangePage> {
+        self.inner.store.read_changes(after, limit).await
+    }
+
+    /// Retention of the change feed: removes (or, with
+    /// [`PruneChanges::dry_run`], counts) the records older than `request.before`, and
+    /// nothing else (`docs/changes.md`).
+    ///
+    /// # Errors
+    /// As [`ExecutionStore::prune_changes`].
+    pub async fn prune_changes(&self, request: PruneChanges) -> Result<Pruned> {
+        self.inner.store.prune_changes(request).await
+    }
+
+    /// "Now" on the store's clock (what the store stamps its changes with).
+    pub fn now(&self) -> time::OffsetDateTime {
+        m3_store::store_now(self.inner.store.clock().as_ref())
+    }
+
+    /// The change feed as a live stream: every record after `after`, then each new one as
+    /// it commits, in any process on the store ([`m3_store::changes::follow`]). The stream
+    /// does not end by itself; an error ends it after it is yielded (resume from the last
+    /// record you processed).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> m3_kit::Result<()> {
+    /// use futures_util::StreamExt;
+    /// use m3_kit::{AsyncMcpTestKit, Cursor};
+    ///
+    /// let kit = AsyncMcpTestKit::builder().build().await?;
+    /// let mut changes = Box::pin(kit.changes(Cursor::START));
+    /// # let id = kit.store().create_execution(m3_store::NewExecution::new(serde_json::json!({}))).await?.execution_id;
+    /// # kit.store().request_cancel(&id, None).await?;
+    /// if let Some(record) = changes.next().await {
+    ///     let record = record?;
+    ///     println!("{} {} {}", record.cursor, record.kind, record.execution_id);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn changes(
+        &self,
+        after: Cursor,
+    ) -> impl futures_util::Stream<Item = Result<ChangeRecord>> + Send + 'static {
+        m3_store::changes::follow(Arc::clone(&self.inner.store), after)
     }
 
     /// The inbox: every pending round of every execution, oldest first

@@ -65,7 +65,7 @@ mod shared;
 mod store_backends;
 
 pub use agent::AsyncAgent;
-pub use blocking::{Agent, ExecutionHandle, McpTestKit, McpTestKitBuilder};
+pub use blocking::{Agent, Changes, ExecutionHandle, McpTestKit, McpTestKitBuilder};
 pub use handle::{AsyncExecutionHandle, RoundDetails, RoundDiagnostics};
 pub use kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
 pub use m3_runtime::{
@@ -76,13 +76,15 @@ pub use m3_runtime::{
 pub use m3_store::signal::{
     Change, ChangeKind, ChangeSubscription, SIGNAL_ENV, Topic, Wake, signal_enabled_by_env,
 };
-pub use m3_store::{ExecutionEvent, ExecutionLease, ListExecutions, StoreUrl};
+pub use m3_store::{
+    ChangePage, ExecutionEvent, ExecutionLease, ListExecutions, PruneChanges, Pruned, StoreUrl,
+};
 /// The m3-types values a kit program names (servers, policies, requests, responses, states,
 /// errors), re-exported so one `use m3_kit::...` line suffices.
 pub use m3_types::{
-    ElicitationAction, ElicitationRequest, ElicitationResponse, Error, ExecutionOutcome,
-    ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, PendingElicitationRound,
-    ResponseMap, Result, StdioServer,
+    ChangeRecord, ChangeRecordKind, Cursor, ElicitationAction, ElicitationRequest,
+    ElicitationResponse, Error, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
+    HumanInput, PendingElicitationRound, ResponseMap, Result, StdioServer,
 };
 pub use options::{HumanInputValue, SubmitOptions};
 pub use store_backends::{open_store, register_store_backends};

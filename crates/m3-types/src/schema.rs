@@ -3,8 +3,8 @@
 use schemars::{JsonSchema, Schema};
 
 use crate::{
-    DeliveryState, ElicitationAction, ElicitationRequest, ElicitationResponse, ErrorCode,
-    ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
+    ChangeRecord, DeliveryState, ElicitationAction, ElicitationRequest, ElicitationResponse,
+    ErrorCode, ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
     FormElicitationRequest, HttpServer, HumanInput, ManagedInputLease, ManagedInputRecord,
     ManagedInputStatus, OperationKind, PendingElicitationRound, ServerBinding, ServerTrust,
     StdioServer, ToolSelection, UrlElicitationRequest,
@@ -67,6 +67,7 @@ fn without_links(text: &str) -> String {
 /// `(type name, JSON Schema)` for every public value type, sorted by name.
 pub fn value_schemas() -> Vec<(&'static str, Schema)> {
     let mut all = vec![
+        entry::<ChangeRecord>("ChangeRecord"),
         entry::<DeliveryState>("DeliveryState"),
         entry::<ElicitationAction>("ElicitationAction"),
         entry::<ElicitationRequest>("ElicitationRequest"),
@@ -95,12 +96,29 @@ pub fn value_schemas() -> Vec<(&'static str, Schema)> {
     all
 }
 
-/// The schema of the value type called `name` (exact, case-sensitive), if there is one.
+/// The schema of the value type called `name`, if there is one: its exact type name
+/// (`ChangeRecord`) or that name in kebab case (`change-record`).
 pub fn value_schema(name: &str) -> Option<Schema> {
     value_schemas()
         .into_iter()
-        .find(|(n, _)| *n == name)
+        .find(|(n, _)| *n == name || kebab_case(n) == name)
         .map(|(_, s)| s)
+}
+
+/// `ChangeRecord` as `change-record`.
+fn kebab_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (index, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if index > 0 {
+                out.push('-');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

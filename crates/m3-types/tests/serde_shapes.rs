@@ -592,11 +592,12 @@ fn servers_and_selections_have_json_shapes() {
 #[test]
 fn every_public_value_type_has_a_schema() {
     let schemas = m3_types::value_schemas();
-    assert_eq!(schemas.len(), 23);
+    assert_eq!(schemas.len(), 24);
     let names: Vec<&str> = schemas.iter().map(|(n, _)| *n).collect();
     let mut sorted = names.clone();
     sorted.sort_unstable();
     assert_eq!(names, sorted);
+    assert!(m3_types::value_schema("change-record").is_some());
     let round = m3_types::value_schema("PendingElicitationRound").unwrap();
     let props = round.as_value()["properties"].as_object().unwrap();
     for field in [

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use m3_kit::{AsyncMcpTestKit, StoreUrl, Topic};
+use m3_kit::{AsyncMcpTestKit, StoreUrl};
 use m3_types::{ExecutionOutcome, PendingElicitationRound, timestamp};
 use serde_json::json;
 
@@ -168,45 +168,79 @@ async fn pending_rounds(
     Ok(rounds)
 }
 
-/// `m3 pending --watch`: prints each round once, as it becomes pending, until Ctrl-C. Woken
-/// by the store's change signal (rounds of any execution, or every change of the one
-/// execution), re-reading at least every second.
+/// `m3 pending --watch`: prints the rounds pending now, then each round as its
+/// `round.pending` record arrives on the store's change feed (from any process), until
+/// Ctrl-C. The feed's cursor is taken before the first listing, so a round created in
+/// between is printed once, by whichever comes first.
 pub(crate) async fn watch_pending(
     out: Output,
     db: &Path,
     execution: Option<&str>,
 ) -> Result<(), Failure> {
+    use futures_util::StreamExt;
     let kit = open_existing_kit(db, true).await?;
-    let topic = match execution {
-        Some(id) => Topic::Execution(id.to_owned()),
-        None => Topic::Rounds,
-    };
-    // Subscribed before the first read: nothing committed after it is missed.
-    let mut changes = kit.changes(topic);
-    let mut seen = HashSet::new();
+    let from = feed_end(&kit).await?;
+    let mut listed = HashSet::new();
     out.say(format!(
         "watching for pending rounds (store {}); Ctrl-C stops",
         crate::output::store_label(db)
     ));
+    for round in pending_rounds(&kit, execution).await? {
+        listed.insert((round.execution_id.clone(), round.round_id.clone()));
+        print_pending(&out, &round)?;
+    }
+    let mut changes = std::pin::pin!(kit.changes(from));
     let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
     loop {
-        for round in pending_rounds(&kit, execution).await? {
-            if !seen.insert((round.execution_id.clone(), round.round_id.clone())) {
-                continue;
-            }
-            if out.is_json() {
-                out.json_line(&round)?;
-            } else {
-                out.say(render::round(&round));
-                out.say(format!("  {}", render::respond_hint(&round)));
-            }
-        }
-        tokio::select! {
-            _ = changes.changed() => {}
+        let record = tokio::select! {
+            record = changes.next() => record,
             _ = &mut ctrl_c => break,
+        };
+        let Some(record) = record else { break };
+        let record = record?;
+        let Some(round_id) = record.round_id.as_deref() else {
+            continue;
+        };
+        if record.kind != m3_types::ChangeRecordKind::RoundPending
+            || execution.is_some_and(|id| id != record.execution_id)
+            || listed.contains(&(record.execution_id.clone(), round_id.to_owned()))
+        {
+            continue;
+        }
+        let handle = kit.attach(&record.execution_id).await?;
+        if let Some(round) = handle
+            .pending_elicitation()
+            .await?
+            .into_iter()
+            .find(|round| round.round_id == round_id)
+        {
+            print_pending(&out, &round)?;
         }
     }
     kit.close().await?;
+    Ok(())
+}
+
+/// The cursor of the newest record of the store's change feed.
+async fn feed_end(kit: &AsyncMcpTestKit) -> Result<m3_kit::Cursor, Failure> {
+    let mut cursor = m3_kit::Cursor::START;
+    loop {
+        let page = kit.read_changes(cursor, 1_000).await?;
+        if page.records.is_empty() {
+            return Ok(cursor);
+        }
+        cursor = page.next;
+    }
+}
+
+/// One pending round, as `m3 pending` prints it.
+fn print_pending(out: &Output, round: &PendingElicitationRound) -> Result<(), Failure> {
+    if out.is_json() {
+        out.json_line(round)?;
+    } else {
+        out.say(render::round(round));
+        out.say(format!("  {}", render::respond_hint(round)));
+    }
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! One module per `m3` command (or group of small commands).
 
+pub(crate) mod changes;
 pub(crate) mod demo;
 pub(crate) mod doctor;
 pub(crate) mod example_provider;
