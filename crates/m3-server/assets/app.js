@@ -104,9 +104,10 @@
         });
         return;
       }
-      element.setAttribute("data-round-status", data.status);
+      var status = data.round ? data.round.status : "";
+      element.setAttribute("data-round-status", status);
       var shown = element.querySelector("[role=status] strong");
-      if (shown) { shown.textContent = data.status; }
+      if (shown) { shown.textContent = status; }
       if (kind !== "round.answered") { leave(element); }
     });
   });

@@ -59,6 +59,7 @@ pub(crate) fn status_of(error: &Error) -> StatusCode {
         "managed_input_conflict" | "managed_input_state" | "managed_input_recovery_unavailable" => {
             StatusCode::CONFLICT
         }
+        "cursor_expired" => StatusCode::GONE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

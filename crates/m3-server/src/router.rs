@@ -10,7 +10,6 @@ use axum::http::uri::Scheme;
 use m3_kit::AsyncMcpTestKit;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::EventHub;
 use crate::host::{AllowedHost, HostPolicy};
 use crate::state::AppState;
 
@@ -86,7 +85,8 @@ impl ServerBuilder {
         self
     }
 
-    /// How often the event stream polls the store (default
+    /// How often an event stream re-reads the store's change feed when the store's change
+    /// signal cannot wake it (a custom backend without one; default
     /// [`DEFAULT_POLL_INTERVAL`]; at least 10 ms).
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval.max(Duration::from_millis(10));
@@ -135,7 +135,7 @@ impl ServerBuilder {
         };
         let state = Arc::new(AppState {
             hosts,
-            hub: EventHub::new(self.kit.clone(), self.poll_interval, self.shutdown.clone()),
+            event_poll: self.poll_interval,
             kit: self.kit,
             token: self.token,
             body_limit: self.body_limit,

@@ -1,12 +1,11 @@
 //! [`AppState`]: what every handler reads (the kit, the options the builder
-//! fixed, the event hub). Handlers import this module, never the router.
+//! fixed). Handlers import this module, never the router.
 
 use std::sync::Arc;
 
 use m3_kit::AsyncMcpTestKit;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::EventHub;
 use crate::host::HostPolicy;
 
 /// What every handler reads.
@@ -18,7 +17,8 @@ pub(crate) struct AppState {
     pub(crate) body_limit: usize,
     pub(crate) base_path: String,
     pub(crate) shutdown: CancellationToken,
-    pub(crate) hub: EventHub,
+    /// How often an event stream re-reads the feed when the store's signal cannot wake it.
+    pub(crate) event_poll: std::time::Duration,
 }
 
 /// The shared state as handlers take it.

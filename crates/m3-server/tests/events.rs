@@ -1,5 +1,6 @@
-//! The event stream over real HTTP: facts arrive live with ids, and a
-//! reconnect with `Last-Event-ID` gets exactly what came after.
+//! The event stream over real HTTP: change records arrive live with their cursors as ids,
+//! and a reconnect with `Last-Event-ID` gets exactly what came after; bad cursors are
+//! refused before the stream starts.
 
 // Helpers outside #[test] fns fail the test on purpose.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -30,7 +31,15 @@ struct Reader {
 
 impl Reader {
     async fn open(served: &Served, last_event_id: Option<&str>) -> Self {
-        let mut request = Request::get(served.url("/api/v1/events"));
+        Self::open_with(served, "/api/v1/events", last_event_id).await
+    }
+
+    async fn open_path(served: &Served, path: &str) -> Self {
+        Self::open_with(served, path, None).await
+    }
+
+    async fn open_with(served: &Served, path: &str, last_event_id: Option<&str>) -> Self {
+        let mut request = Request::get(served.url(path));
         if let Some(id) = last_event_id {
             request = request.header("last-event-id", id);
         }
@@ -44,6 +53,16 @@ impl Reader {
         Self {
             body: response.into_body(),
             buffer: String::new(),
+        }
+    }
+
+    /// The next `round.*` event (execution records between are skipped).
+    async fn next_round(&mut self) -> Sse {
+        loop {
+            let event = self.next().await;
+            if event.event.starts_with("round.") {
+                return event;
+            }
         }
     }
 
@@ -86,15 +105,15 @@ impl Reader {
 }
 
 #[tokio::test]
-async fn facts_stream_live_and_resume_after_the_last_id() {
+async fn records_stream_live_and_resume_after_the_last_id() {
     let served = serve(|b| b).await;
     let mut live = Reader::open(&served, None).await;
     let round = served.round(vec![address_form()]).await;
-    let pending = live.next().await;
+    let pending = live.next_round().await;
     assert_eq!(pending.event, "round.pending");
     assert_eq!(pending.data["round_id"], json!(round.round_id));
     assert_eq!(pending.data["execution_id"], json!(round.execution_id));
-    assert!(!pending.id.is_empty());
+    assert_eq!(pending.id, pending.data["cursor"].to_string());
     drop(live);
 
     let body = json!({"responses": {"shipping_address": {"action": "accept", "content": {"street": "1 Main Street", "city": "Pune"}}}, "idempotency_key": "k"});
@@ -106,24 +125,51 @@ async fn facts_stream_live_and_resume_after_the_last_id() {
         200
     );
     let mut resumed = Reader::open(&served, Some(&pending.id)).await;
-    let answered = resumed.next().await;
+    let answered = resumed.next_round().await;
     assert_eq!(
         answered.event, "round.answered",
-        "the pending fact is not repeated"
+        "the pending record is not repeated"
     );
-    assert_eq!(answered.data["status"], "response_validated");
-    assert!(!answered.id.is_empty() && answered.id != pending.id);
+    assert_eq!(answered.data["round"]["status"], "response_validated");
+    assert!(answered.data["cursor"].as_u64() > pending.data["cursor"].as_u64());
     assert!(
         !serde_json::to_string(&answered.data)
             .unwrap()
             .contains("1 Main Street"),
-        "ids only"
+        "ids and states only"
     );
 
-    // A foreign id (another server's log) replays by store time.
-    let foreign = format!("other.0.{}", pending.id.rsplit('.').next().unwrap());
-    let mut replayed = Reader::open(&served, Some(&foreign)).await;
-    assert_eq!(replayed.next().await.event, "round.pending");
-    assert_eq!(replayed.next().await.event, "round.answered");
+    // `?after=` resumes the same way for clients without the header.
+    let mut after =
+        Reader::open_path(&served, &format!("/api/v1/events?after={}", pending.id)).await;
+    assert_eq!(after.next_round().await.id, answered.id);
+    served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn malformed_and_future_cursors_are_refused_before_the_stream() {
+    let served = serve(|b| b).await;
+    served.round(vec![address_form()]).await;
+    for (cursor, reason) in [
+        ("abc", "invalid_cursor"),
+        ("-1", "invalid_cursor"),
+        ("999999", "cursor_in_future"),
+    ] {
+        let response = served
+            .client
+            .request(
+                Request::get(served.url("/api/v1/events"))
+                    .header("last-event-id", cursor)
+                    .body(Full::new(Bytes::new()))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 422, "{cursor}");
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "invalid_argument", "{body}");
+        assert_eq!(body["error"]["details"]["reason"], reason, "{body}");
+    }
     served.shutdown.cancel();
 }

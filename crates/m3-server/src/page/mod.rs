@@ -69,7 +69,7 @@ async fn asset(body: &'static str, kind: &'static str) -> Response {
 async fn inbox(State(state): State<Shared>) -> Response {
     let base = &state.base_path;
     let loaded = async {
-        let cursor = state.hub.cursor().await?;
+        let cursor = crate::events::latest_cursor(&state.kit).await?.to_string();
         let mut rounds = state.kit.pending_rounds().await?;
         rounds.reverse();
         Ok::<_, m3_types::Error>((cursor, rounds))
@@ -87,7 +87,7 @@ async fn inbox(State(state): State<Shared>) -> Response {
     };
     html_response(
         StatusCode::OK,
-        render::layout(base, "m3 inbox", cursor.as_deref(), main),
+        render::layout(base, "m3 inbox", Some(&cursor), main),
     )
 }
 
