@@ -7,7 +7,8 @@
 //! makes a change and its event one atomic rename; the price is that an append rewrites the
 //! whole log (fine for an example; a real backend would append to a log file and keep the
 //! last sequence in the record). `finish` and `terminalize_expired` fail the execution's
-//! unresolved rounds in the same commit (a journal of several files).
+//! unresolved rounds in the same commit (a journal of several files). No step here appends
+//! change records: [`DirectoryStore::write`] does, for whatever a step staged (`feed.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -427,17 +428,21 @@ impl ExecutionStore for DirectoryStore {
         })
     }
 
-    /// The same object: executions and rounds live in the same directory.
+    /// The feed file under the shared lock: a read never sees half a commit, since every
+    /// commit (change and records alike) happens under the exclusive lock.
     async fn read_changes(&self, after: Cursor, limit: usize) -> Result<ChangePage> {
         self.read(move |locked, _| crate::feed::read(locked, after, limit))
             .await
     }
 
+    /// Under the exclusive lock, like any mutation: the feed file is rewritten without the
+    /// removed records (a dry run writes nothing).
     async fn prune_changes(&self, request: PruneChanges) -> Result<Pruned> {
         self.write(move |locked, _| crate::feed::prune(locked, request))
             .await
     }
 
+    /// The same object: executions and rounds live in the same directory.
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
         Ok(Arc::new(self.clone()))
     }

@@ -1,17 +1,25 @@
 //! The directory store's change feed: `<dir>/changes.json`, one JSON document holding the
-//! records, the newest cursor ever assigned and the newest cursor retention removed.
+//! records kept, the newest cursor ever assigned and the newest cursor retention removed.
 //!
 //! [`stage_changes`] runs at the end of every mutation, under the exclusive lock, just
 //! before the commit: it compares each staged execution and round file with its committed
 //! version, asks the shared rules ([`round_change`], [`execution_changes`]) which records
 //! that change appends, numbers them after the newest cursor, and stages the feed too. The
 //! feed file is then part of the same commit (the journal), so a change and its records are
-//! written together or not at all, and the lock orders the commits: cursors follow commit
-//! order and are never reused. Hooking the commit, not each operation, means no mutation
-//! path can forget its record.
+//! written together or not at all, even across a crash (the next locker finishes the
+//! journal, feed included). The exclusive lock orders the commits, and each numbers its
+//! records after the newest cursor the previous one stored: cursors follow commit order.
+//! The newest cursor is kept apart from the records, so pruning the newest records never
+//! lets a cursor be assigned twice. Hooking the commit, not each operation, means no
+//! mutation path (rounds' create, claim, submit, deliver, resolve, fail, recovery;
+//! executions' create, transition, claim, lease, finish, cancel, terminalize) can forget
+//! its records, and a refused step stages nothing, so it appends nothing.
 //!
-//! The cost is plain: every change rewrites the whole feed file, so a write grows with the
-//! feed (prune it). A real backend would append to a log and keep the counters apart.
+//! The costs, plainly: every change that appends a record rewrites the whole feed file, and
+//! turns what would be a one-file rename (a claim, a transition) into a journal commit of
+//! two files; every read parses the whole file. Both grow with the records kept, so prune.
+//! A real backend would append to a log (or insert rows) and keep the two counters in a
+//! small state file (or a table) beside it.
 
 use m3_store::ExecutionRecord;
 use m3_store::changes::rules::{check_after, check_limit, execution_changes, round_change};
@@ -22,7 +30,7 @@ use serde_json::Value;
 
 use crate::files::{FileKind, Locked};
 
-/// The feed file.
+/// The feed file's contents.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct FeedFile {
     /// The newest cursor ever assigned (`0`: none).
@@ -34,6 +42,7 @@ struct FeedFile {
 }
 
 impl FeedFile {
+    /// The ends the shared cursor check ([`check_after`]) needs.
     fn bounds(&self) -> FeedBounds {
         FeedBounds::new(Cursor::new(self.pruned_through), Cursor::new(self.newest))
     }
@@ -42,6 +51,7 @@ impl FeedFile {
 /// The part of an execution file the feed reads.
 #[derive(Deserialize)]
 struct ExecutionPart {
+    /// The execution's record (the spec and the events are not the feed's business).
     record: ExecutionRecord,
 }
 
@@ -49,9 +59,15 @@ struct ExecutionPart {
 /// appends nothing).
 #[derive(Deserialize)]
 struct RoundPart {
+    /// The round's record, decoded in a second step.
     record: Value,
 }
 
+/// The feed as committed (or as staged by this mutation); an empty one if there is no file
+/// yet (a new directory).
+///
+/// # Errors
+/// `storage_error` if the file cannot be read or does not decode.
 fn read_feed(locked: &Locked<'_>) -> Result<FeedFile> {
     let path = locked.dir().changes_path();
     Ok(locked
@@ -64,19 +80,27 @@ fn read_feed(locked: &Locked<'_>) -> Result<FeedFile> {
         .unwrap_or_default())
 }
 
+/// The execution record of an execution file's text (`None`: not one this store wrote).
 fn execution_of(text: &str) -> Option<ExecutionRecord> {
     serde_json::from_str::<ExecutionPart>(text)
         .ok()
         .map(|part| part.record)
 }
 
+/// The round record of a round file's text (`None`: missing or damaged, as the
+/// conformance suite's `CorruptRecord` leaves it; a damaged round appends nothing).
 fn round_of(text: &str) -> Option<ManagedInputRecord> {
     let part: RoundPart = serde_json::from_str(text).ok()?;
     serde_json::from_value(part.record).ok()
 }
 
 /// The records the staged files append: the rounds' first, then the executions' (a finish
-/// fails the rounds, then ends the execution).
+/// fails the rounds, then ends the execution, and the memory backend appends in that order
+/// too). Each staged file is compared with its committed version, so a file staged twice in
+/// one mutation appends the net change once.
+///
+/// # Errors
+/// `storage_error` if a committed file cannot be read.
 fn staged_changes(locked: &Locked<'_>) -> Result<Vec<ChangeRecord>> {
     let (mut rounds, mut executions) = (Vec::new(), Vec::new());
     for (path, text) in locked.staged() {

@@ -8,12 +8,16 @@
 //!   commit (temp file + rename, a journal for several files);
 //! - `rounds` and `executions`: `ManagedInputStore` and `ExecutionStore`, made of
 //!   storage code and calls of the shared rules only;
+//! - `feed`: the change feed, one file the commit of every mutation rewrites with the
+//!   records the shared rules derive from what the mutation staged;
 //! - `corrupt`: the conformance suite's `CorruptRecord` (it damages a stored file);
+//! - `feed_check`: the feed's cursors surviving a prune of every record and a reopening;
 //! - `demo`: the change signal waking a waiter across store objects and processes.
 //!
 //! `main` runs both conformance suites against the directory store (a fresh temporary
 //! directory per case; the peer is a second store object on the same directory), exits
-//! non-zero unless every case passed, then demonstrates the wake-ups.
+//! non-zero unless every case passed, then checks the feed across a reopening and
+//! demonstrates the wake-ups.
 //!
 //! ```text
 //! cargo run -p m3-store --example custom_backend --features conformance
@@ -27,6 +31,8 @@ mod demo;
 mod executions;
 #[cfg(unix)]
 mod feed;
+#[cfg(unix)]
+mod feed_check;
 #[cfg(unix)]
 mod files;
 #[cfg(unix)]
@@ -101,7 +107,8 @@ fn check(suite: &str, report: &ConformanceReport, expected: usize) -> Result<(),
 }
 
 /// Runs both conformance suites against the directory store (or, in the child process of
-/// the cross-process demonstration, creates its round), then the wake-up demonstrations.
+/// the cross-process demonstration, creates its round), then the feed check and the wake-up
+/// demonstrations.
 #[cfg(unix)]
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), BoxError> {
@@ -120,6 +127,7 @@ async fn main() -> Result<(), BoxError> {
     executions_ok?;
 
     let temp = tempfile::tempdir()?;
+    feed_check::cursors_survive_pruning_and_reopening(&temp.path().join("feed")).await?;
     demo::wake_in_process(&temp.path().join("in-process")).await?;
     demo::wake_across_processes(&temp.path().join("cross-process")).await?;
     Ok(())
