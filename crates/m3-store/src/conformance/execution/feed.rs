@@ -459,3 +459,31 @@ pub async fn prune_removes_old_records_and_expires_cursors_behind_them(
     );
     Ok(())
 }
+
+/// Pruning every record, the newest included, never lets a cursor be reused: the next record
+/// comes after every pruned one, and a reader at the old newest cursor goes on.
+pub async fn pruning_every_record_never_reuses_a_cursor(h: &ExecutionHarness) -> CaseResult {
+    let id = create(h).await?.execution_id;
+    h.store
+        .transition(&id, ExecutionStatus::Queued, None)
+        .await?;
+    let newest = newest(h.store.as_ref()).await?;
+    advance(h, Duration::from_secs(60));
+    let pruned = h
+        .store
+        .prune_changes(PruneChanges::before(crate::store_now(&h.clock)))
+        .await?;
+    ensure!(pruned.through == Some(newest), "pruned {pruned:?}");
+    h.store.request_cancel(&id, None).await?;
+    let next = read_all(h.peer.as_ref(), newest, 10).await?;
+    ensure!(
+        next.len() == 1 && next[0].cursor > newest,
+        "after pruning everything: {next:?}"
+    );
+    let from_start = read_all(h.peer.as_ref(), Cursor::START, 10).await?;
+    ensure!(
+        from_start == next,
+        "a reader from the start: {from_start:?}"
+    );
+    Ok(())
+}

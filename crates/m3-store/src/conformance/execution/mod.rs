@@ -96,6 +96,7 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     feed::a_reader_beside_concurrent_writers_misses_nothing,
     feed::bad_pages_and_cursors_are_refused,
     feed::prune_removes_old_records_and_expires_cursors_behind_them,
+    feed::pruning_every_record_never_reuses_a_cursor,
 ];
 
 /// Runs every case against fresh backends from `factory`.
