@@ -1,6 +1,7 @@
-//! The change feed on PostgreSQL: `m3rs_changes`, appended by deferred triggers at commit
-//! (migration `0003_change_feed.sql` says why they number records in commit order), read
-//! by cursor and pruned here.
+//! The change feed on PostgreSQL: `m3rs_changes`, appended unnumbered by row triggers in
+//! the writer's transaction, numbered in commit order by the reader that comes next
+//! (migration `0005_change_feed_numbered_by_readers.sql` says why), read by cursor and
+//! pruned here.
 
 use m3_store::changes::rules::{check_after, check_limit};
 use m3_store::changes::{ChangePage, FeedBounds, PruneChanges, Pruned};
@@ -19,13 +20,24 @@ const SELECT_BOUNDS: &str = "SELECT (SELECT max(cursor) FROM m3rs_changes),
 const SELECT_PAGE: &str = "SELECT cursor, kind, execution_id, round_id, at, actor, state_json
     FROM m3rs_changes WHERE cursor > $1 ORDER BY cursor LIMIT $2";
 
-/// Up to `limit` records after `after`, from one snapshot (`REPEATABLE READ`, read only),
-/// so the bounds and the page agree.
+/// Numbers every committed record that has no cursor yet, in a durable transaction of
+/// its own (a no-op when there is none); returns how many it numbered.
+async fn number(pool: &PgPool) -> Result<i64> {
+    sqlx::query_scalar("SELECT m3rs_number_changes()")
+        .fetch_one(pool)
+        .await
+        .map_err(db("cannot number the change feed's new records"))
+}
+
+/// Up to `limit` records after `after`: numbers what was committed since the last reader,
+/// then reads from one snapshot (`REPEATABLE READ`, read only), so the bounds and the page
+/// agree.
 ///
 /// # Errors
 /// See [`ExecutionStore::read_changes`](m3_store::ExecutionStore::read_changes).
 pub(crate) async fn read(pool: &PgPool, after: Cursor, limit: usize) -> Result<ChangePage> {
     check_limit(limit)?;
+    number(pool).await?;
     let mut tx = pool
         .begin()
         .await
@@ -102,11 +114,14 @@ fn decode(row: &sqlx::postgres::PgRow) -> Result<ChangeRecord> {
 /// `storage_error` if the feed cannot be pruned.
 pub(crate) async fn prune(pool: &PgPool, request: PruneChanges) -> Result<Pruned> {
     let failed = db("cannot prune the change feed");
+    // Retention decides on numbered records only; unnumbered ones are the newest anyway.
+    number(pool).await?;
     let mut tx = pool.begin().await.map_err(&failed)?;
     let row = sqlx::query(
         "SELECT count(*), max(cursor) FROM m3rs_changes WHERE cursor < coalesce(
             (SELECT min(cursor) FROM m3rs_changes WHERE at >= $1),
-            (SELECT max(cursor) + 1 FROM m3rs_changes))",
+            (SELECT max(cursor) + 1 FROM m3rs_changes))
+         AND cursor IS NOT NULL",
     )
     .bind(request.before)
     .fetch_one(&mut *tx)
