@@ -191,7 +191,8 @@ fn to_i64(n: u64) -> i64 {
 async fn save(conn: &mut PgConnection, record: &ExecutionRecord) -> Result<()> {
     sqlx::query(
         "UPDATE m3rs_executions SET lifecycle = $2, finished = $3, record_json = $4, \
-         lease_token = $5, lease_expires_at = $6, updated_at = $7 WHERE execution_id = $1",
+         lease_token = $5, lease_expires_at = $6, updated_at = $7, cancel_requested_at = $8 \
+         WHERE execution_id = $1",
     )
     .bind(&record.execution_id)
     .bind(record.lifecycle.as_str())
@@ -200,6 +201,8 @@ async fn save(conn: &mut PgConnection, record: &ExecutionRecord) -> Result<()> {
     .bind(record.lease.as_ref().map(|l| l.lease_token.as_str()))
     .bind(record.lease.as_ref().map(|l| l.expires_at))
     .bind(record.updated_at)
+    // A column of its own so the change feed's trigger need not parse the record.
+    .bind(record.cancel_requested_at)
     .execute(&mut *conn)
     .await
     .map_err(db("cannot write the execution"))?;

@@ -82,8 +82,8 @@ impl PgManagedInputStore {
         let (earliest, latest) = window.unzip();
         let inserted: Option<OffsetDateTime> = sqlx::query_scalar(
             "INSERT INTO m3rs_rounds (execution_id, round_id, round_index, status, record_json, \
-             lease_expires_at, created_at, updated_at) \
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8 \
+             lease_expires_at, created_at, updated_at, server, operation_kind, operation_name) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $11, $12, $13 \
              WHERE $9::timestamptz IS NULL OR clock_timestamp() BETWEEN $9 AND $10::timestamptz \
              ON CONFLICT DO NOTHING RETURNING clock_timestamp()",
         )
@@ -97,6 +97,10 @@ impl PgManagedInputStore {
         .bind(record.updated_at)
         .bind(earliest)
         .bind(latest)
+        // The change feed's trigger reads these instead of parsing the record.
+        .bind(&record.pending.server)
+        .bind(record.pending.operation_kind.as_str())
+        .bind(&record.pending.operation_name)
         .fetch_optional(&mut *conn)
         .await
         .map_err(db("cannot insert the managed-input round"))?;

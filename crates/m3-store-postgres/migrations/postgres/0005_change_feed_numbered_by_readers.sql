@@ -16,6 +16,18 @@ DROP TRIGGER m3rs_changes_round_status ON m3rs_rounds;
 DROP TRIGGER m3rs_changes_execution_created ON m3rs_executions;
 DROP TRIGGER m3rs_changes_execution_updated ON m3rs_executions;
 
+-- What the triggers need, in columns the writers fill, so that a change does not parse the
+-- stored record (parsing it cost a third of the round writes' throughput). A row written
+-- without them (by another program) is still read from its record.
+ALTER TABLE m3rs_rounds ADD COLUMN server text, ADD COLUMN operation_kind text,
+                        ADD COLUMN operation_name text;
+UPDATE m3rs_rounds SET server = record_json::json #>> '{pending,server}',
+                       operation_kind = record_json::json #>> '{pending,operation_kind}',
+                       operation_name = record_json::json #>> '{pending,operation_name}';
+ALTER TABLE m3rs_executions ADD COLUMN cancel_requested_at timestamptz;
+UPDATE m3rs_executions
+SET cancel_requested_at = (record_json::json ->> 'cancel_requested_at')::timestamptz;
+
 ALTER TABLE m3rs_changes DROP CONSTRAINT m3rs_changes_pkey;
 ALTER TABLE m3rs_changes ALTER COLUMN cursor DROP NOT NULL;
 -- The order records were appended in; it orders the records one numbering finds.
@@ -68,6 +80,77 @@ BEGIN
 END
 $$;
 
+-- A new round, or a round whose status changed: its identity from the row's columns, its
+-- failure code from the record (only for a failure).
+CREATE OR REPLACE FUNCTION m3rs_round_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    pending json;
+    round_server text := NEW.server;
+    round_kind text := NEW.operation_kind;
+    round_operation text := NEW.operation_name;
+BEGIN
+    IF round_server IS NULL THEN
+        pending := NEW.record_json::json -> 'pending';
+        round_server := pending ->> 'server';
+        round_kind := pending ->> 'operation_kind';
+        round_operation := pending ->> 'operation_name';
+    END IF;
+    INSERT INTO m3rs_changes (kind, execution_id, round_id, at, state_json)
+    VALUES (
+        CASE NEW.status
+            WHEN 'pending' THEN 'round.pending'
+            WHEN 'response_validated' THEN 'round.answered'
+            WHEN 'delivery_started' THEN 'round.delivery_started'
+            WHEN 'delivered' THEN 'round.delivered'
+            WHEN 'resolved' THEN 'round.resolved'
+            ELSE 'round.failed'
+        END,
+        NEW.execution_id, NEW.round_id, NEW.updated_at,
+        json_build_object(
+            'round_index', NEW.round_index,
+            'status', NEW.status,
+            'server', coalesce(round_server, ''),
+            'operation_kind',
+                CASE WHEN round_kind IN ('tool', 'prompt', 'resource') THEN round_kind END,
+            'operation_name', coalesce(round_operation, ''),
+            'failure_code', CASE WHEN NEW.status = 'failed'
+                THEN NEW.record_json::json ->> 'failure_code' END)::text);
+    RETURN NULL;
+END
+$$;
+
+-- A new execution, or one whose lifecycle, lease token or cancel time changed; the records
+-- in the order of m3_store::changes::rules::execution_changes. The record is parsed only
+-- for a change that appends one (its outcome).
+CREATE OR REPLACE FUNCTION m3rs_execution_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    state jsonb := jsonb_build_object('lifecycle', NEW.lifecycle,
+                                      'outcome', NEW.record_json::json ->> 'outcome');
+BEGIN
+    IF NEW.cancel_requested_at IS NOT NULL
+       AND (TG_OP = 'INSERT' OR OLD.cancel_requested_at IS NULL) THEN
+        PERFORM m3rs_append_change('execution.cancel_requested', NEW.execution_id, NULL,
+                                   NEW.updated_at, state);
+    END IF;
+    IF NEW.lease_token IS NOT NULL
+       AND (TG_OP = 'INSERT' OR NEW.lease_token IS DISTINCT FROM OLD.lease_token) THEN
+        PERFORM m3rs_append_change('execution.claimed', NEW.execution_id, NULL,
+                                   NEW.updated_at, state);
+    END IF;
+    IF (TG_OP = 'INSERT' OR NEW.lifecycle IS DISTINCT FROM OLD.lifecycle)
+       AND NEW.lifecycle IN ('queued', 'waiting_for_input', 'finished') THEN
+        PERFORM m3rs_append_change(
+            CASE NEW.lifecycle
+                WHEN 'queued' THEN 'execution.queued'
+                WHEN 'waiting_for_input' THEN 'execution.waiting_for_input'
+                ELSE 'execution.finished'
+            END,
+            NEW.execution_id, NULL, NEW.updated_at, state);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 CREATE TRIGGER m3rs_changes_round_created
     AFTER INSERT ON m3rs_rounds
     FOR EACH ROW
@@ -92,5 +175,5 @@ CREATE TRIGGER m3rs_changes_execution_updated
     FOR EACH ROW
     WHEN (NEW.lifecycle IS DISTINCT FROM OLD.lifecycle
           OR NEW.lease_token IS DISTINCT FROM OLD.lease_token
-          OR NEW.record_json IS DISTINCT FROM OLD.record_json)
+          OR NEW.cancel_requested_at IS DISTINCT FROM OLD.cancel_requested_at)
     EXECUTE FUNCTION m3rs_execution_changed();
