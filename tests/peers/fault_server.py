@@ -1,11 +1,13 @@
 """A deliberately misbehaving stdio MCP server, written by hand (no SDK).
 
-Usage: fault_server.py --fault MODE [--era modern|legacy|silent-legacy]
+Usage: fault_server.py --fault MODE [--era modern|legacy|silent-legacy|empty-discover|error-discover]
 
 It answers the handshake correctly (``server/discover`` for 2026-07-28, or
 ``initialize`` when ``--era legacy``: then discover gets -32601; with
 ``--era silent-legacy`` discover is never answered, like a server that ignores
-unknown methods) and lists one
+unknown methods; ``empty-discover`` answers discover with an empty result and
+``error-discover`` with -32603, like servers that answer every unknown method so) and
+lists one
 tool, ``ship``. Calling ``ship`` triggers the fault:
 
 - ``crash-mid-call``              exit(3) without answering
@@ -146,6 +148,10 @@ for line in sys.stdin:
             continue
         if args.era == "legacy":
             send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32601, "message": "Method not found"}})
+        elif args.era == "empty-discover":
+            result(msg_id, {})
+        elif args.era == "error-discover":
+            send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32603, "message": "unknown method"}})
         else:
             result(msg_id, {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "resultType": "complete",
                             "ttlMs": 0, "cacheScope": "private",

@@ -280,6 +280,20 @@ async fn a_legacy_server_that_ignores_discover_falls_back_to_initialize() {
 }
 
 #[tokio::test]
+async fn a_server_that_answers_discover_with_no_discover_result_falls_back_to_initialize() {
+    // Servers that answer every unknown method with `{}` or an error of their own.
+    for era in ["empty-discover", "error-discover"] {
+        let connection = McpConnection::connect(&fault_peer("none", era), ConnectOptions::new())
+            .await
+            .unwrap_or_else(|e| panic!("{era}: {e}"));
+        assert_eq!(connection.era(), ProtocolEra::Legacy, "{era}");
+        let listed = connection.list_tools().await.unwrap();
+        assert!(listed.iter().any(|tool| tool.name == "ship"), "{era}");
+        connection.close().await.unwrap();
+    }
+}
+
+#[tokio::test]
 async fn a_withdrawn_legacy_round_is_reported_and_not_answered() {
     let connection = connect_fast(&fault_peer("withdraw", "legacy"), ProtocolEra::Legacy).await;
     let round = connection

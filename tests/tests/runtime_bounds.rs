@@ -3,7 +3,8 @@
 //! stored; a server result nested past it fails the execution at once with
 //! `protocol_error`, and the execution stays readable; a round over the configured
 //! round limits is refused before it is stored; a listing that meets an unreadable row
-//! reports it instead of leaving it out.
+//! reports it instead of leaving it out; a tool the server never lists is refused
+//! (`tool_not_listed`), not called.
 
 // Helpers outside #[test] fns fail the test on purpose (clippy.toml only relaxes
 // these lints inside test functions).
@@ -151,6 +152,23 @@ async fn a_server_result_nested_past_the_bound_fails_the_execution_and_it_stays_
         readable(&kit, &handle).await;
         kit.close().await.unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_the_server_never_lists_is_refused_and_never_called() {
+    // Calling `ship` would crash this server; `nope` is not listed, so it must not be called.
+    let dir = tempfile::tempdir().unwrap();
+    let kit = kit_with(&dir.path().join("m3.sqlite"), RoundLimits::new()).await;
+    let handle = submit(
+        &kit,
+        faulty_server("crash-mid-call", "modern"),
+        "faulty:nope",
+    )
+    .await;
+    let result = ends(&handle, WAIT, ExecutionOutcome::Failed).await.unwrap();
+    let error = failure(&result, "invalid_argument", "tool_not_listed").unwrap();
+    assert_eq!(error.details["tool"], "nope", "{error:?}");
+    kit.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -424,6 +424,10 @@ pub(crate) struct RespondArgs {
     /// Cancel a request. Repeatable.
     #[arg(long, value_name = "KEY")]
     pub(crate) cancel: Vec<String>,
+    /// Fill the fields an accepted form answer leaves out with the defaults its schema
+    /// gives, as the interactive form does, before the answer is validated.
+    #[arg(long)]
+    pub(crate) accept_defaults: bool,
 }
 
 fn parse_concurrency(text: &str) -> Result<usize, String> {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Store, managed_run, refs, shipping_server};
+use common::{Store, managed_run, raw_server, refs, shipping_server};
 use serde_json::json;
 
 #[test]
@@ -234,4 +234,62 @@ fn unknown_executions_and_rounds_exit_8() {
     }
     let human = store.m3(&["status", "nope"]).expect_code(8);
     assert!(human.stderr.starts_with("error["), "{}", human.stderr);
+}
+
+#[test]
+fn respond_accept_defaults_fills_what_the_answer_leaves_out_with_the_schema_defaults() {
+    let store = Store::new();
+    let params = json!({
+        "message": "Book a table.",
+        "requestedSchema": {"type": "object", "required": ["name", "guests"], "properties": {
+            "name": {"type": "string"},
+            "guests": {"type": "integer", "default": 2},
+            "terrace": {"type": "boolean", "default": true}}}
+    });
+    let server = raw_server(&params);
+    let mut run = store.spawn(&[
+        "--json",
+        "run",
+        "--server",
+        &server,
+        "--call",
+        "raw:ask",
+        "--arguments",
+        "{}",
+        "--human-input",
+        "managed",
+    ]);
+    let execution = run.next_json()["execution_id"].as_str().unwrap().to_owned();
+    let round = run.next_json()["round_id"].as_str().unwrap().to_owned();
+    let respond = |key: &str, extra: &[&str]| {
+        let mut args = vec![
+            "--json",
+            "respond",
+            &execution,
+            &round,
+            "--idempotency-key",
+            key,
+            "--accept",
+            r#"q={"name": "Ada", "terrace": false}"#,
+        ];
+        args.extend_from_slice(extra);
+        store.m3(&args)
+    };
+    // Sent verbatim, the answer lacks the required `guests`: refused, nothing stored.
+    let refused = respond("k1", &[]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert_eq!(refused.error_code(), "managed_input_invalid");
+    // With the defaults: `guests` takes its default, the `terrace` given is kept.
+    respond("k2", &["--accept-defaults"]).expect_code(0);
+    run.finish().expect_code(0);
+    let rounds = store
+        .m3(&["--json", "rounds", &execution])
+        .expect_code(0)
+        .json();
+    let content = &rounds[0]["redacted_responses"]["q"]["content"];
+    assert_eq!(
+        content,
+        &json!({"name": "Ada", "guests": 2, "terrace": false}),
+        "{rounds}"
+    );
 }

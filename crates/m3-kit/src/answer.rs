@@ -3,6 +3,7 @@
 //! cost reads that the answer does not need.
 
 use m3_store::{LeaseRef, ResponseSubmission, RoundRef};
+use m3_types::form_input::fill_defaults;
 use m3_types::{Error, ResponseMap, Result, redact_responses};
 
 use crate::handle::{RoundDetails, RoundDiagnostics, not_found};
@@ -36,6 +37,40 @@ impl AsyncMcpTestKit {
         responses: ResponseMap,
         idempotency_key: &str,
     ) -> Result<RoundDetails> {
+        self.answer_round(execution_id, round_id, responses, idempotency_key, false)
+            .await
+    }
+
+    /// [`respond_round`](Self::respond_round), after filling the fields each accepted form
+    /// answer leaves out with the defaults of its requested schema
+    /// ([`fill_defaults`](m3_types::form_input::fill_defaults)), as the interactive form
+    /// does. The filled answers are validated, stored and replayed like any other.
+    ///
+    /// # Errors
+    /// As [`respond_round`](Self::respond_round).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`respond_round`](Self::respond_round).
+    pub async fn respond_round_with_defaults(
+        &self,
+        execution_id: &str,
+        round_id: &str,
+        responses: ResponseMap,
+        idempotency_key: &str,
+    ) -> Result<RoundDetails> {
+        self.answer_round(execution_id, round_id, responses, idempotency_key, true)
+            .await
+    }
+
+    async fn answer_round(
+        &self,
+        execution_id: &str,
+        round_id: &str,
+        mut responses: ResponseMap,
+        idempotency_key: &str,
+        accept_defaults: bool,
+    ) -> Result<RoundDetails> {
         if execution_id.is_empty() || round_id.is_empty() {
             return Err(
                 not_found("managed-input round", round_id).with_detail("round_id", round_id)
@@ -51,6 +86,9 @@ impl AsyncMcpTestKit {
         let current = store.get_round(&round).await?.ok_or_else(|| {
             not_found("managed-input round", round_id).with_detail("round_id", round_id)
         })?;
+        if accept_defaults {
+            fill_defaults(&current.pending.requests, &mut responses);
+        }
         let submission = ResponseSubmission::new(responses, idempotency_key);
         let record = store
             .submit_responses(&round, &LeaseRef::of(&current.lease), submission)

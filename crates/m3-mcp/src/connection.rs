@@ -70,9 +70,11 @@ impl McpConnection {
     ///
     /// Negotiation: `server/discover` first (rmcp `Auto` mode, which falls back to
     /// `initialize` on the same process when the server answers the probe with an
-    /// error). A server that stays silent is given `discover_timeout`; then the
-    /// process is killed and a fresh one is started with `initialize` (rmcp's own
-    /// silent-probe timeout is a fixed, private 10 s).
+    /// error it takes for "legacy"). A server that stays silent is given
+    /// `discover_timeout`, and one that answers the probe with anything else than a
+    /// discover result (an empty result, another error, no shared version) is taken
+    /// at its word: either way the process is killed and a fresh one is started with
+    /// `initialize` (rmcp's own silent-probe timeout is a fixed, private 10 s).
     ///
     /// # Errors
     /// `transport_error` when the server cannot be started or closes during the
@@ -85,7 +87,7 @@ impl McpConnection {
             Some(era) => Self::connect_once(server, &options, Lifecycle::Fixed(era)).await,
             None => match Self::connect_once(server, &options, Lifecycle::Auto).await {
                 Err(error) if falls_back(&error) => {
-                    tracing::info!(server = %server.name, "server/discover probe timed out; falling back to initialize");
+                    tracing::info!(server = %server.name, "no server/discover result; falling back to initialize");
                     Self::connect_once(server, &options, Lifecycle::Fixed(ProtocolEra::Legacy))
                         .await
                 }
@@ -175,7 +177,7 @@ impl McpConnection {
             Some(era) => attempt(Lifecycle::Fixed(era)).await,
             None => match attempt(Lifecycle::Auto).await {
                 Err(error) if falls_back(&error) => {
-                    tracing::info!(server = %server.name, "server/discover probe timed out; falling back to initialize");
+                    tracing::info!(server = %server.name, "no server/discover result; falling back to initialize");
                     attempt(Lifecycle::Fixed(ProtocolEra::Legacy)).await
                 }
                 other => other,

@@ -66,10 +66,30 @@ fn offers_only_legacy(error: &ClientInitializeError) -> bool {
             && server_supported.iter().all(|v| *v < ProtocolVersion::V_2026_07_28))
 }
 
+/// Detail marking a `server/discover` probe answered with something that is not a
+/// discover result.
+const NOT_A_DISCOVER_RESULT: &str = "discover_not_understood";
+
+/// Whether the server answered the probe, but not with a discover result: a result of
+/// another shape (`{}` from a server that answers every unknown method), an error rmcp
+/// does not take for "legacy" (any code), or versions we do not share. Such a server may
+/// still speak `initialize`; a closed or silent connection is not this.
+fn answered_but_not_discover(error: &ClientInitializeError) -> bool {
+    matches!(
+        error,
+        ClientInitializeError::ExpectedInitResult(Some(_))
+            | ClientInitializeError::ExpectedInitResponse(Some(_))
+            | ClientInitializeError::JsonRpcError(_)
+            | ClientInitializeError::NoCompatibleProtocolVersion { .. }
+    )
+}
+
 /// Whether an `Auto` connection attempt should be repeated with `initialize`: the
-/// probe timed out, or the server named only legacy versions.
+/// probe timed out, the server named only legacy versions, or it answered the probe
+/// with something that is not a discover result.
 pub(super) fn falls_back(error: &Error) -> bool {
-    error.is_timeout() || error.details().get(LEGACY_ONLY) == Some(&serde_json::Value::Bool(true))
+    let marked = |detail| error.details().get(detail) == Some(&serde_json::Value::Bool(true));
+    error.is_timeout() || marked(LEGACY_ONLY) || marked(NOT_A_DISCOVER_RESULT)
 }
 
 /// Runs the handshake within `timeout`, ending early on a connection fault.
@@ -95,6 +115,11 @@ where
             ))
             .with_detail("server", server.to_owned())
             .with_detail(LEGACY_ONLY, true)),
+            Ok(Err(error)) if answered_but_not_discover(&error) => Err(Error::protocol(format!(
+                "MCP handshake with '{server}' failed: {error}"
+            ))
+            .with_detail("server", server.to_owned())
+            .with_detail(NOT_A_DISCOVER_RESULT, true)),
             Ok(Err(error)) => {
                 // Prefer the reader's diagnosis (exit status, bad line) when it has one.
                 let fault = tokio::time::timeout(Duration::from_millis(500), wait_for_fault(&mut faults)).await;

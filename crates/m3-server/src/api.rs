@@ -146,15 +146,19 @@ fn round_json(details: &RoundDetails) -> ApiResult<Value> {
     Ok(Value::Object(out))
 }
 
-/// `{"responses": {KEY: ElicitationResponse}, "idempotency_key": "..."}`.
+/// `{"responses": {KEY: ElicitationResponse}, "idempotency_key": "...",
+/// "accept_defaults": false}`.
 ///
 /// Each response is read on its own, so a malformed one is the store's
-/// `managed_input_invalid` (422, naming its request key), not a 400.
+/// `managed_input_invalid` (422, naming its request key), not a 400. With
+/// `accept_defaults`, fields an accepted form answer leaves out take the schema's defaults.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Submission {
     responses: Map<String, Value>,
     idempotency_key: String,
+    #[serde(default)]
+    accept_defaults: bool,
 }
 
 impl Submission {
@@ -178,12 +182,20 @@ async fn respond(
     Path((execution_id, round_id)): Path<(String, String)>,
     ApiJson(submission): ApiJson<Submission>,
 ) -> ApiResult<Json<Value>> {
+    let accept_defaults = submission.accept_defaults;
     let (responses, key) = submission.responses()?;
     // One read of the round and its write: the reply is the committed round.
-    let details = state
-        .kit
-        .respond_round(&execution_id, &round_id, responses, &key)
-        .await?;
+    let details = if accept_defaults {
+        state
+            .kit
+            .respond_round_with_defaults(&execution_id, &round_id, responses, &key)
+            .await?
+    } else {
+        state
+            .kit
+            .respond_round(&execution_id, &round_id, responses, &key)
+            .await?
+    };
     Ok(Json(round_json(&details)?))
 }
 

@@ -376,3 +376,46 @@ async fn a_foreign_origin_never_changes_state() {
         .await;
     assert_eq!(same.status, StatusCode::OK, "{}", same.body);
 }
+
+#[tokio::test]
+async fn accept_defaults_fills_the_fields_an_answer_leaves_out() {
+    let served = serve(|b| b).await;
+    let form = m3_types::ElicitationRequest::Form(m3_types::FormElicitationRequest::new(
+        "booking",
+        "Book a table.",
+        json!({
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "guests": {"type": "integer", "default": 2}},
+            "required": ["name", "guests"]
+        })
+        .as_object()
+        .unwrap()
+        .clone(),
+    ));
+    let round = served.round(vec![form]).await;
+    let path = responses_path(&round);
+    let body = |key: &str, defaults: Option<bool>| {
+        let mut body = json!({
+            "responses": {"booking": {"action": "accept", "content": {"name": "Ada"}}},
+            "idempotency_key": key
+        });
+        if let Some(defaults) = defaults {
+            body["accept_defaults"] = json!(defaults);
+        }
+        body
+    };
+    for verbatim in [None, Some(false)] {
+        let refused = served.post_json(&path, &body("k1", verbatim)).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{verbatim:?}"
+        );
+    }
+    let accepted = served.post_json(&path, &body("k2", Some(true))).await;
+    assert_eq!(accepted.status, StatusCode::OK, "{}", accepted.body);
+    assert_eq!(
+        accepted.json()["redacted_responses"]["booking"]["content"],
+        json!({"name": "Ada", "guests": 2})
+    );
+}

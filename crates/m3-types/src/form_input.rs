@@ -2,12 +2,16 @@
 //! means: one line typed at the terminal's prompt ([`parse_typed`], checked at once so the
 //! prompt can ask again) or the values of a plain HTML form post ([`coerce_posted`],
 //! lenient, so the store's validator explains what is wrong next to the field). Both start
-//! from the [`Field`]s of [`crate::form::fields`].
+//! from the [`Field`]s of [`crate::form::fields`]. [`fill_defaults`] gives answers given
+//! whole (the CLI's and the API's) the defaults a form would.
 
-use serde_json::{Number, Value, json};
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Number, Value, json};
 use time::format_description::well_known::Rfc3339;
 
-use crate::form::{Choice, Field, FieldKind};
+use crate::elicitation::{ElicitationAction, ElicitationRequest, ResponseMap};
+use crate::form::{Choice, Field, FieldKind, fields};
 
 /// What one line typed at a field's prompt means.
 #[derive(Debug, Clone, PartialEq)]
@@ -219,6 +223,52 @@ pub fn coerce_posted(field: &Field, values: &[String]) -> Option<Value> {
             .filter(|v| !v.is_empty())
             .map(|v| Value::String(v.clone())),
     }
+}
+
+/// Fills each accepted form answer's missing fields with the defaults its requested schema
+/// gives (`m3 respond --accept-defaults`, the API's `accept_defaults`): what the
+/// interactive form does when a person leaves a field empty. Answers that decline, cancel
+/// or accept a URL request are left as they are; fields given are never replaced. Returns
+/// how many values were filled in. The answers are validated afterwards, as always.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use m3_types::form_input::fill_defaults;
+/// use m3_types::{ElicitationRequest, ElicitationResponse, FormElicitationRequest, ResponseMap};
+/// use serde_json::{Map, json};
+///
+/// let schema = json!({"type": "object", "properties": {
+///     "guests": {"type": "integer", "default": 2}, "name": {"type": "string"}}});
+/// let request = FormElicitationRequest::new("booking", "Book a table.",
+///     schema.as_object().unwrap().clone());
+/// let requests = BTreeMap::from([("booking".to_owned(), ElicitationRequest::Form(request))]);
+/// let mut content = Map::new();
+/// content.insert("name".into(), json!("Ada"));
+/// let mut answers = ResponseMap::from([("booking".to_owned(), ElicitationResponse::accept(content))]);
+/// assert_eq!(fill_defaults(&requests, &mut answers), 1);
+/// assert_eq!(answers["booking"].content.as_ref().unwrap()["guests"], json!(2));
+/// ```
+pub fn fill_defaults(
+    requests: &BTreeMap<String, ElicitationRequest>,
+    responses: &mut ResponseMap,
+) -> usize {
+    let mut filled = 0;
+    for (key, response) in responses.iter_mut() {
+        let Some(ElicitationRequest::Form(request)) = requests.get(key) else {
+            continue;
+        };
+        if response.action != ElicitationAction::Accept {
+            continue;
+        }
+        let content = response.content.get_or_insert_with(Map::new);
+        for field in fields(&request.requested_schema) {
+            if let (Some(default), false) = (field.default, content.contains_key(&field.name)) {
+                content.insert(field.name, default);
+                filled += 1;
+            }
+        }
+    }
+    filled
 }
 
 /// Posted text as a number of the field's type, else the text itself.

@@ -115,6 +115,8 @@ reasons! {
     // ---- runtime
     /// A managed round's deadline passed.
     ElicitationDeadline => "elicitation_deadline",
+    /// A script named a tool the server did not list, not even after the listing wait.
+    ToolNotListed => "tool_not_listed",
     // ---- storage
     /// The database connection was lost or refused (a server restart or shutdown, a
     /// network reset, no connection free in time): nothing was decided, and the same call

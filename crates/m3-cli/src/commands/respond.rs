@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use m3_kit::{AsyncExecutionHandle, AsyncMcpTestKit};
+use m3_types::form_input::fill_defaults;
 use m3_types::{HumanInput, ManagedInputStatus};
 use serde_json::json;
 
@@ -20,7 +21,7 @@ use crate::responses::{ResponseArgs, parse_responses};
 const DELIVERY_GRACE: Duration = Duration::from_millis(1500);
 
 pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(), Failure> {
-    let responses = parse_responses(&ResponseArgs {
+    let mut responses = parse_responses(&ResponseArgs {
         responses: args.responses.as_deref().map(read_payload).transpose()?,
         accept: args.accept,
         accept_url: args.accept_url,
@@ -33,6 +34,10 @@ pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(),
             Some(round) => (kit.attach(&args.first).await?, round.clone()),
             None => (find_round(&kit, &args.first).await?, args.first.clone()),
         };
+        if args.accept_defaults {
+            let details = handle.round(&round).await?;
+            fill_defaults(&details.round.requests, &mut responses);
+        }
         handle
             .respond_elicitation(&round, responses, &args.idempotency_key)
             .await?;

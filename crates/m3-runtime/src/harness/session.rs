@@ -4,10 +4,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use m3_types::{
-    Clock, Error, OperationKind, PendingElicitationRound, ResponseMap, Result, ServerBinding,
-    ToolSelection,
+    Clock, Error, OperationKind, PendingElicitationRound, Reason, ResponseMap, Result,
+    ServerBinding, ToolSelection,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -21,7 +22,14 @@ use m3_mcp::{
 };
 
 /// How long [`AgentSession::call_tool`] waits for a tool to be listed.
-const TOOL_LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const TOOL_LISTING_WAIT: Duration = Duration::from_secs(5);
+
+/// The first pause between two listings while a tool is not listed; each pause doubles,
+/// up to [`TOOL_LISTING_MAX_PAUSE`] (about 9 listings in [`TOOL_LISTING_WAIT`]).
+const TOOL_LISTING_FIRST_PAUSE: Duration = Duration::from_millis(50);
+
+/// The longest pause between two listings.
+const TOOL_LISTING_MAX_PAUSE: Duration = Duration::from_secs(1);
 
 /// How input rounds are answered.
 #[derive(Debug)]
@@ -314,26 +322,44 @@ impl AgentSession {
         arguments: Map<String, Value>,
     ) -> Result<CompletedOperation> {
         // Boxed, like every step that is not alive while a round waits for its answer.
-        Box::pin(self.await_tool(server, tool)).await;
+        Box::pin(self.await_tool(server, tool)).await?;
         self.run(server, OperationRequest::tool(tool, arguments))
             .await
     }
 
     /// Like an agent that lists tools before calling one: some servers register
-    /// tools only after the handshake, so wait (briefly) until `tool` is listed.
-    async fn await_tool(&self, server: &str, tool: &str) {
+    /// tools only after the handshake, so wait (briefly, with backoff) until `tool` is
+    /// listed. A tool still missing from a listing after [`TOOL_LISTING_WAIT`] is never
+    /// called; a server whose listing fails is called as asked (it may not list tools).
+    ///
+    /// # Errors
+    /// `invalid_argument` with reason `tool_not_listed`.
+    async fn await_tool(&self, server: &str, tool: &str) -> Result<()> {
         let Some(connection) = self.connections.get(server) else {
-            return;
+            return Ok(());
         };
         let deadline = tokio::time::Instant::now() + TOOL_LISTING_WAIT;
+        let mut pause = TOOL_LISTING_FIRST_PAUSE;
         loop {
-            match connection.list_tools().await {
-                Ok(tools) if tools.iter().any(|t| t.name == tool) => return,
-                Ok(_) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-                _ => return,
+            let listed = match connection.list_tools().await {
+                Ok(tools) => tools,
+                Err(_) => return Ok(()),
+            };
+            if listed.iter().any(|t| t.name == tool) {
+                return Ok(());
             }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(Error::model_validation(format!(
+                    "server '{server}' does not list tool '{tool}' (waited {} s)",
+                    TOOL_LISTING_WAIT.as_secs()
+                ))
+                .with_reason(Reason::ToolNotListed)
+                .with_detail("server", server.to_owned())
+                .with_detail("tool", tool.to_owned()));
+            }
+            tokio::time::sleep(pause.min(deadline - now)).await;
+            pause = (pause * 2).min(TOOL_LISTING_MAX_PAUSE);
         }
     }
 
