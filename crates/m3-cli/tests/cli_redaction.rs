@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Store, cells_outside_responses, raw_server};
+use common::{Store, cells_outside_responses, managed_raw_run, raw_server, refs};
 use serde_json::{Map, Value, json};
 
 /// Each secret field and the value answered for it (distinct, long enough to be looked
@@ -61,18 +61,7 @@ fn answer() -> String {
 fn secret_names_and_schema_marked_fields_are_redacted_on_every_surface() {
     let store = Store::new();
     let server = raw_server(&params());
-    let mut run = store.spawn(&[
-        "--json",
-        "run",
-        "--server",
-        &server,
-        "--call",
-        "raw:ask",
-        "--arguments",
-        "{}",
-        "--human-input",
-        "managed",
-    ]);
+    let mut run = store.spawn(&refs(&managed_raw_run(&server)));
     let execution = run.next_json()["execution_id"].as_str().unwrap().to_owned();
     let round = run.next_json()["round_id"].as_str().unwrap().to_owned();
     store

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Store, managed_run, raw_server, refs, shipping_server};
+use common::{Store, managed_raw_run, managed_run, raw_server, refs, shipping_server};
 use serde_json::json;
 
 #[test]
@@ -247,18 +247,7 @@ fn respond_accept_defaults_fills_what_the_answer_leaves_out_with_the_schema_defa
             "terrace": {"type": "boolean", "default": true}}}
     });
     let server = raw_server(&params);
-    let mut run = store.spawn(&[
-        "--json",
-        "run",
-        "--server",
-        &server,
-        "--call",
-        "raw:ask",
-        "--arguments",
-        "{}",
-        "--human-input",
-        "managed",
-    ]);
+    let mut run = store.spawn(&refs(&managed_raw_run(&server)));
     let execution = run.next_json()["execution_id"].as_str().unwrap().to_owned();
     let round = run.next_json()["round_id"].as_str().unwrap().to_owned();
     let respond = |key: &str, extra: &[&str]| {

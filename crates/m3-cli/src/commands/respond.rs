@@ -5,7 +5,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use m3_kit::{AsyncExecutionHandle, AsyncMcpTestKit};
-use m3_types::form_input::fill_defaults;
 use m3_types::{HumanInput, ManagedInputStatus};
 use serde_json::json;
 
@@ -21,7 +20,7 @@ use crate::responses::{ResponseArgs, parse_responses};
 const DELIVERY_GRACE: Duration = Duration::from_millis(1500);
 
 pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(), Failure> {
-    let mut responses = parse_responses(&ResponseArgs {
+    let responses = parse_responses(&ResponseArgs {
         responses: args.responses.as_deref().map(read_payload).transpose()?,
         accept: args.accept,
         accept_url: args.accept_url,
@@ -35,12 +34,19 @@ pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(),
             None => (find_round(&kit, &args.first).await?, args.first.clone()),
         };
         if args.accept_defaults {
-            let details = handle.round(&round).await?;
-            fill_defaults(&details.round.requests, &mut responses);
-        }
-        handle
-            .respond_elicitation(&round, responses, &args.idempotency_key)
+            // The kit reads the round's requests and fills their defaults in one read.
+            kit.respond_round_with_defaults(
+                handle.execution_id(),
+                &round,
+                responses,
+                &args.idempotency_key,
+            )
             .await?;
+        } else {
+            handle
+                .respond_elicitation(&round, responses, &args.idempotency_key)
+                .await?;
+        }
         let picked_up = delivered_within(&handle, &round, DELIVERY_GRACE).await?;
         let held = if picked_up {
             None

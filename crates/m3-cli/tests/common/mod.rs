@@ -260,6 +260,24 @@ pub fn managed_run(server: &str, tool: &str) -> Vec<String> {
     ]
 }
 
+/// The args of `m3 --json run` calling `raw:ask` (see [`raw_server`]) with managed input.
+pub fn managed_raw_run(server: &str) -> Vec<String> {
+    [
+        "--json",
+        "run",
+        "--server",
+        server,
+        "--call",
+        "raw:ask",
+        "--arguments",
+        "{}",
+        "--human-input",
+        "managed",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 pub fn refs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
