@@ -1,13 +1,14 @@
-//! The change feed on PostgreSQL: `m3rs_changes`, appended unnumbered by row triggers in
-//! the writer's transaction, numbered in commit order by the reader that comes next
-//! (migration `0005_change_feed_numbered_by_readers.sql` says why), read by cursor and
-//! pruned here.
+//! The change feed on PostgreSQL: records are appended unnumbered to `m3rs_change_inbox` in
+//! the writer's statement (a round's by the store's own `WITH`, see [`RoundAppend`]; an
+//! execution's by row triggers), moved into `m3rs_changes` and numbered in commit order by
+//! the reader that comes next (migrations `0005_change_feed_numbered_by_readers.sql` and
+//! `0006_change_inbox.sql` say why), read by cursor and pruned here.
 
-use m3_store::changes::rules::{check_after, check_limit};
+use m3_store::changes::rules::{check_after, check_limit, round_change};
 use m3_store::changes::{ChangePage, FeedBounds, PruneChanges, Pruned};
 use m3_types::{
-    ChangeRecord, ChangeRecordKind, Cursor, Error, ExecutionChangeState, Reason, Result,
-    RoundChangeState,
+    ChangeRecord, ChangeRecordKind, Cursor, Error, ExecutionChangeState, ManagedInputRecord,
+    Reason, Result, RoundChangeState,
 };
 use sqlx::{PgPool, Row};
 use time::OffsetDateTime;
@@ -19,6 +20,42 @@ const SELECT_BOUNDS: &str = "SELECT (SELECT max(cursor) FROM m3rs_changes),
 
 const SELECT_PAGE: &str = "SELECT cursor, kind, execution_id, round_id, at, actor, state_json
     FROM m3rs_changes WHERE cursor > $1 ORDER BY cursor LIMIT $2";
+
+/// The record a write of a round appends, as its statement binds it (see
+/// [`round_change`]): kind and redacted state, both `None` when the write appends none (a
+/// lease renewal, a claim). The statement inserts it into `m3rs_change_inbox` only when it
+/// wrote the round (`... FROM written WHERE kind IS NOT NULL`).
+#[derive(Debug)]
+pub(crate) struct RoundAppend {
+    pub(crate) kind: Option<&'static str>,
+    pub(crate) state_json: Option<String>,
+}
+
+impl RoundAppend {
+    /// What writing `after` over `before` (`None`: a new round) appends.
+    ///
+    /// # Errors
+    /// `storage_error` if the state cannot be encoded (it is plain data: never expected).
+    pub(crate) fn of(before: Option<&ManagedInputRecord>, after: &ManagedInputRecord) -> Result<Self> {
+        let none = Self {
+            kind: None,
+            state_json: None,
+        };
+        let Some(change) = round_change(before, after) else {
+            return Ok(none);
+        };
+        let Some(state) = change.round else {
+            return Ok(none);
+        };
+        let state_json = serde_json::to_string(&state).map_err(|error| {
+            Error::storage(format!("cannot encode the round's change record: {error}"))
+        })?;
+        Ok(Self {
+            kind: Some(change.kind.as_str()),
+            state_json: Some(state_json),
+        })
+    }
+}
 
 /// Numbers every committed record that has no cursor yet, in a durable transaction of
 /// its own (a no-op when there is none); returns how many it numbered.

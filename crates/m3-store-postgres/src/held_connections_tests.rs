@@ -150,7 +150,7 @@ async fn a_write_dropped_mid_statement_does_not_keep_its_connection() {
         loop {
             let waiting: bool = sqlx::query_scalar(
                 "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
-                 AND query LIKE 'UPDATE m3rs_rounds%')",
+                 AND query LIKE '%UPDATE m3rs_rounds%')",
             )
             .fetch_one(&mut admin)
             .await

@@ -14,6 +14,7 @@ use sqlx::PgConnection;
 use time::OffsetDateTime;
 
 use super::error::db;
+use super::feed::RoundAppend;
 use super::known_round::KnownRound;
 use super::rounds::{PgManagedInputStore, decode, encode, server_now};
 use super::server_time::Window;
@@ -79,31 +80,27 @@ impl PgManagedInputStore {
             Err(refused) => return Ok(Err(refused)),
         };
         let encoded = encode(&record)?;
+        let append = RoundAppend::of(None, &record)?;
         let (earliest, latest) = window.unzip();
-        let inserted: Option<OffsetDateTime> = sqlx::query_scalar(
-            "INSERT INTO m3rs_rounds (execution_id, round_id, round_index, status, record_json, \
-             lease_expires_at, created_at, updated_at, server, operation_kind, operation_name) \
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $11, $12, $13 \
-             WHERE $9::timestamptz IS NULL OR clock_timestamp() BETWEEN $9 AND $10::timestamptz \
-             ON CONFLICT DO NOTHING RETURNING clock_timestamp()",
-        )
-        .bind(record.execution_id())
-        .bind(record.round_id())
-        .bind(i64::from(record.round_index))
-        .bind(record.status.as_str())
-        .bind(&encoded)
-        .bind(record.lease.expires_at)
-        .bind(record.created_at)
-        .bind(record.updated_at)
-        .bind(earliest)
-        .bind(latest)
-        // The change feed's trigger reads these instead of parsing the record.
-        .bind(&record.pending.server)
-        .bind(record.pending.operation_kind.as_str())
-        .bind(&record.pending.operation_name)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(db("cannot insert the managed-input round"))?;
+        let inserted: Option<OffsetDateTime> = sqlx::query_scalar(INSERT_ROUND)
+            .bind(record.execution_id())
+            .bind(record.round_id())
+            .bind(i64::from(record.round_index))
+            .bind(record.status.as_str())
+            .bind(&encoded)
+            .bind(record.lease.expires_at)
+            .bind(record.created_at)
+            .bind(record.updated_at)
+            .bind(earliest)
+            .bind(latest)
+            .bind(&record.pending.server)
+            .bind(record.pending.operation_kind.as_str())
+            .bind(&record.pending.operation_name)
+            .bind(append.kind)
+            .bind(append.state_json)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db("cannot insert the managed-input round"))?;
         let Some(server_now) = inserted else {
             return Ok(Err(Error::storage(
                 "the managed-input round was not inserted",
@@ -117,6 +114,20 @@ impl PgManagedInputStore {
         Ok(Ok(record))
     }
 }
+
+/// The insert of a new round, pinned to the window `$9`..`$10` when given, and its
+/// `round.pending` change record (`$14`, `$15`: [`RoundAppend`]) in the same statement, only
+/// when the row was inserted.
+const INSERT_ROUND: &str = "WITH inserted AS (
+    INSERT INTO m3rs_rounds (execution_id, round_id, round_index, status, record_json,
+        lease_expires_at, created_at, updated_at, server, operation_kind, operation_name)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $11, $12, $13
+    WHERE $9::timestamptz IS NULL OR clock_timestamp() BETWEEN $9 AND $10::timestamptz
+    ON CONFLICT DO NOTHING RETURNING clock_timestamp() AS server_now),
+appended AS (
+    INSERT INTO m3rs_change_inbox (kind, execution_id, round_id, at, state_json)
+    SELECT $14, $1, $2, $8, $15 FROM inserted WHERE $14::text IS NOT NULL)
+SELECT server_now FROM inserted";
 
 /// Why `new` was not inserted: the stored round of the same id decides an idempotent
 /// replay (or its conflict); else a taken index; else `otherwise`. Nothing is written.

@@ -24,6 +24,7 @@ use time::OffsetDateTime;
 
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
+use super::feed::RoundAppend;
 use super::known_round::KnownRound;
 use super::server_time::Window;
 use m3_store::managed_input::rules::{
@@ -158,7 +159,11 @@ impl PgManagedInputStore {
                     .keep(&current, KnownRound::new(stored, &current));
                 return Ok(current);
             };
-            if let Some(written) = self.write_known(conn, &stored, write, wait, None).await? {
+            let previous = Previous {
+                stored: &stored,
+                record: &current,
+            };
+            if let Some(written) = self.write_known(conn, previous, write, wait, None).await? {
                 return Ok(written);
             }
             // Another writer changed the round since the read: decide again on its record.
@@ -190,7 +195,7 @@ impl PgManagedInputStore {
             return Ok(None);
         };
         let written = self
-            .write_known(conn, &known.stored, write, wait, window)
+            .write_known(conn, Previous::of(&known), write, wait, window)
             .await?;
         if written.is_none() {
             self.shared.rounds.forget(round);
@@ -204,7 +209,7 @@ impl PgManagedInputStore {
     async fn write_known(
         &self,
         conn: &mut PgConnection,
-        previous: &str,
+        previous: Previous<'_>,
         write: RoundWrite,
         wait: CommitWait,
         window: Option<Window>,
@@ -278,12 +283,13 @@ pub(super) fn encode(record: &ManagedInputRecord) -> Result<String> {
 /// window: nothing is overwritten then.
 async fn write_round<'e>(
     conn: impl PgExecutor<'e>,
-    previous: &str,
+    previous: Previous<'_>,
     record: &ManagedInputRecord,
     encoded: &str,
     redacted_json: Option<&str>,
     pinned: Pinned,
 ) -> Result<Option<OffsetDateTime>> {
+    let append = RoundAppend::of(Some(previous.record), record)?;
     let statement = match pinned.wait {
         CommitWait::Flush => WRITE_ROUND,
         CommitWait::Skip => WRITE_ROUND_UNFLUSHED,
@@ -297,12 +303,31 @@ async fn write_round<'e>(
         .bind(redacted_json)
         .bind(record.lease.expires_at)
         .bind(record.updated_at)
-        .bind(previous)
+        .bind(previous.stored)
         .bind(earliest)
         .bind(latest)
+        .bind(append.kind)
+        .bind(append.state_json)
         .fetch_optional(conn)
         .await
         .map_err(db("cannot write the managed-input round"))
+}
+
+/// The record a round write replaces: as stored (the compare-and-set compares it) and decoded
+/// (the change record is decided on its status).
+#[derive(Debug, Clone, Copy)]
+struct Previous<'a> {
+    stored: &'a str,
+    record: &'a ManagedInputRecord,
+}
+
+impl<'a> Previous<'a> {
+    fn of(known: &'a KnownRound) -> Self {
+        Self {
+            stored: &known.stored,
+            record: &known.record,
+        }
+    }
 }
 
 /// How a round write commits, and the server time it must happen in (if any).
@@ -337,32 +362,40 @@ enum CommitWait {
     Skip,
 }
 
-/// The guarded compare-and-set of a round's record (see the module docs), up to its
-/// `RETURNING`: `$9` and `$10`, when not null, are the window the server's clock must be in.
+/// The guarded compare-and-set of a round's record (see the module docs), as the data-modifying
+/// `WITH` named `written` that returns the server's time: `$9` and `$10`, when not null, are
+/// the window the server's clock must be in, `$11` and `$12` the change record's kind and
+/// state ([`RoundAppend`]); `$condition` is a variant's extra condition.
 macro_rules! write_round_sql {
-    () => {
-        "UPDATE m3rs_rounds SET status = $3, record_json = $4, \
-         redacted_responses_json = COALESCE($5, redacted_responses_json), \
-         lease_expires_at = $6, updated_at = $7 \
-         WHERE execution_id = $1 AND round_id = $2 AND record_json = $8 \
-         AND ($9::timestamptz IS NULL OR clock_timestamp() BETWEEN $9 AND $10::timestamptz)"
+    ($condition:literal) => {
+        concat!(
+            "WITH written AS (UPDATE m3rs_rounds SET status = $3, record_json = $4, \
+             redacted_responses_json = COALESCE($5, redacted_responses_json), \
+             lease_expires_at = $6, updated_at = $7 \
+             WHERE execution_id = $1 AND round_id = $2 AND record_json = $8 \
+             AND ($9::timestamptz IS NULL OR clock_timestamp() BETWEEN $9 AND $10::timestamptz)",
+            $condition,
+            " RETURNING clock_timestamp() AS server_now), ",
+            // The change record, appended by the same statement only when the row was written.
+            "appended AS (INSERT INTO m3rs_change_inbox (kind, execution_id, round_id, at, \
+             state_json) SELECT $11, $1, $2, $7, $12 FROM written WHERE $11::text IS NOT NULL) \
+             SELECT server_now FROM written"
+        )
     };
 }
 
 /// The compare-and-set, committed as the server is configured.
-const WRITE_ROUND: &str = concat!(write_round_sql!(), " RETURNING clock_timestamp()");
+const WRITE_ROUND: &str = write_round_sql!("");
 
 /// The compare-and-set whose autocommit transaction does not wait for the flush: the local
 /// setting lasts until that transaction's commit, which reads it.
-const WRITE_ROUND_UNFLUSHED: &str = concat!(
-    write_round_sql!(),
-    " AND set_config('synchronous_commit', 'off', true) = 'off' RETURNING clock_timestamp()"
-);
+const WRITE_ROUND_UNFLUSHED: &str =
+    write_round_sql!(" AND set_config('synchronous_commit', 'off', true) = 'off'");
 
 /// [`write_round`] on a row the caller has locked: a change behind the lock is an error.
 async fn store_round(
     conn: &mut PgConnection,
-    previous: &str,
+    previous: Previous<'_>,
     record: &ManagedInputRecord,
     redacted_json: Option<&str>,
 ) -> Result<()> {
@@ -405,7 +438,11 @@ pub(crate) async fn fail_unresolved(
         };
         if rules::UNRESOLVED.contains(&record.status) {
             let next = apply_recovery_failure(&record, message, now);
-            store_round(conn, &stored, &next, None).await?;
+            let previous = Previous {
+                stored: &stored,
+                record: &record,
+            };
+            store_round(conn, previous, &next, None).await?;
             failed += 1;
         }
     }
