@@ -17,9 +17,11 @@ use super::PgManagedInputStore;
 use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
 use super::feed;
+use super::subscriptions::PgRows;
 use m3_store::changes::{ChangePage, PruneChanges, Pruned};
 use m3_store::execution::rules::{StagedWrite, append_step, change_step, check_append, errors};
 use m3_store::signal::{Change, ChangeKind, ChangeSignal};
+use m3_store::subscriptions::RowSubscriptionStore;
 use m3_store::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
     ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
@@ -386,6 +388,13 @@ impl ExecutionStore for PgExecutionStore {
 
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
         Ok(Arc::new(self.rounds()))
+    }
+
+    async fn subscription_store(
+        &self,
+    ) -> Result<Arc<dyn m3_store::subscriptions::SubscriptionStore>> {
+        let rows = PgRows::new(self.shared.pool.clone(), Arc::clone(&self.shared.clock));
+        Ok(Arc::new(RowSubscriptionStore::new(rows)))
     }
 
     fn clock(&self) -> Arc<dyn Clock> {

@@ -36,7 +36,10 @@ impl RoundAppend {
     ///
     /// # Errors
     /// `storage_error` if the state cannot be encoded (it is plain data: never expected).
-    pub(crate) fn of(before: Option<&ManagedInputRecord>, after: &ManagedInputRecord) -> Result<Self> {
+    pub(crate) fn of(
+        before: Option<&ManagedInputRecord>,
+        after: &ManagedInputRecord,
+    ) -> Result<Self> {
         let none = Self {
             kind: None,
             state_json: None,
@@ -64,6 +67,22 @@ async fn number(pool: &PgPool) -> Result<i64> {
         .fetch_one(pool)
         .await
         .map_err(db("cannot number the change feed's new records"))
+}
+
+/// The newest cursor given (after numbering what was committed), or the prune horizon.
+///
+/// # Errors
+/// `storage_error` if the feed cannot be read.
+pub(crate) async fn newest(pool: &PgPool) -> Result<Cursor> {
+    number(pool).await?;
+    let newest: Option<i64> = sqlx::query_scalar(
+        "SELECT greatest((SELECT max(cursor) FROM m3rs_changes),
+            (SELECT pruned_through FROM m3rs_change_horizon WHERE id = 1))",
+    )
+    .fetch_one(pool)
+    .await
+    .map_err(db("cannot read the change feed"))?;
+    Cursor::from_i64(newest.unwrap_or(0))
 }
 
 /// Up to `limit` records after `after`: numbers what was committed since the last reader,

@@ -53,6 +53,7 @@ mod round_create;
 mod rounds;
 mod server_time;
 mod signal;
+mod subscriptions;
 #[cfg(feature = "conformance")]
 pub mod testing;
 

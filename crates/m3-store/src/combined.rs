@@ -132,6 +132,11 @@ impl ExecutionStore for CombinedStore {
         Ok(Arc::clone(&self.rounds))
     }
 
+    /// The execution backend's (it owns the feed the subscriptions read).
+    async fn subscription_store(&self) -> Result<Arc<dyn crate::subscriptions::SubscriptionStore>> {
+        self.executions.subscription_store().await
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         self.executions.clock()
     }

@@ -85,6 +85,7 @@ pub mod round_cache;
 pub mod signal;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod subscriptions;
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;

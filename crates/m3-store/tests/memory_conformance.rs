@@ -156,6 +156,11 @@ mod reworded {
         async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
             Ok(Arc::new(Reworded(self.0.rounds().clone())))
         }
+        async fn subscription_store(
+            &self,
+        ) -> Result<Arc<dyn m3_store::subscriptions::SubscriptionStore>> {
+            self.0.subscription_store().await
+        }
         fn clock(&self) -> Arc<dyn Clock> {
             self.0.clock()
         }

@@ -117,6 +117,16 @@ reasons! {
     ElicitationDeadline => "elicitation_deadline",
     /// A script named a tool the server did not list, not even after the listing wait.
     ToolNotListed => "tool_not_listed",
+    // ---- notifications
+    /// A webhook URL is not `http` or `https`, or is not a URL at all.
+    WebhookUrlScheme => "webhook_url_scheme",
+    /// A webhook URL carries a user name or password.
+    WebhookUrlCredentials => "webhook_url_credentials",
+    /// A webhook URL points at a loopback, link-local or unspecified address, which is
+    /// refused unless the subscription allows it.
+    WebhookUrlLoopback => "webhook_url_loopback",
+    /// A webhook signing secret is not `whsec_` followed by base64 of 16 to 64 bytes.
+    InvalidSecret => "invalid_secret",
     // ---- storage
     /// The database connection was lost or refused (a server restart or shutdown, a
     /// network reset, no connection free in time): nothing was decided, and the same call

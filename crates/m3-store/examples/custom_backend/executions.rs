@@ -442,6 +442,15 @@ impl ExecutionStore for DirectoryStore {
             .await
     }
 
+    /// The shared rules over this directory's `subscriptions.json` (`subscriptions.rs`).
+    async fn subscription_store(
+        &self,
+    ) -> Result<Arc<dyn m3_store::subscriptions::SubscriptionStore>> {
+        Ok(Arc::new(
+            m3_store::subscriptions::RowSubscriptionStore::new(self.clone()),
+        ))
+    }
+
     /// The same object: executions and rounds live in the same directory.
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
         Ok(Arc::new(self.clone()))

@@ -145,6 +145,14 @@ pub(crate) fn stage_changes(locked: &mut Locked<'_>) -> Result<()> {
     locked.stage(&path, &feed)
 }
 
+/// The newest cursor ever assigned (`0`: none).
+///
+/// # Errors
+/// `storage_error` if the feed cannot be read.
+pub(crate) fn newest(locked: &Locked<'_>) -> Result<Cursor> {
+    Ok(Cursor::new(read_feed(locked)?.newest))
+}
+
 /// Up to `limit` records after `after` (under the shared lock).
 ///
 /// # Errors

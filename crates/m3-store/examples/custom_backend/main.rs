@@ -39,6 +39,8 @@ mod files;
 mod rounds;
 #[cfg(unix)]
 mod store;
+#[cfg(unix)]
+mod subscriptions;
 
 #[cfg(unix)]
 use std::sync::Arc;

@@ -314,6 +314,15 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// `storage_error` if the managed-input store cannot be built.
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>>;
 
+    /// The store's webhook subscriptions and answer-link key, on the same data, shared by
+    /// every process on it (see [`crate::subscriptions`]; a backend that keeps text rows
+    /// gets one from [`RowSubscriptionStore`](crate::subscriptions::RowSubscriptionStore)).
+    /// Required, like the feed: a backend without it would leave notifiers silent.
+    ///
+    /// # Errors
+    /// `storage_error` if it cannot be built.
+    async fn subscription_store(&self) -> Result<Arc<dyn crate::subscriptions::SubscriptionStore>>;
+
     /// The store's clock: every "now" of the store and of the runtime that
     /// drives it (deadlines, recovery) comes from it, so a test's
     /// [`ManualClock`](m3_types::ManualClock) drives both. Read it through

@@ -15,6 +15,7 @@ use time::OffsetDateTime;
 
 use super::MemoryManagedInputStore;
 use super::feed::MemoryFeed;
+use super::subscriptions::MemoryRows;
 use crate::changes::rules::execution_changes;
 use crate::changes::{ChangePage, PruneChanges, Pruned};
 use crate::execution::rules::{
@@ -26,6 +27,7 @@ use crate::execution::rules::{
 };
 use crate::managed_input::rules::Decision;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
+use crate::subscriptions::{RowSubscriptionStore, SubscriptionStore};
 use crate::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
     ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
@@ -92,6 +94,8 @@ struct Inner {
     hub: ChangeHub,
     /// The change feed of both stores.
     feed: MemoryFeed,
+    /// The webhook subscriptions.
+    subscriptions: RowSubscriptionStore<MemoryRows>,
 }
 
 impl Default for MemoryExecutionStore {
@@ -117,6 +121,10 @@ impl MemoryExecutionStore {
                     hub.clone(),
                     feed.clone(),
                 ),
+                subscriptions: RowSubscriptionStore::new(MemoryRows::new(
+                    Arc::clone(&clock),
+                    feed.clone(),
+                )),
                 clock,
                 executions: Mutex::new(BTreeMap::new()),
                 hub,
@@ -451,6 +459,10 @@ impl ExecutionStore for MemoryExecutionStore {
 
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
         Ok(Arc::new(self.inner.rounds.clone()))
+    }
+
+    async fn subscription_store(&self) -> Result<Arc<dyn SubscriptionStore>> {
+        Ok(Arc::new(self.inner.subscriptions.clone()))
     }
 
     fn clock(&self) -> Arc<dyn Clock> {

@@ -40,6 +40,11 @@ impl MemoryFeed {
         }
     }
 
+    /// The newest cursor ever appended.
+    pub(crate) fn newest(&self) -> Cursor {
+        self.lock().bounds.newest
+    }
+
     /// Up to `limit` records after `after`.
     pub(crate) fn read(&self, after: Cursor, limit: usize) -> Result<ChangePage> {
         check_limit(limit)?;

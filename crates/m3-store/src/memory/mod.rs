@@ -11,6 +11,7 @@ mod corrupt;
 mod executions;
 mod feed;
 mod rounds;
+mod subscriptions;
 
 pub use executions::MemoryExecutionStore;
 pub use rounds::MemoryManagedInputStore;

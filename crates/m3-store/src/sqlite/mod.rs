@@ -21,6 +21,7 @@ mod rounds;
 mod row_snapshot;
 mod schema;
 mod store;
+mod subscriptions;
 mod write;
 
 use async_trait::async_trait;

@@ -26,9 +26,9 @@ const M3_PREFIXES: [&str; 2] = ["m3rs_", "m3_managed_input_"];
 const PYTHON_MARKER: &str = "v2_schema_state";
 
 /// The tables m3 reads, with the columns it reads from each (the DDL in `schema.rs` and
-/// `execution/schema.rs`; a unit test keeps the two in step). The rounds table is absent on
+/// `execution/schema.rs`, `subscriptions.rs`; a unit test keeps them in step). The rounds table is absent on
 /// purpose: like the original, the store adds every column a partial rounds table lacks.
-const KNOWN_TABLES: [(&str, &[&str]); 7] = [
+const KNOWN_TABLES: [(&str, &[&str]); 9] = [
     (
         "m3rs_executions",
         &[
@@ -78,6 +78,8 @@ const KNOWN_TABLES: [(&str, &[&str]); 7] = [
         ],
     ),
     ("m3rs_change_horizon", &["id", "pruned_through"]),
+    ("m3rs_subscriptions", &["id", "record_json"]),
+    ("m3rs_link_key", &["id", "key", "created_at"]),
 ];
 
 /// How many foreign table names a refusal names (enough to recognize the application).
@@ -196,14 +198,15 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::SqliteExecutionStore;
+    use crate::{ExecutionStore as _, SqliteExecutionStore};
 
     #[tokio::test]
     async fn the_known_columns_are_the_ones_the_stores_create() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m3.sqlite");
-        SqliteExecutionStore::open(&path).await.unwrap();
-        // The managed-input tables are created on first use, not on open.
+        let executions = SqliteExecutionStore::open(&path).await.unwrap();
+        // The subscription and managed-input tables are created on first use, not on open.
+        executions.subscription_store().await.unwrap();
         let rounds = crate::SqliteManagedInputStore::open(&path).await.unwrap();
         rounds.ensure_schema().await.unwrap();
         let mut conn = SqliteConnectOptions::new()

@@ -32,6 +32,7 @@ pub mod lifecycle;
 pub mod queue;
 pub mod recovery;
 pub mod signals;
+pub mod subscriptions;
 mod support;
 
 use std::future::Future;
@@ -97,6 +98,13 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     feed::bad_pages_and_cursors_are_refused,
     feed::prune_removes_old_records_and_expires_cursors_behind_them,
     feed::pruning_every_record_never_reuses_a_cursor,
+    subscriptions::a_subscription_is_added_listed_and_removed_without_its_secret,
+    subscriptions::bad_subscriptions_are_refused_and_add_nothing,
+    subscriptions::one_notifier_holds_a_subscription_until_its_lease_expires,
+    subscriptions::reports_move_the_cursor_and_keep_failures_and_dead_letters,
+    subscriptions::edits_enable_disable_and_rotate_the_secret,
+    subscriptions::racing_claimers_never_share_a_subscription,
+    subscriptions::the_link_key_is_made_once_and_rotation_replaces_it,
 ];
 
 /// Runs every case against fresh backends from `factory`.

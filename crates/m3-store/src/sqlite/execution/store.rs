@@ -31,6 +31,8 @@ use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
 use crate::sqlite::error::storage;
 use crate::sqlite::feed;
 use crate::sqlite::file::{WriteGate, write_gate};
+use crate::sqlite::subscriptions::SqliteRows;
+use crate::subscriptions::{RowSubscriptionStore, SubscriptionStore};
 use crate::{ManagedInputStore, SqliteManagedInputStore};
 
 /// SQLite backend of [`ExecutionStore`].
@@ -65,6 +67,8 @@ pub(super) struct Inner {
     gate: Arc<WriteGate>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) managed: OnceCell<Arc<dyn ManagedInputStore>>,
+    /// The webhook subscriptions, made (with their tables) on first use.
+    subscriptions: OnceCell<Arc<dyn SubscriptionStore>>,
     /// Where committed changes are announced (shared by every store on the file).
     pub(super) signal: Arc<DatagramSignal>,
     /// The connections' configured `synchronous`, for the managed-input store on the pool.
@@ -110,6 +114,7 @@ impl SqliteExecutionStore {
                 gate: write_gate(&canonical),
                 clock: Arc::clone(options.get_clock()),
                 managed: OnceCell::new(),
+                subscriptions: OnceCell::new(),
                 signal,
                 synchronous: options.get_synchronous(),
                 _probe: probe,
@@ -328,6 +333,20 @@ impl ExecutionStore for SqliteExecutionStore {
 
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
         self.inner().managed_input_store().await
+    }
+
+    async fn subscription_store(&self) -> Result<Arc<dyn SubscriptionStore>> {
+        let inner = self.inner();
+        let store = inner
+            .subscriptions
+            .get_or_try_init(|| async {
+                let rows = SqliteRows::open(inner.pool.clone(), Arc::clone(&inner.clock)).await?;
+                Ok::<_, Error>(
+                    Arc::new(RowSubscriptionStore::new(rows)) as Arc<dyn SubscriptionStore>
+                )
+            })
+            .await?;
+        Ok(Arc::clone(store))
     }
 
     fn clock(&self) -> Arc<dyn Clock> {
