@@ -60,6 +60,7 @@ mod blocking;
 mod command_path;
 mod handle;
 mod kit;
+pub mod notify;
 mod options;
 mod shared;
 mod store_backends;
