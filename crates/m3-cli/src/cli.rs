@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use m3_fixtures::{Era, Fault};
 
+use crate::commands::webhooks::{LinksCommand, NotifyArgs, WebhooksCommand};
+
 /// m3: run agent executions with managed elicitation input, see what they wait for, answer
 /// them from another terminal, read the results.
 #[derive(Debug, Parser)]
@@ -107,6 +109,18 @@ pub(crate) enum Command {
         /// Only count what would be removed.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Manage webhook subscriptions: receivers told when rounds wait (signed deliveries).
+    Webhooks {
+        #[command(subcommand)]
+        command: WebhooksCommand,
+    },
+    /// Deliver the store's changes to its webhook subscriptions, until SIGINT/SIGTERM.
+    Notify(NotifyArgs),
+    /// Manage answer links (the signed links deliveries carry).
+    Links {
+        #[command(subcommand)]
+        command: LinksCommand,
     },
     /// Show every round of an execution (diagnostics, redacted responses).
     Rounds {

@@ -153,6 +153,9 @@ impl Sender {
             .map_err(|error| format!("the URL is refused ({})", reason_of(&error)))?;
         let addresses = resolve(&url, subscription.allow_loopback).await?;
         let host = url.host_str().unwrap_or_default();
+        // reqwest is built without a bundled crypto provider; rustls then uses the process
+        // default, which we make ring (a no-op when one is set).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()

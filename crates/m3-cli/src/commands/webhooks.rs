@@ -1,0 +1,332 @@
+//! `m3 webhooks ...` (the store's webhook subscriptions), `m3 notify` (deliver them until
+//! SIGINT/SIGTERM) and `m3 links rotate-key` (invalidate every answer link).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use m3_kit::notify::{Notifier, NotifierOptions};
+use m3_kit::subscriptions::{
+    NewSubscription, Subscription, SubscriptionEdit, SubscriptionStore, WebhookFormat,
+    WebhookSecret,
+};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::commands::changes::parse_kinds;
+use crate::commands::inspect::open_existing_kit;
+use crate::commands::serve::signal;
+use crate::failure::Failure;
+use crate::output::{Output, table};
+
+/// `m3 webhooks`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum WebhooksCommand {
+    /// Add a subscription; prints its id and signing secret (shown this once).
+    Add {
+        /// Where deliveries are POSTed (http or https, no credentials in it).
+        url: String,
+        /// Only these record kinds (default: every kind); repeat or separate with commas.
+        #[arg(long, value_name = "KIND", value_delimiter = ',')]
+        events: Vec<String>,
+        /// Only rounds of this MCP server.
+        #[arg(long, value_name = "NAME")]
+        server: Option<String>,
+        /// What the subscription is for.
+        #[arg(long, value_name = "TEXT", default_value = "")]
+        description: String,
+        /// `standard` (one signed JSON event) or `slack` (an incoming-webhook message).
+        #[arg(long, default_value = "standard")]
+        format: String,
+        /// Allow a loopback or link-local receiver (one on this machine).
+        #[arg(long)]
+        allow_loopback: bool,
+    },
+    /// List the subscriptions.
+    List,
+    /// Show a subscription: its delivery progress, last failure and dead letters.
+    Show {
+        /// Subscription id.
+        id: String,
+    },
+    /// Stop delivering to a subscription.
+    Disable {
+        /// Subscription id.
+        id: String,
+    },
+    /// Deliver to a subscription again (from where it stopped).
+    Enable {
+        /// Subscription id.
+        id: String,
+    },
+    /// Remove a subscription.
+    Remove {
+        /// Subscription id.
+        id: String,
+    },
+    /// Give a subscription a new signing secret; prints it (shown this once).
+    RotateSecret {
+        /// Subscription id.
+        id: String,
+        /// Keep signing with the old secret too for this long, so receivers can switch.
+        #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
+        keep_previous: Duration,
+    },
+}
+
+/// `m3 notify`'s options (also `--notify` on `m3 worker` and `m3 serve`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct NotifyArgs {
+    /// `m3 serve`'s public base URL: deliveries of waiting rounds carry answer links on it.
+    #[arg(long, value_name = "URL")]
+    pub(crate) public_url: Option<url::Url>,
+    /// How long one delivery may take, answer included.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub(crate) delivery_timeout: Duration,
+    /// How long a failing delivery is retried before it is dead-lettered.
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub(crate) retry_for: Duration,
+    /// How long a subscription stays with this notifier without a renewal: after a crash,
+    /// another notifier takes it over once this passed.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub(crate) lease: Duration,
+}
+
+impl NotifyArgs {
+    /// The notifier's options.
+    pub(crate) fn options(&self) -> NotifierOptions {
+        let mut options = NotifierOptions::default();
+        options.public_url = self.public_url.clone();
+        options.timeout = self.delivery_timeout;
+        options.retry_for = self.retry_for;
+        options.lease = self.lease;
+        options
+    }
+}
+
+/// `m3 links`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum LinksCommand {
+    /// Replace the key that signs answer links: every link made before stops working.
+    RotateKey,
+}
+
+async fn subscriptions(
+    db: &Path,
+) -> Result<(m3_kit::AsyncMcpTestKit, Arc<dyn SubscriptionStore>), Failure> {
+    let kit = open_existing_kit(db, false).await?;
+    let store = kit.store().subscription_store().await?;
+    Ok((kit, store))
+}
+
+/// `m3 webhooks ...`.
+pub(crate) async fn webhooks(
+    out: Output,
+    db: &Path,
+    command: WebhooksCommand,
+) -> Result<(), Failure> {
+    let (kit, store) = subscriptions(db).await?;
+    let outcome = dispatch(out, store.as_ref(), command).await;
+    kit.close().await?;
+    outcome
+}
+
+async fn dispatch(
+    out: Output,
+    store: &dyn SubscriptionStore,
+    command: WebhooksCommand,
+) -> Result<(), Failure> {
+    match command {
+        WebhooksCommand::Add {
+            url,
+            events,
+            server,
+            description,
+            format,
+            allow_loopback,
+        } => {
+            let secret = WebhookSecret::generate()?;
+            let mut new = NewSubscription::new(url, secret.clone())
+                .with_description(description)
+                .with_format(format.parse::<WebhookFormat>()?)
+                .allow_loopback(allow_loopback);
+            if !events.is_empty() {
+                new = new.with_events(parse_kinds(&events)?);
+            }
+            if let Some(server) = server {
+                new = new.with_server(server);
+            }
+            let added = store.create_subscription(new).await?;
+            show_secret(out, &added, &secret)
+        }
+        WebhooksCommand::List => list(out, &store.list_subscriptions().await?),
+        WebhooksCommand::Show { id } => {
+            let found = store.get_subscription(&id).await?;
+            let subscription =
+                found.ok_or_else(|| Failure::from(m3_kit::subscriptions::rules::missing(&id)))?;
+            show(out, &subscription)
+        }
+        WebhooksCommand::Disable { id } => {
+            let edit = SubscriptionEdit::Disable {
+                reason: "disabled".into(),
+            };
+            say_state(out, &store.edit_subscription(&id, edit).await?)
+        }
+        WebhooksCommand::Enable { id } => say_state(
+            out,
+            &store
+                .edit_subscription(&id, SubscriptionEdit::Enable)
+                .await?,
+        ),
+        WebhooksCommand::Remove { id } => {
+            if !store.remove_subscription(&id).await? {
+                return Err(m3_kit::subscriptions::rules::missing(&id).into());
+            }
+            if out.is_json() {
+                return out.document(&json!({"id": id, "removed": true}));
+            }
+            out.say(format!("removed {id}"));
+            Ok(())
+        }
+        WebhooksCommand::RotateSecret { id, keep_previous } => {
+            let secret = WebhookSecret::generate()?;
+            let until = time::OffsetDateTime::now_utc() + keep_previous;
+            let edit = SubscriptionEdit::RotateSecret {
+                secret: secret.clone(),
+                keep_previous_until: until,
+            };
+            let rotated = store.edit_subscription(&id, edit).await?;
+            show_secret(out, &rotated, &secret)
+        }
+    }
+}
+
+fn show_secret(
+    out: Output,
+    subscription: &Subscription,
+    secret: &WebhookSecret,
+) -> Result<(), Failure> {
+    if out.is_json() {
+        return out.document(&json!({"subscription": subscription, "secret": secret.expose()}));
+    }
+    out.say(format!("{}\n{}", subscription.id, secret.expose()));
+    out.say("the secret is shown this once: keep it where the receiver verifies signatures");
+    Ok(())
+}
+
+fn list(out: Output, all: &[Subscription]) -> Result<(), Failure> {
+    if out.is_json() {
+        return out.document(&json!({"subscriptions": all}));
+    }
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .map(|s| {
+            vec![
+                s.id.clone(),
+                state(s),
+                s.format.to_string(),
+                s.delivery.cursor.to_string(),
+                s.dead_lettered.to_string(),
+                s.url.clone(),
+            ]
+        })
+        .collect();
+    out.say(table(
+        &["ID", "STATE", "FORMAT", "CURSOR", "DEAD", "URL"],
+        &rows,
+    ));
+    Ok(())
+}
+
+fn show(out: Output, subscription: &Subscription) -> Result<(), Failure> {
+    if out.is_json() {
+        return out.document(subscription);
+    }
+    let progress = &subscription.delivery;
+    let mut lines = vec![
+        format!("id           {}", subscription.id),
+        format!("url          {}", subscription.url),
+        format!("state        {}", state(subscription)),
+        format!(
+            "events       {}",
+            subscription
+                .events
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        format!(
+            "cursor       {} ({} delivered)",
+            progress.cursor, progress.delivered
+        ),
+    ];
+    if progress.attempts > 0 {
+        lines.push(format!(
+            "retrying     {} failed attempts, last: {}",
+            progress.attempts,
+            progress.last_error.as_deref().unwrap_or("")
+        ));
+    }
+    lines.push(format!("dead letters {}", subscription.dead_lettered));
+    for letter in &subscription.dead_letters {
+        let status = letter
+            .last_status
+            .map_or_else(|| "no answer".to_owned(), |s| s.to_string());
+        lines.push(format!(
+            "  cursor {} {} status {} after {} attempts: {}",
+            letter.cursor, letter.kind, status, letter.attempts, letter.last_error
+        ));
+    }
+    out.say(lines.join("\n"));
+    Ok(())
+}
+
+fn state(subscription: &Subscription) -> String {
+    match (&subscription.enabled, &subscription.disabled_reason) {
+        (true, _) => "enabled".into(),
+        (false, Some(reason)) => format!("disabled ({reason})"),
+        (false, None) => "disabled".into(),
+    }
+}
+
+fn say_state(out: Output, subscription: &Subscription) -> Result<(), Failure> {
+    if out.is_json() {
+        return out.document(subscription);
+    }
+    out.say(format!("{} {}", subscription.id, state(subscription)));
+    Ok(())
+}
+
+/// `m3 notify`: delivers until SIGINT/SIGTERM, then releases its subscriptions (exit 0).
+pub(crate) async fn notify(out: Output, db: &Path, args: NotifyArgs) -> Result<(), Failure> {
+    let kit = open_existing_kit(db, false).await?;
+    let notifier = Notifier::new(Arc::clone(kit.store()), args.options()).await?;
+    let stop = CancellationToken::new();
+    let stopper = stop.clone();
+    tokio::spawn(async move {
+        signal().await;
+        stopper.cancel();
+    });
+    out.say("delivering webhooks (SIGINT or SIGTERM stops)");
+    notifier.run(stop).await?;
+    kit.close().await?;
+    Ok(())
+}
+
+/// `m3 links rotate-key`.
+pub(crate) async fn links(out: Output, db: &Path, command: LinksCommand) -> Result<(), Failure> {
+    let (kit, store) = subscriptions(db).await?;
+    let LinksCommand::RotateKey = command;
+    let key = store.rotate_link_key().await;
+    kit.close().await?;
+    let key = key?;
+    if out.is_json() {
+        return out.document(
+            &json!({"rotated": true, "created_at": m3_types::timestamp::format(key.created_at)}),
+        );
+    }
+    out.say("rotated the answer-link key: every link made before no longer works");
+    Ok(())
+}
