@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use m3_fixtures::{Era, Fault};
 
-use crate::commands::webhooks::{LinksCommand, NotifyArgs, WebhooksCommand};
+use crate::commands::webhooks::{InProcessNotify, LinksCommand, NotifyArgs, WebhooksCommand};
 
 /// m3: run agent executions with managed elicitation input, see what they wait for, answer
 /// them from another terminal, read the results.
@@ -248,6 +248,8 @@ pub(crate) struct WorkerArgs {
     pub(crate) claim_lease: f64,
     #[command(flatten)]
     pub(crate) round_limits: RoundLimitArgs,
+    #[command(flatten)]
+    pub(crate) notify: InProcessNotify,
 }
 
 /// The bounds on each round a server sends (`m3_types::limits::RoundLimits`); a round over
@@ -402,6 +404,8 @@ pub(crate) struct ServeArgs {
     /// Seconds a shutdown waits for open connections before closing them.
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
     pub(crate) shutdown_grace: f64,
+    #[command(flatten)]
+    pub(crate) notify: InProcessNotify,
 }
 
 fn parse_allowed_host(text: &str) -> Result<m3_server::AllowedHost, String> {

@@ -67,7 +67,8 @@ pub(crate) async fn guard(
         )
         .into_response();
     }
-    if path == "/healthz" || path.starts_with("/assets/") {
+    // An answer link is its own credential (checked by its handler).
+    if path == "/healthz" || path.starts_with("/assets/") || path.starts_with("/answer/") {
         return next.run(request).await;
     }
     let Some(token) = state.token.as_deref() else {

@@ -21,6 +21,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
         header_timeout,
         max_connections,
         shutdown_grace,
+        notify,
     } = args;
     let token = token.filter(|t| !t.is_empty());
     m3_server::check_bind(bind, token.as_deref())?;
@@ -53,6 +54,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
         signal().await;
         stop.cancel();
     });
+    let notifier = notify.start(&kit, shutdown.child_token()).await?;
     let options = m3_server::ServeOptions::default()
         .header_read_timeout(Duration::from_secs_f64(header_timeout))
         .max_connections(max_connections)
@@ -64,6 +66,9 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
         options,
     )
     .await?;
+    if let Some(notifier) = notifier {
+        let _ = notifier.await;
+    }
     kit.close().await?;
     Ok(())
 }

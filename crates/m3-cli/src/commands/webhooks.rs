@@ -105,6 +105,35 @@ impl NotifyArgs {
     }
 }
 
+/// `--notify` of `m3 worker` and `m3 serve`: the same code as `m3 notify`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct InProcessNotify {
+    /// Also deliver webhooks from this process (as `m3 notify` does).
+    #[arg(long)]
+    pub(crate) notify: bool,
+    #[command(flatten)]
+    pub(crate) options: NotifyArgs,
+}
+
+impl InProcessNotify {
+    /// Starts the notifier on `kit`'s store when `--notify` was given; it stops when `stop`
+    /// is cancelled (await the handle to let it release its subscriptions).
+    pub(crate) async fn start(
+        &self,
+        kit: &m3_kit::AsyncMcpTestKit,
+        stop: CancellationToken,
+    ) -> Result<Option<tokio::task::JoinHandle<()>>, Failure> {
+        if !self.notify {
+            return Ok(None);
+        }
+        let notifier = Notifier::new(Arc::clone(kit.store()), self.options.options()).await?;
+        // `run` logs what fails and keeps going; it ends only when stopped.
+        Ok(Some(tokio::spawn(async move {
+            let _ = notifier.run(stop).await;
+        })))
+    }
+}
+
 /// `m3 links`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum LinksCommand {

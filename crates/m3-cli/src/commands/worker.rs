@@ -43,6 +43,8 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
         "started",
         json!({"worker_id": pool.owner_id(), "concurrency": args.concurrency}),
     )?;
+    let notifier_stop = tokio_util::sync::CancellationToken::new();
+    let notifier = args.notify.start(&kit, notifier_stop.clone()).await?;
     let stopping = signal();
     tokio::pin!(stopping);
     loop {
@@ -65,6 +67,10 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
     };
     while let Ok(event) = events.try_recv() {
         report_event(out, &event)?;
+    }
+    notifier_stop.cancel();
+    if let Some(notifier) = notifier {
+        let _ = notifier.await;
     }
     out_event(
         out,

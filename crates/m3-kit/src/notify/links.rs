@@ -97,6 +97,20 @@ pub fn verify(key: &LinkKey, token: &str, now: OffsetDateTime) -> Result<RoundRe
     Ok(RoundRef::new(payload.e, payload.r))
 }
 
+/// The round `token` answers on `store`: verified with the store's current link key at
+/// the store's time. `Ok(Err(_))` for a refused link.
+///
+/// # Errors
+/// `storage_error` if the key cannot be read.
+pub async fn round_of(
+    store: &dyn m3_store::ExecutionStore,
+    token: &str,
+) -> m3_types::Result<Result<RoundRef, LinkRefusal>> {
+    let key = store.subscription_store().await?.link_key().await?;
+    let now = m3_store::store_now(store.clock().as_ref());
+    Ok(verify(&key, token, now))
+}
+
 fn mac(key: &LinkKey) -> Hmac<Sha256> {
     // HMAC takes a key of any length; a link key is 16 to 64 bytes.
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key.bytes())

@@ -5,6 +5,7 @@
 
 mod coerce;
 mod execution;
+mod link;
 mod render;
 mod widgets;
 
@@ -36,6 +37,7 @@ pub(crate) fn routes(state: Shared) -> Router {
             "/executions/{execution_id}/rounds/{round_id}",
             get(round_page).post(answer),
         )
+        .route("/answer/{token}", get(link::page).post(link::answer))
         .route(
             "/assets/app.css",
             get(|| asset(STYLE, "text/css; charset=utf-8")),
@@ -162,6 +164,7 @@ async fn answer(
                 submitted: Some(&submitted),
                 errors: Some(&placed),
                 idempotency_key: Some(&key),
+                action: None,
             };
             let element = if details.diagnostics.status == m3_types::ManagedInputStatus::Pending {
                 render::round_form(&base, &details.round, &view)

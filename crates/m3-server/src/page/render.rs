@@ -52,6 +52,8 @@ pub(super) struct RoundView<'a> {
     pub(super) submitted: Option<&'a Submitted>,
     pub(super) errors: Option<&'a PageErrors>,
     pub(super) idempotency_key: Option<&'a str>,
+    /// Where the form posts (default: the round's own address).
+    pub(super) action: Option<&'a str>,
 }
 
 /// `<form data-round-id data-execution-id>` with one element per request.
@@ -60,10 +62,15 @@ pub(super) fn round_form(
     round: &PendingElicitationRound,
     view: &RoundView<'_>,
 ) -> Markup {
-    let action = format!(
-        "{base}/executions/{}/rounds/{}",
-        encode(&round.execution_id),
-        encode(&round.round_id)
+    let action = view.action.map_or_else(
+        || {
+            format!(
+                "{base}/executions/{}/rounds/{}",
+                encode(&round.execution_id),
+                encode(&round.round_id)
+            )
+        },
+        str::to_owned,
     );
     let key = view
         .idempotency_key
