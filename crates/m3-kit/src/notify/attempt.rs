@@ -1,8 +1,10 @@
 //! One delivery attempt: the body of a record in the subscription's format, signed, POSTed
 //! to the receiver's checked address with a timeout and no redirects, and what came back.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use m3_store::subscriptions::{SigningSecrets, Subscription, WebhookFormat, rules};
 use m3_store::{ExecutionStore, RoundRef};
@@ -32,6 +34,10 @@ pub(crate) enum Attempt {
     Failed { status: Option<u16>, error: String },
 }
 
+/// How long a receiver's resolved addresses (and the client pinned to them) are reused
+/// before its host is resolved and checked again.
+const CLIENT_REUSE: Duration = Duration::from_secs(60);
+
 /// What every attempt of one notifier needs.
 #[derive(Debug)]
 pub(crate) struct Sender {
@@ -39,6 +45,9 @@ pub(crate) struct Sender {
     pub(crate) timeout: Duration,
     pub(crate) public_url: Option<Url>,
     pub(crate) link_ttl: Duration,
+    /// A client per receiver URL, pinned to its checked addresses, with when it was built:
+    /// connections are kept alive between deliveries.
+    pub(crate) clients: Mutex<HashMap<(String, bool), (reqwest::Client, Instant)>>,
 }
 
 impl Sender {
@@ -151,21 +160,7 @@ impl Sender {
     ) -> std::result::Result<Attempt, String> {
         let url = rules::check_url(&subscription.url, subscription.allow_loopback)
             .map_err(|error| format!("the URL is refused ({})", reason_of(&error)))?;
-        let addresses = resolve(&url, subscription.allow_loopback).await?;
-        let host = url.host_str().unwrap_or_default();
-        // reqwest is built without a bundled crypto provider; rustls then uses the process
-        // default, which we make ring (a no-op when one is set).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .timeout(self.timeout)
-            .resolve_to_addrs(
-                host.trim_start_matches('[').trim_end_matches(']'),
-                &addresses,
-            )
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let client = self.client(&url, subscription.allow_loopback).await?;
         let response = client
             .post(url)
             .header("content-type", "application/json")
@@ -189,6 +184,49 @@ impl Sender {
             status: Some(status.as_u16()),
             error: format!("HTTP {}{excerpt}", status.as_u16()),
         })
+    }
+}
+
+impl Sender {
+    /// The client for `url`: kept for [`CLIENT_REUSE`], then built again on a fresh
+    /// resolution of its host.
+    async fn client(
+        &self,
+        url: &Url,
+        allow_loopback: bool,
+    ) -> std::result::Result<reqwest::Client, String> {
+        let key = (url.as_str().to_owned(), allow_loopback);
+        if let Some((client, built)) = self.clients_lock().get(&key)
+            && built.elapsed() < CLIENT_REUSE
+        {
+            return Ok(client.clone());
+        }
+        let addresses = resolve(url, allow_loopback).await?;
+        let host = url.host_str().unwrap_or_default();
+        // reqwest is built without a bundled crypto provider; rustls then uses the process
+        // default, which we make ring (a no-op when one is set).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .timeout(self.timeout)
+            .resolve_to_addrs(
+                host.trim_start_matches('[').trim_end_matches(']'),
+                &addresses,
+            )
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        self.clients_lock()
+            .insert(key, (client.clone(), Instant::now()));
+        Ok(client)
+    }
+
+    fn clients_lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(String, bool), (reqwest::Client, Instant)>> {
+        self.clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -88,6 +88,7 @@ impl Notifier {
             timeout: options.timeout,
             public_url: options.public_url.clone(),
             link_ttl: options.link_ttl,
+            clients: std::sync::Mutex::default(),
         };
         Ok(Self {
             shared: Arc::new(Shared {

@@ -14,6 +14,9 @@
 //! - `events [COMMITS] [--db URL]`: commit -> an `m3 events --follow` process prints the
 //!   record, beside a follower in the committing process, on SQLite and (as for `respond`)
 //!   PostgreSQL;
+//! - `notify [ROUNDS] [--db URL]`: a round committed -> a local receiver has the webhook
+//!   POST of an in-process notifier, one at a time; then 1,000 rounds created at once -> all
+//!   delivered; on SQLite and (as for `respond`) PostgreSQL;
 //! - `smoke`: every benchmark in a tiny configuration (scripts/test.sh: keeps them running,
 //!   asserts no timing).
 //!
@@ -24,6 +27,7 @@
 //! ```
 
 mod events;
+mod notify;
 mod respond;
 mod respond_http;
 mod stats;
@@ -78,14 +82,24 @@ async fn main() -> Result<(), Error> {
                 .unwrap_or(200);
             events_everywhere(commits, db.as_deref()).await
         }
+        Some("notify") => {
+            let db = flag(&args, "--db");
+            let rounds = args
+                .iter()
+                .skip(1)
+                .find_map(|a| a.parse().ok())
+                .unwrap_or(200);
+            notify_everywhere(rounds, notify::BURST, db.as_deref()).await
+        }
         Some("smoke") => {
             respond_everywhere(2, None).await?;
+            notify_everywhere(2, 5, None).await?;
             events_everywhere(3, None).await?;
             let dir = tempfile::tempdir()?;
             worker::submit_to_start(dir.path(), 2).await?;
             worker::waiting_at_once(dir.path(), 3).await
         }
-        _ => Err("usage: m3-test-bench-runtime respond [ROUNDS] [--db URL] | events [COMMITS] [--db URL] | worker [STARTS] [WAITING] | smoke".into()),
+        _ => Err("usage: m3-test-bench-runtime respond [ROUNDS] [--db URL] | events [COMMITS] [--db URL] | notify [ROUNDS] [--db URL] | worker [STARTS] [WAITING] | smoke".into()),
     }
 }
 
@@ -102,6 +116,17 @@ async fn events_everywhere(commits: usize, db: Option<&str>) -> Result<(), Error
     events::bench("sqlite", &sqlite, commits).await?;
     if let Some(url) = postgres_url(db)? {
         events::bench("postgres", &url, commits).await?;
+    }
+    Ok(())
+}
+
+/// The notify benchmark on SQLite, then on PostgreSQL when a server is named.
+async fn notify_everywhere(rounds: usize, burst: usize, db: Option<&str>) -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let sqlite = dir.path().join("notify.sqlite").display().to_string();
+    notify::bench("sqlite", &sqlite, rounds, burst).await?;
+    if let Some(url) = postgres_url(db)? {
+        notify::bench("postgres", &url, rounds, burst).await?;
     }
     Ok(())
 }
