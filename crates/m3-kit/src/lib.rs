@@ -118,6 +118,8 @@ mod documentation {
     struct Decisions;
     #[doc = include_str!("../../../docs/workers.md")]
     struct Workers;
+    #[doc = include_str!("../../../docs/notifications.md")]
+    struct Notifications;
 }
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.
