@@ -4,7 +4,7 @@ Verifies every delivery with the Standard Webhooks reference library for Python
 (`standardwebhooks`), records it as one JSON line, and answers as told:
 
     webhook_receiver.py --secret-file FILE --record FILE [--statuses 500,500,200]
-                        [--hang] [--delay-first SECONDS]
+                        [--hang] [--delay-first SECONDS] [--port N]
 
 It prints `http://127.0.0.1:PORT/hook` on its first line once it listens. The secret is
 read from --secret-file at each request (the test writes it after `m3 webhooks add`,
@@ -31,6 +31,7 @@ def main():
     parser.add_argument("--statuses", default="204")
     parser.add_argument("--hang", action="store_true")
     parser.add_argument("--delay-first", type=float, default=0.0)
+    parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
     statuses = [int(s) for s in args.statuses.split(",")]
     lock = threading.Lock()
@@ -65,7 +66,7 @@ def main():
         def log_message(self, *_):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     print(f"http://127.0.0.1:{server.server_address[1]}/hook", flush=True)
     server.serve_forever()
 

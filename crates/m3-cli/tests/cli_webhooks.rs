@@ -243,6 +243,19 @@ fn failures_past_the_retry_budget_are_dead_lettered_and_listed() {
     );
     let text = store.m3(&["webhooks", "show", &id]).expect_code(0).stdout;
     assert!(text.contains("status 500"), "{text}");
+    let doctor = store.m3(&["--json", "doctor"]).expect_code(0).json();
+    let check = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "webhooks")
+        .unwrap()
+        .clone();
+    assert_eq!(check["status"], "warn", "{check}");
+    assert!(
+        check["detail"].as_str().unwrap().contains("1 dead letters"),
+        "{check}"
+    );
     stop(&running, Signal::SIGTERM);
     running.finish().expect_code(0);
 }
@@ -369,4 +382,65 @@ fn bad_urls_are_refused_with_their_reason_and_add_nothing() {
         .expect_code(0)
         .json();
     assert_eq!(listed["subscriptions"], Value::Array(Vec::new()));
+}
+
+#[test]
+fn a_receiver_down_for_twenty_seconds_gets_every_record_in_order_afterwards() {
+    let store = demo_store();
+    // A port nobody listens on until the receiver starts on it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/hook");
+    let added = store
+        .m3(&[
+            "--json",
+            "webhooks",
+            "add",
+            &url,
+            "--allow-loopback",
+            "--events",
+            "round.pending,round.resolved",
+        ])
+        .expect_code(0)
+        .json();
+    let id = added["subscription"]["id"].as_str().unwrap().to_owned();
+    let running = notifier(&store, &[]);
+    store.m3(&["demo"]).expect_code(0);
+    store.m3(&["demo"]).expect_code(0);
+    wait_until(WAIT, "failed attempts", || {
+        (show(&store, &id)["delivery"]["attempts"].as_u64().unwrap() >= 2).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(20));
+    let receiver = Receiver::start(&store, "late", &["--port", &port.to_string()]);
+    std::fs::write(&receiver.secret, added["secret"].as_str().unwrap()).unwrap();
+    receiver.wait_for(4);
+    std::thread::sleep(Duration::from_millis(700));
+    let delivered = receiver.deliveries();
+    assert_eq!(delivered.len(), 4, "{delivered:?}");
+    assert!(delivered.iter().all(|d| d["verified"] == true));
+    let kinds: Vec<&str> = delivered
+        .iter()
+        .map(|d| d["body"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "round.pending",
+            "round.resolved",
+            "round.pending",
+            "round.resolved"
+        ]
+    );
+    let cursors: Vec<u64> = delivered
+        .iter()
+        .map(|d| d["body"]["data"]["cursor"].as_u64().unwrap())
+        .collect();
+    assert!(cursors.windows(2).all(|w| w[0] < w[1]), "{cursors:?}");
+    let shown = show(&store, &id);
+    assert_eq!(shown["dead_lettered"], 0, "{shown}");
+    stop(&running, Signal::SIGTERM);
+    running.finish().expect_code(0);
 }

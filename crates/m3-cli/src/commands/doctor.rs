@@ -23,6 +23,7 @@ pub(crate) use signal::announce_change;
 pub(crate) async fn run(out: Output, db: &Path) -> Result<(), Failure> {
     let checks = vec![
         store(db).await,
+        webhooks(db).await,
         signal::check(db).await,
         example_server().await,
         peer(
@@ -144,6 +145,55 @@ fn journal(db: &Path) -> &'static str {
         (Ok(()), Some(b"SQLite format 3\0"), Some(_)) => ", SQLite journal: rollback, not WAL",
         _ => "",
     }
+}
+
+/// The webhook subscriptions: a warning for each that dead-lettered records, is failing
+/// now, or was disabled by its receiver (`410`).
+async fn webhooks(db: &Path) -> Check {
+    let name = "webhooks";
+    if missing_local_store(db) {
+        return Check::ok(name, "no store yet, so no subscriptions".into());
+    }
+    let listed = async {
+        let kit = open_kit(db, false).await?;
+        let all = kit
+            .store()
+            .subscription_store()
+            .await?
+            .list_subscriptions()
+            .await;
+        kit.close().await?;
+        Ok::<_, Failure>(all?)
+    };
+    let all = match listed.await {
+        Ok(all) => all,
+        Err(failure) => return Check::not_ok(name, "warn", failure.message, "see the store check"),
+    };
+    let troubled: Vec<String> = all
+        .iter()
+        .filter_map(|s| {
+            let mut trouble = Vec::new();
+            if s.dead_lettered > 0 {
+                trouble.push(format!("{} dead letters", s.dead_lettered));
+            }
+            if s.delivery.attempts > 0 {
+                trouble.push(format!("failing ({} attempts)", s.delivery.attempts));
+            }
+            if s.disabled_reason.as_deref() == Some("gone") {
+                trouble.push("disabled: the receiver answered 410".into());
+            }
+            (!trouble.is_empty()).then(|| format!("{}: {}", s.id, trouble.join(", ")))
+        })
+        .collect();
+    if troubled.is_empty() {
+        return Check::ok(name, format!("{} subscriptions, none failing", all.len()));
+    }
+    Check::not_ok(
+        name,
+        "warn",
+        troubled.join("; "),
+        "see m3 webhooks show ID (the failures and their status codes); m3 webhooks enable ID resumes a disabled one",
+    )
 }
 
 async fn probe_store(db: &Path) -> Result<usize, Failure> {
