@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use m3_fixtures::{Era, Fault};
 
-use crate::commands::webhooks::{InProcessNotify, LinksCommand, NotifyArgs, WebhooksCommand};
+use crate::notify_args::{InProcessNotify, LinksCommand, NotifyArgs, WebhooksCommand};
 
 /// m3: run agent executions with managed elicitation input, see what they wait for, answer
 /// them from another terminal, read the results.

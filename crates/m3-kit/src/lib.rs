@@ -77,6 +77,7 @@ pub use m3_runtime::{
 pub use m3_store::signal::{
     Change, ChangeKind, ChangeSubscription, SIGNAL_ENV, Topic, Wake, signal_enabled_by_env,
 };
+pub use m3_store::store_now;
 pub use m3_store::subscriptions;
 pub use m3_store::{
     ChangePage, ExecutionEvent, ExecutionLease, ListExecutions, PruneChanges, Pruned, StoreUrl,

@@ -60,6 +60,7 @@ mod page;
 mod router;
 mod serve;
 mod state;
+mod webhooks;
 
 use std::net::SocketAddr;
 

@@ -144,6 +144,7 @@ impl ServerBuilder {
         });
         crate::api::routes(Arc::clone(&state))
             .merge(crate::page::routes(Arc::clone(&state)))
+            .merge(crate::webhooks::routes(Arc::clone(&state)))
             .layer(axum::middleware::from_fn_with_state(
                 Arc::clone(&state),
                 crate::auth::guard,

@@ -54,7 +54,8 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
         signal().await;
         stop.cancel();
     });
-    let notifier = notify.start(&kit, shutdown.child_token()).await?;
+    let notifier =
+        crate::notify_args::start_in_process(&notify, &kit, shutdown.child_token()).await?;
     let options = m3_server::ServeOptions::default()
         .header_read_timeout(Duration::from_secs_f64(header_timeout))
         .max_connections(max_connections)

@@ -44,7 +44,8 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
         json!({"worker_id": pool.owner_id(), "concurrency": args.concurrency}),
     )?;
     let notifier_stop = tokio_util::sync::CancellationToken::new();
-    let notifier = args.notify.start(&kit, notifier_stop.clone()).await?;
+    let notifier =
+        crate::notify_args::start_in_process(&args.notify, &kit, notifier_stop.clone()).await?;
     let stopping = signal();
     tokio::pin!(stopping);
     loop {

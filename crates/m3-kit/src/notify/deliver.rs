@@ -17,8 +17,8 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::NotifierOptions;
 use super::attempt::{Attempt, Sender};
+use super::options::NotifierOptions;
 
 /// How long a subscription with passed-over records waits for another record before it
 /// reports them (so its cursor does not lag far behind an idle feed).

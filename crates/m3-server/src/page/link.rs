@@ -86,7 +86,7 @@ pub(super) async fn answer(
     headers: HeaderMap,
     submitted: Result<Submitted, ApiError>,
 ) -> Response {
-    let fragment = super::wants_fragment(&headers);
+    let fragment = render::wants_fragment(&headers);
     let base = state.base_path.clone();
     let submitted = match submitted {
         Ok(submitted) => submitted,

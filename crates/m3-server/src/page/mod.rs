@@ -19,7 +19,7 @@ use maud::html;
 use crate::error::{ApiError, status_of};
 use crate::state::Shared;
 use coerce::Submitted;
-use render::{RoundView, error_page, html_response};
+use render::{RoundView, error_page, html_response, wants_fragment};
 
 const STYLE: &str = include_str!("../../assets/app.css");
 const SCRIPT: &str = include_str!("../../assets/app.js");
@@ -91,10 +91,6 @@ async fn inbox(State(state): State<Shared>) -> Response {
         StatusCode::OK,
         render::layout(base, "m3 inbox", Some(&cursor), main),
     )
-}
-
-fn wants_fragment(headers: &HeaderMap) -> bool {
-    headers.get("x-m3-fragment").is_some_and(|v| v == "1")
 }
 
 async fn round_page(

@@ -2,7 +2,7 @@
 //! round as a form (HTTP.md "Markup that tests rely on"), an answered round, and
 //! the HTML responses that carry them (an error as a small page).
 
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use m3_kit::RoundDetails;
 use m3_types::form::fields;
@@ -219,4 +219,10 @@ pub(super) fn error_page(base: &str, error: &ApiError) -> Response {
         p role="alert" { (error.message) " (" code { (error.code) } ")" }
     };
     html_response(error.status, layout(base, "m3: error", None, main))
+}
+
+/// Whether the request asks for only the round's element (`X-M3-Fragment: 1`: the script's
+/// live inbox and in-place submit).
+pub(super) fn wants_fragment(headers: &HeaderMap) -> bool {
+    headers.get("x-m3-fragment").is_some_and(|v| v == "1")
 }

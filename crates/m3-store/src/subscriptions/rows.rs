@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use m3_types::{Clock, Cursor, Error, Result};
 
-use super::SubscriptionStore;
+use super::contract::SubscriptionStore;
 use super::record::{StoredSubscription, Subscription};
 use super::request::{
     ClaimSubscriptions, DeliveryReport, NewSubscription, SubscriptionEdit, SubscriptionLeaseRef,
