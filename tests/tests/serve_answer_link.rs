@@ -12,6 +12,7 @@ use m3_kit::{AsyncMcpTestKit, SubmitOptions};
 use m3_store::RoundRef;
 use m3_tests::browser_support::Browser;
 use m3_tests::runtime_support::{WAIT, call, completes, pending, shipping};
+use m3_tests::store_support::TestDb;
 use m3_types::HumanInput;
 use tokio_util::sync::CancellationToken;
 
@@ -34,9 +35,18 @@ async fn status(url: &str) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_link_answers_its_round_once_and_bad_links_are_refused() {
+    answer_link(TestDb::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_link_answers_its_round_once_and_bad_links_are_refused_on_postgres() {
+    answer_link(TestDb::Postgres).await;
+}
+
+async fn answer_link(db: TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let kit = AsyncMcpTestKit::builder()
-        .database(dir.path().join("m3.sqlite"))
+        .database(db.location(dir.path()).unwrap())
         .build()
         .await
         .unwrap();

@@ -77,8 +77,12 @@ impl Drop for Receiver {
 }
 
 /// A store with one finished demo in it (`m3 webhooks` needs an existing store).
-fn demo_store() -> Store {
-    let store = Store::new();
+fn demo_store(postgres: bool) -> Store {
+    let store = if postgres {
+        Store::postgres()
+    } else {
+        Store::new()
+    };
     store.m3(&["demo"]).expect_code(0);
     store
 }
@@ -179,8 +183,18 @@ fn check_waiting_round(store: &Store) {
 
 #[test]
 fn retries_reuse_the_webhook_id_until_the_receiver_answers() {
-    let store = demo_store();
-    let receiver = Receiver::start(&store, "receiver", &["--statuses", "500,503,204"]);
+    retries_reuse_the_webhook_id_until_the_receiver_answers_on(false);
+}
+
+#[test]
+fn retries_reuse_the_webhook_id_until_the_receiver_answers_on_postgres() {
+    retries_reuse_the_webhook_id_until_the_receiver_answers_on(true);
+}
+
+fn retries_reuse_the_webhook_id_until_the_receiver_answers_on(postgres: bool) {
+    let store = demo_store(postgres);
+    // A redirect is not followed: it is a failure like any other.
+    let receiver = Receiver::start(&store, "receiver", &["--statuses", "500,302,204"]);
     let id = subscribe(&store, &receiver, &["--events", "round.pending"]);
     let running = notifier(&store, &[]);
     store.m3(&["demo"]).expect_code(0);
@@ -205,7 +219,16 @@ fn retries_reuse_the_webhook_id_until_the_receiver_answers() {
 
 #[test]
 fn a_receiver_answering_410_disables_its_subscription() {
-    let store = demo_store();
+    a_receiver_answering_410_disables_its_subscription_on(false);
+}
+
+#[test]
+fn a_receiver_answering_410_disables_its_subscription_on_postgres() {
+    a_receiver_answering_410_disables_its_subscription_on(true);
+}
+
+fn a_receiver_answering_410_disables_its_subscription_on(postgres: bool) {
+    let store = demo_store(postgres);
     let receiver = Receiver::start(&store, "receiver", &["--statuses", "410"]);
     let id = subscribe(&store, &receiver, &[]);
     let running = notifier(&store, &[]);
@@ -224,7 +247,16 @@ fn a_receiver_answering_410_disables_its_subscription() {
 
 #[test]
 fn failures_past_the_retry_budget_are_dead_lettered_and_listed() {
-    let store = demo_store();
+    failures_past_the_retry_budget_are_dead_lettered_and_listed_on(false);
+}
+
+#[test]
+fn failures_past_the_retry_budget_are_dead_lettered_and_listed_on_postgres() {
+    failures_past_the_retry_budget_are_dead_lettered_and_listed_on(true);
+}
+
+fn failures_past_the_retry_budget_are_dead_lettered_and_listed_on(postgres: bool) {
+    let store = demo_store(postgres);
     let receiver = Receiver::start(&store, "receiver", &["--statuses", "500"]);
     let id = subscribe(&store, &receiver, &["--events", "round.pending"]);
     let running = notifier(&store, &["--retry-for", "2s"]);
@@ -262,7 +294,16 @@ fn failures_past_the_retry_budget_are_dead_lettered_and_listed() {
 
 #[test]
 fn a_receiver_that_never_answers_times_out_and_holds_up_no_other() {
-    let store = demo_store();
+    a_receiver_that_never_answers_times_out_and_holds_up_no_other_on(false);
+}
+
+#[test]
+fn a_receiver_that_never_answers_times_out_and_holds_up_no_other_on_postgres() {
+    a_receiver_that_never_answers_times_out_and_holds_up_no_other_on(true);
+}
+
+fn a_receiver_that_never_answers_times_out_and_holds_up_no_other_on(postgres: bool) {
+    let store = demo_store(postgres);
     let stuck = Receiver::start(&store, "stuck", &["--hang"]);
     let healthy = Receiver::start(&store, "healthy", &[]);
     let stuck_id = subscribe(&store, &stuck, &["--events", "round.pending"]);
@@ -288,14 +329,12 @@ fn a_receiver_that_never_answers_times_out_and_holds_up_no_other() {
 
 #[test]
 fn two_notifiers_deliver_each_record_once() {
-    check_two_notifiers(&demo_store());
+    check_two_notifiers(&demo_store(false));
 }
 
 #[test]
 fn two_notifiers_deliver_each_record_once_on_postgres() {
-    let store = Store::postgres();
-    store.m3(&["demo"]).expect_code(0);
-    check_two_notifiers(&store);
+    check_two_notifiers(&demo_store(true));
 }
 
 fn check_two_notifiers(store: &Store) {
@@ -338,7 +377,18 @@ fn check_two_notifiers(store: &Store) {
 
 #[test]
 fn a_notifier_killed_before_its_report_leaves_the_record_to_another_with_the_same_id() {
-    let store = demo_store();
+    a_notifier_killed_before_its_report_leaves_the_record_to_another_with_the_same_id_on(false);
+}
+
+#[test]
+fn a_notifier_killed_before_its_report_leaves_the_record_to_another_with_the_same_id_on_postgres() {
+    a_notifier_killed_before_its_report_leaves_the_record_to_another_with_the_same_id_on(true);
+}
+
+fn a_notifier_killed_before_its_report_leaves_the_record_to_another_with_the_same_id_on(
+    postgres: bool,
+) {
+    let store = demo_store(postgres);
     let receiver = Receiver::start(&store, "receiver", &["--delay-first", "3"]);
     subscribe(&store, &receiver, &["--events", "round.pending"]);
     let doomed = notifier(&store, &[]);
@@ -386,7 +436,16 @@ fn bad_urls_are_refused_with_their_reason_and_add_nothing() {
 
 #[test]
 fn a_receiver_down_for_twenty_seconds_gets_every_record_in_order_afterwards() {
-    let store = demo_store();
+    a_receiver_down_for_twenty_seconds_gets_every_record_in_order_afterwards_on(false);
+}
+
+#[test]
+fn a_receiver_down_for_twenty_seconds_gets_every_record_in_order_afterwards_on_postgres() {
+    a_receiver_down_for_twenty_seconds_gets_every_record_in_order_afterwards_on(true);
+}
+
+fn a_receiver_down_for_twenty_seconds_gets_every_record_in_order_afterwards_on(postgres: bool) {
+    let store = demo_store(postgres);
     // A port nobody listens on until the receiver starts on it.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -443,4 +502,35 @@ fn a_receiver_down_for_twenty_seconds_gets_every_record_in_order_afterwards() {
     assert_eq!(shown["dead_lettered"], 0, "{shown}");
     stop(&running, Signal::SIGTERM);
     running.finish().expect_code(0);
+}
+
+#[test]
+fn m3_serve_and_m3_worker_deliver_with_notify() {
+    let store = demo_store(false);
+    let receiver = Receiver::start(&store, "receiver", &[]);
+    subscribe(&store, &receiver, &["--events", "round.pending"]);
+    let mut serve = store.spawn(&[
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--notify",
+        "--public-url",
+        "http://m3.example.test",
+    ]);
+    serve.next_line();
+    store.m3(&["demo"]).expect_code(0);
+    let delivered = receiver.wait_for(1);
+    let link = delivered[0]["body"]["data"]["answer_url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(link.starts_with("http://m3.example.test/answer/"), "{link}");
+    stop(&serve, Signal::SIGTERM);
+    serve.finish().expect_code(0);
+
+    let worker = store.spawn(&["--json", "worker", "--notify"]);
+    store.m3(&["demo"]).expect_code(0);
+    receiver.wait_for(2);
+    stop(&worker, Signal::SIGTERM);
+    worker.finish().expect_code(0);
 }
