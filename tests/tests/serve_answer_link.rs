@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use m3_kit::notify::links;
+use m3_kit::notify::links::{self, LinkGrant};
 use m3_kit::{AsyncMcpTestKit, SubmitOptions};
 use m3_store::RoundRef;
 use m3_tests::browser_support::Browser;
@@ -73,7 +73,10 @@ async fn answer_link(db: TestDb) {
     let subscriptions = kit.store().subscription_store().await.unwrap();
     let key = subscriptions.link_key().await.unwrap();
     let now = time::OffsetDateTime::now_utc();
-    let reference = RoundRef::new(round.execution_id.clone(), round.round_id.clone());
+    let reference = LinkGrant::new(
+        RoundRef::new(round.execution_id.clone(), round.round_id.clone()),
+        "sub_browser",
+    );
     let token = links::mint(&key, &reference, now + Duration::from_secs(600));
     let link = format!("{base}/answer/{token}");
 
@@ -100,6 +103,17 @@ async fn answer_link(db: TestDb) {
     let trace = completes(&handle, WAIT).await.unwrap();
     let operations = serde_json::to_string(&trace.operations).unwrap();
     assert!(operations.contains("Pune-link"), "{operations}");
+    // The answer is recorded as the link's subscription, on the page and in the store.
+    let answered_by = browser
+        .eval("return document.querySelector('.answered-by').getAttribute('data-principal');")
+        .await;
+    assert_eq!(answered_by, serde_json::json!("link:sub_browser"));
+    let details = handle.round(&round.round_id).await.unwrap();
+    let actor = details.diagnostics.answered_by.unwrap();
+    assert_eq!(
+        (actor.principal.as_str(), actor.surface),
+        ("link:sub_browser", m3_kit::ActorSurface::Link)
+    );
 
     assert_eq!(refusal(&browser, &link).await.as_deref(), Some("link_used"));
     assert_eq!(status(&link).await, 403);
@@ -118,7 +132,7 @@ async fn answer_link(db: TestDb) {
     );
     let unknown = links::mint(
         &key,
-        &RoundRef::new("no-such", "round"),
+        &LinkGrant::new(RoundRef::new("no-such", "round"), "sub_browser"),
         now + Duration::from_secs(600),
     );
     assert_eq!(status(&format!("{base}/answer/{unknown}")).await, 403);
@@ -135,7 +149,10 @@ async fn answer_link(db: TestDb) {
         .await
         .unwrap();
     let second = pending(&handle).await;
-    let reference = RoundRef::new(second.execution_id.clone(), second.round_id.clone());
+    let reference = LinkGrant::new(
+        RoundRef::new(second.execution_id.clone(), second.round_id.clone()),
+        "sub_browser",
+    );
     let before = format!(
         "{base}/answer/{}",
         links::mint(&key, &reference, now + Duration::from_secs(600))

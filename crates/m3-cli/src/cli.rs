@@ -446,6 +446,10 @@ pub(crate) struct RespondArgs {
     /// gives, as the interactive form does, before the answer is validated.
     #[arg(long)]
     pub(crate) accept_defaults: bool,
+    /// Who answers, recorded with the answer and shown wherever the round is read
+    /// (default: the operating-system user running the command).
+    #[arg(long = "as", value_name = "NAME")]
+    pub(crate) as_principal: Option<String>,
 }
 
 fn parse_concurrency(text: &str) -> Result<usize, String> {

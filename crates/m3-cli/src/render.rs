@@ -151,7 +151,8 @@ pub(crate) fn executions(rows: Vec<Vec<String>>) -> String {
     )
 }
 
-/// `m3 rounds`: one row per round, with the redacted projection of the accepted responses.
+/// `m3 rounds`: one row per round, with who answered and the redacted projection of the
+/// accepted responses.
 pub(crate) fn rounds(rounds: &[RoundDiagnostics]) -> String {
     let rows: Vec<Vec<String>> = rounds
         .iter()
@@ -165,6 +166,10 @@ pub(crate) fn rounds(rounds: &[RoundDiagnostics]) -> String {
                     .failure_code
                     .as_deref()
                     .map_or_else(|| "-".to_owned(), |code| escape(code).into_owned()),
+                round.answered_by.as_ref().map_or_else(
+                    || "-".to_owned(),
+                    |actor| escape(&actor.to_string()).into_owned(),
+                ),
                 round.redacted_responses.as_ref().map_or_else(
                     || "-".to_owned(),
                     |map| summary(&Value::Object(map.clone())),
@@ -179,6 +184,7 @@ pub(crate) fn rounds(rounds: &[RoundDiagnostics]) -> String {
             "STATUS",
             "CREATED_AT",
             "FAILURE",
+            "ANSWERED_BY",
             "RESPONSES (redacted)",
         ],
         &rows,

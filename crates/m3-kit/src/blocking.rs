@@ -122,6 +122,13 @@ impl McpTestKitBuilder {
         }
     }
 
+    /// See [`AsyncMcpTestKitBuilder::actor`].
+    pub fn actor(self, actor: m3_types::Actor) -> Self {
+        Self {
+            inner: self.inner.actor(actor),
+        }
+    }
+
     /// See [`AsyncMcpTestKitBuilder::shared_store`].
     pub fn shared_store(self, store: Arc<dyn ExecutionStore>) -> Self {
         Self {
@@ -382,6 +389,25 @@ impl ExecutionHandle {
             self.handle
                 .respond_elicitation(round_id, responses, idempotency_key),
         )
+    }
+
+    /// See [`AsyncExecutionHandle::respond_elicitation_as`].
+    ///
+    /// # Errors
+    /// As [`AsyncExecutionHandle::respond_elicitation`].
+    pub fn respond_elicitation_as(
+        &self,
+        round_id: &str,
+        responses: ResponseMap,
+        idempotency_key: &str,
+        actor: m3_types::Actor,
+    ) -> Result<()> {
+        self.inner.block_on(self.handle.respond_elicitation_as(
+            round_id,
+            responses,
+            idempotency_key,
+            actor,
+        ))
     }
 
     /// See [`AsyncExecutionHandle::snapshot`].

@@ -9,7 +9,7 @@ use m3_store::{
     ResponseSubmission, RoundRef,
 };
 use m3_types::{
-    Error, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, ManagedInputRecord,
+    Actor, Error, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput, ManagedInputRecord,
     ManagedInputStatus, PendingElicitationRound, Reason, ResponseMap, Result, messages,
 };
 use serde::Serialize;
@@ -58,6 +58,9 @@ pub struct RoundDiagnostics {
     pub response_idempotency_key: Option<String>,
     /// The redacted projection of the accepted responses.
     pub redacted_responses: Option<Map<String, Value>>,
+    /// Who answered (`None` before an answer, or for one given without an actor, as the
+    /// Python original gives them).
+    pub answered_by: Option<Actor>,
 }
 
 /// One round with its requests and its redacted diagnostics, from
@@ -176,7 +179,9 @@ impl AsyncExecutionHandle {
     }
 
     /// Commits `responses` for round `round_id` through the store (validated,
-    /// idempotent under `idempotency_key`), then wakes this process's worker.
+    /// idempotent under `idempotency_key`), answered by the kit's actor
+    /// ([`AsyncMcpTestKitBuilder::actor`](crate::AsyncMcpTestKitBuilder::actor)), then wakes
+    /// this process's worker.
     ///
     /// # Errors
     /// - `invalid_argument` for a handle that is not managed;
@@ -199,6 +204,28 @@ impl AsyncExecutionHandle {
         responses: ResponseMap,
         idempotency_key: &str,
     ) -> Result<()> {
+        let actor = self.kit.actor.clone();
+        self.respond_elicitation_as(round_id, responses, idempotency_key, actor)
+            .await
+    }
+
+    /// [`respond_elicitation`](Self::respond_elicitation) answered by `actor`: stored with
+    /// the response in the same transaction and carried by the `round.answered` change
+    /// record. A repeat of the same answer keeps the first answer's actor.
+    ///
+    /// # Errors
+    /// As [`respond_elicitation`](Self::respond_elicitation).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`respond_elicitation`](Self::respond_elicitation).
+    pub async fn respond_elicitation_as(
+        &self,
+        round_id: &str,
+        responses: ResponseMap,
+        idempotency_key: &str,
+        actor: Actor,
+    ) -> Result<()> {
         if self.human_input != HumanInput::Managed {
             return Err(Error::model_validation(messages::RESPONSES_REQUIRE_MANAGED)
                 .with_detail("operation", "execution.respond_elicitation"));
@@ -215,7 +242,7 @@ impl AsyncExecutionHandle {
         }
         let store = self.kit.store.managed_input_store().await?;
         let round = RoundRef::new(self.execution_id.clone(), round_id);
-        let submission = ResponseSubmission::new(responses, idempotency_key);
+        let submission = ResponseSubmission::new(responses, idempotency_key).with_actor(actor);
         // The responder borrows the worker's lease (the reference's contract). The lease this
         // handle saw on the pending round saves reading it again; the store checks it in the
         // write, and only a lease that is no longer the stored one needs the read.
@@ -464,8 +491,13 @@ async fn diagnostics(
     store: &dyn ManagedInputStore,
     r: &ManagedInputRecord,
 ) -> Result<RoundDiagnostics> {
-    let redacted_responses = store.redacted_responses(&RoundRef::of(r)).await?;
-    Ok(RoundDiagnostics::of(r, redacted_responses))
+    let round = RoundRef::of(r);
+    let redacted_responses = store.redacted_responses(&round).await?;
+    let answered_by = match redacted_responses {
+        Some(_) => store.answered_by(&round).await?,
+        None => None,
+    };
+    Ok(RoundDiagnostics::of(r, redacted_responses, answered_by))
 }
 
 impl RoundDiagnostics {
@@ -473,6 +505,7 @@ impl RoundDiagnostics {
     pub(crate) fn of(
         r: &ManagedInputRecord,
         redacted_responses: Option<Map<String, Value>>,
+        answered_by: Option<Actor>,
     ) -> Self {
         Self {
             round_id: r.pending.round_id.clone(),
@@ -491,6 +524,7 @@ impl RoundDiagnostics {
             failure_message: r.failure_message.clone(),
             response_idempotency_key: r.response_idempotency_key.clone(),
             redacted_responses,
+            answered_by,
         }
     }
 }

@@ -13,7 +13,7 @@ use m3_store::{
     Pruned,
 };
 use m3_types::{
-    ChangeRecord, Cursor, Error, ExecutionState, HumanInput, ManagedInputStatus,
+    Actor, ActorSurface, ChangeRecord, Cursor, Error, ExecutionState, HumanInput, ManagedInputStatus,
     PendingElicitationRound, Result, RoundLimits,
 };
 use tokio_util::sync::CancellationToken;
@@ -232,6 +232,11 @@ impl AsyncMcpTestKit {
         self.inner.store.prune_changes(request).await
     }
 
+    /// Who answers when an answer names nobody (see [`AsyncMcpTestKitBuilder::actor`]).
+    pub fn actor(&self) -> &Actor {
+        &self.inner.actor
+    }
+
     /// "Now" on the store's clock (what the store stamps its changes with).
     pub fn now(&self) -> time::OffsetDateTime {
         m3_store::store_now(self.inner.store.clock().as_ref())
@@ -371,6 +376,7 @@ pub struct AsyncMcpTestKitBuilder {
     pool: Option<PoolOptions>,
     sweep: Option<Option<SweepOptions>>,
     round_limits: RoundLimits,
+    actor: Option<Actor>,
 }
 
 impl AsyncMcpTestKitBuilder {
@@ -416,6 +422,18 @@ impl AsyncMcpTestKitBuilder {
     /// stored. Nesting depth and answer size are fixed bounds (see [`m3_types::limits`]).
     pub fn round_limits(mut self, limits: RoundLimits) -> Self {
         self.round_limits = limits;
+        self
+    }
+
+    /// Who answers when an answer names nobody ([`respond_elicitation`], [`respond_round`]):
+    /// recorded with the response, shown wherever the round is read, carried by the
+    /// `round.answered` change record (default: the operating-system user running the
+    /// process, surface `kit`; see [`Actor::of_process_user`]).
+    ///
+    /// [`respond_elicitation`]: crate::AsyncExecutionHandle::respond_elicitation
+    /// [`respond_round`]: AsyncMcpTestKit::respond_round
+    pub fn actor(mut self, actor: Actor) -> Self {
+        self.actor = Some(actor);
         self
     }
 
@@ -492,6 +510,9 @@ impl AsyncMcpTestKitBuilder {
                 notifier,
                 pool,
                 sweep_stop,
+                actor: self
+                    .actor
+                    .unwrap_or_else(|| Actor::of_process_user(ActorSurface::Kit)),
             }),
         };
         if !self.skip_recovery {

@@ -66,6 +66,7 @@ mod shared;
 mod store_backends;
 
 pub use agent::AsyncAgent;
+pub use answer::RoundAnswer;
 pub use blocking::{Agent, Changes, ExecutionHandle, McpTestKit, McpTestKitBuilder};
 pub use handle::{AsyncExecutionHandle, RoundDetails, RoundDiagnostics};
 pub use kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
@@ -85,7 +86,7 @@ pub use m3_store::{
 /// The m3-types values a kit program names (servers, policies, requests, responses, states,
 /// errors), re-exported so one `use m3_kit::...` line suffices.
 pub use m3_types::{
-    ChangeRecord, ChangeRecordKind, Cursor, ElicitationAction, ElicitationRequest,
+    Actor, ActorSurface, ChangeRecord, ChangeRecordKind, Cursor, ElicitationAction, ElicitationRequest,
     ElicitationResponse, Error, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
     HumanInput, PendingElicitationRound, ResponseMap, Result, StdioServer,
 };

@@ -16,6 +16,8 @@ pub(crate) struct KitInner {
     pub(crate) pool: Option<WorkerPool>,
     /// Stops the recovery sweep of a kit without an embedded worker.
     pub(crate) sweep_stop: CancellationToken,
+    /// Who answers when a call names nobody (the builder's actor, else the process's user).
+    pub(crate) actor: m3_types::Actor,
 }
 
 impl KitInner {

@@ -1,19 +1,20 @@
 //! The JSON API of HTTP.md (`/api/v1`) and `/healthz`: each handler is one
 //! call of the public kit API.
 
-use axum::Json;
+use axum::{Extension, Json};
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use m3_kit::{ListExecutions, RoundDetails};
-use m3_types::{ElicitationResponse, ExecutionStatus, ResponseMap};
+use m3_kit::{ListExecutions, RoundAnswer, RoundDetails};
+use m3_types::{ActorSurface, ElicitationResponse, ExecutionStatus, ResponseMap};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiQuery};
+use crate::principal::Principal;
 use crate::state::Shared;
 
 /// The API routes.
@@ -179,23 +180,17 @@ impl Submission {
 
 async fn respond(
     State(state): State<Shared>,
+    Extension(principal): Extension<Principal>,
     Path((execution_id, round_id)): Path<(String, String)>,
     ApiJson(submission): ApiJson<Submission>,
 ) -> ApiResult<Json<Value>> {
     let accept_defaults = submission.accept_defaults;
     let (responses, key) = submission.responses()?;
     // One read of the round and its write: the reply is the committed round.
-    let details = if accept_defaults {
-        state
-            .kit
-            .respond_round_with_defaults(&execution_id, &round_id, responses, &key)
-            .await?
-    } else {
-        state
-            .kit
-            .respond_round(&execution_id, &round_id, responses, &key)
-            .await?
-    };
+    let answer = RoundAnswer::new(execution_id, round_id, responses, key)
+        .accept_defaults(accept_defaults)
+        .actor(principal.actor(ActorSurface::Api));
+    let details = state.kit.answer(answer).await?;
     Ok(Json(round_json(&details)?))
 }
 

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
+use crate::principal::Principal;
 use crate::state::Shared;
 
 /// The page's cookie.
@@ -47,7 +48,7 @@ pub(crate) async fn guard(
     State(state): State<Shared>,
     bearer: Result<TypedHeader<Authorization<Bearer>>, TypedHeaderRejection>,
     cookies: CookieJar,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let path = request.uri().path().to_owned();
@@ -72,6 +73,7 @@ pub(crate) async fn guard(
         return next.run(request).await;
     }
     let Some(token) = state.token.as_deref() else {
+        request.extensions_mut().insert(Principal::ANONYMOUS);
         return next.run(request).await;
     };
     if let Some(given) = query_token(request.uri()) {
@@ -88,6 +90,7 @@ pub(crate) async fn guard(
         cookies,
     };
     if credentials.match_token(token) {
+        request.extensions_mut().insert(Principal::SHARED_TOKEN);
         return next.run(request).await;
     }
     unauthorized(&path)

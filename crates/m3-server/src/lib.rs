@@ -57,6 +57,7 @@ mod events;
 mod extract;
 mod host;
 mod page;
+mod principal;
 mod router;
 mod serve;
 mod state;

@@ -160,6 +160,11 @@ fn decode(row: &sqlx::postgres::PgRow) -> Result<ChangeRecord> {
         }
         _ => return Err(invalid("round id does not fit the kind")),
     };
+    let actor = actor
+        .as_deref()
+        .map(m3_types::Actor::from_json_text)
+        .transpose()
+        .map_err(|_| invalid("bad actor"))?;
     Ok(record.with_actor(actor))
 }
 

@@ -216,9 +216,22 @@ impl PgManagedInputStore {
     ) -> Result<Option<ManagedInputRecord>> {
         let encoded = encode(&write.record)?;
         let redacted = write.redacted_json.as_deref();
+        let actor = write
+            .actor
+            .as_ref()
+            .map(m3_types::Actor::to_json_text)
+            .transpose()?;
         let pinned = Pinned { wait, window };
-        let written =
-            write_round(conn, previous, &write.record, &encoded, redacted, pinned).await?;
+        let written = write_round(
+            conn,
+            previous,
+            &write.record,
+            &encoded,
+            redacted,
+            actor.as_deref(),
+            pinned,
+        )
+        .await?;
         let Some(server_now) = written else {
             return Ok(None);
         };
@@ -287,6 +300,7 @@ async fn write_round<'e>(
     record: &ManagedInputRecord,
     encoded: &str,
     redacted_json: Option<&str>,
+    actor_json: Option<&str>,
     pinned: Pinned,
 ) -> Result<Option<OffsetDateTime>> {
     let append = RoundAppend::of(Some(previous.record), record)?;
@@ -308,6 +322,7 @@ async fn write_round<'e>(
         .bind(latest)
         .bind(append.kind)
         .bind(append.state_json)
+        .bind(actor_json)
         .fetch_optional(conn)
         .await
         .map_err(db("cannot write the managed-input round"))
@@ -365,12 +380,15 @@ enum CommitWait {
 /// The guarded compare-and-set of a round's record (see the module docs), as the data-modifying
 /// `WITH` named `written` that returns the server's time: `$9` and `$10`, when not null, are
 /// the window the server's clock must be in, `$11` and `$12` the change record's kind and
-/// state ([`RoundAppend`]); `$condition` is a variant's extra condition.
+/// state ([`RoundAppend`]), `$13` who answered (an accepted submission's actor, stored beside
+/// its projection and on its `round.answered` record); `$condition` is a variant's extra
+/// condition.
 macro_rules! write_round_sql {
     ($condition:literal) => {
         concat!(
             "WITH written AS (UPDATE m3rs_rounds SET status = $3, record_json = $4, \
              redacted_responses_json = COALESCE($5, redacted_responses_json), \
+             answered_by_json = COALESCE($13, answered_by_json), \
              lease_expires_at = $6, updated_at = $7 \
              WHERE execution_id = $1 AND round_id = $2 AND record_json = $8 \
              AND ($9::timestamptz IS NULL OR clock_timestamp() BETWEEN $9 AND $10::timestamptz)",
@@ -378,7 +396,8 @@ macro_rules! write_round_sql {
             " RETURNING clock_timestamp() AS server_now), ",
             // The change record, appended by the same statement only when the row was written.
             "appended AS (INSERT INTO m3rs_change_inbox (kind, execution_id, round_id, at, \
-             state_json) SELECT $11, $1, $2, $7, $12 FROM written WHERE $11::text IS NOT NULL) \
+             actor, state_json) SELECT $11, $1, $2, $7, $13, $12 FROM written \
+             WHERE $11::text IS NOT NULL) \
              SELECT server_now FROM written"
         )
     };
@@ -404,7 +423,7 @@ async fn store_round(
         window: None,
     };
     let encoded = encode(record)?;
-    if write_round(conn, previous, record, &encoded, redacted_json, pinned)
+    if write_round(conn, previous, record, &encoded, redacted_json, None, pinned)
         .await?
         .is_some()
     {
@@ -552,6 +571,23 @@ impl ManagedInputStore for PgManagedInputStore {
         let change = Change::new(execution_id, ChangeKind::Round);
         self.shared.signal.announce(&change).await;
         Ok(failed)
+    }
+
+    async fn answered_by(&self, round: &RoundRef) -> Result<Option<m3_types::Actor>> {
+        require_round(round)?;
+        let stored: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT answered_by_json FROM m3rs_rounds WHERE execution_id = $1 AND round_id = $2",
+        )
+        .bind(&round.execution_id)
+        .bind(&round.round_id)
+        .fetch_optional(&self.shared.pool)
+        .await
+        .map_err(db("cannot read who answered the round"))?;
+        stored
+            .flatten()
+            .as_deref()
+            .map(m3_types::Actor::from_json_text)
+            .transpose()
     }
 
     async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>> {

@@ -100,6 +100,9 @@ mod reworded {
         async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>> {
             r(self.0.redacted_responses(round).await)
         }
+        async fn answered_by(&self, round: &RoundRef) -> Result<Option<m3_types::Actor>> {
+            r(self.0.answered_by(round).await)
+        }
     }
 
     #[async_trait]

@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::actor::Actor;
 use crate::elicitation::OperationKind;
 use crate::error::{Error, Result};
 use crate::execution::{ExecutionOutcome, ExecutionStatus};
@@ -259,8 +260,9 @@ pub struct ChangeRecord {
     #[serde(with = "crate::timestamp::serde")]
     #[schemars(with = "String")]
     pub at: OffsetDateTime,
-    /// Who caused the change (`null` when the store does not know).
-    pub actor: Option<String>,
+    /// Who caused the change: on a `round.answered` record, who answered (`null` when the
+    /// store does not know: a record of another kind, or an answer written without one).
+    pub actor: Option<Actor>,
     /// The round after the change (`round.*` records only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round: Option<RoundChangeState>,
@@ -312,7 +314,7 @@ impl ChangeRecord {
 
     /// This record with `actor`.
     #[must_use]
-    pub fn with_actor(mut self, actor: Option<String>) -> Self {
+    pub fn with_actor(mut self, actor: Option<Actor>) -> Self {
         self.actor = actor;
         self
     }

@@ -87,6 +87,7 @@
 #[macro_use]
 mod wire_enum;
 
+pub mod actor;
 pub mod canonical;
 pub mod change;
 pub mod clock;
@@ -108,6 +109,7 @@ pub mod server;
 pub mod timestamp;
 pub mod validation;
 
+pub use actor::{ACTOR_NAME_MAX_CHARS, Actor, ActorSurface};
 pub use canonical::{canonical_eq, canonical_json};
 pub use change::{ChangeRecord, ChangeRecordKind, Cursor, ExecutionChangeState, RoundChangeState};
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -127,6 +127,10 @@ reasons! {
     WebhookUrlLoopback => "webhook_url_loopback",
     /// A webhook signing secret is not `whsec_` followed by base64 of 16 to 64 bytes.
     InvalidSecret => "invalid_secret",
+    // ---- identity
+    /// An actor's principal or display name is empty, longer than 200 characters, or has a
+    /// control character.
+    InvalidActor => "invalid_actor",
     // ---- storage
     /// The database connection was lost or refused (a server restart or shutdown, a
     /// network reset, no connection free in time): nothing was decided, and the same call

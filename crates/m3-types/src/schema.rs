@@ -3,7 +3,7 @@
 use schemars::{JsonSchema, Schema};
 
 use crate::{
-    ChangeRecord, DeliveryState, ElicitationAction, ElicitationRequest, ElicitationResponse,
+    Actor, ActorSurface, ChangeRecord, DeliveryState, ElicitationAction, ElicitationRequest, ElicitationResponse,
     ErrorCode, ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
     FormElicitationRequest, HttpServer, HumanInput, ManagedInputLease, ManagedInputRecord,
     ManagedInputStatus, OperationKind, PendingElicitationRound, ServerBinding, ServerTrust,
@@ -67,6 +67,8 @@ fn without_links(text: &str) -> String {
 /// `(type name, JSON Schema)` for every public value type, sorted by name.
 pub fn value_schemas() -> Vec<(&'static str, Schema)> {
     let mut all = vec![
+        entry::<Actor>("Actor"),
+        entry::<ActorSurface>("ActorSurface"),
         entry::<ChangeRecord>("ChangeRecord"),
         entry::<DeliveryState>("DeliveryState"),
         entry::<ElicitationAction>("ElicitationAction"),

@@ -498,6 +498,7 @@ fn wire_enums_round_trip_every_variant() {
     check(&HumanInput::ALL);
     check(&ExecutionStatus::ALL);
     check(&ExecutionOutcome::ALL);
+    check(&m3_types::ActorSurface::ALL);
     check(&ErrorCode::ALL);
     check(&m3_types::ElicitationMode::ALL);
     check(&m3_types::ActivityHealth::ALL);
@@ -592,7 +593,7 @@ fn servers_and_selections_have_json_shapes() {
 #[test]
 fn every_public_value_type_has_a_schema() {
     let schemas = m3_types::value_schemas();
-    assert_eq!(schemas.len(), 24);
+    assert_eq!(schemas.len(), 26);
     let names: Vec<&str> = schemas.iter().map(|(n, _)| *n).collect();
     let mut sorted = names.clone();
     sorted.sort_unstable();

@@ -4,8 +4,8 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use m3_kit::{AsyncExecutionHandle, AsyncMcpTestKit};
-use m3_types::{HumanInput, ManagedInputStatus};
+use m3_kit::{AsyncExecutionHandle, AsyncMcpTestKit, RoundAnswer};
+use m3_types::{Actor, ActorSurface, HumanInput, ManagedInputStatus};
 use serde_json::json;
 
 use crate::cli::RespondArgs;
@@ -27,26 +27,27 @@ pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(),
         decline: args.decline,
         cancel: args.cancel,
     })?;
+    let actor = match &args.as_principal {
+        Some(name) => Actor::new(name.as_str(), ActorSurface::Cli)?,
+        None => Actor::of_process_user(ActorSurface::Cli),
+    };
     let kit = open_existing_kit(db, true).await?;
     let outcome = async {
         let (handle, round) = match &args.second {
             Some(round) => (kit.attach(&args.first).await?, round.clone()),
             None => (find_round(&kit, &args.first).await?, args.first.clone()),
         };
-        if args.accept_defaults {
-            // The kit reads the round's requests and fills their defaults in one read.
-            kit.respond_round_with_defaults(
-                handle.execution_id(),
-                &round,
-                responses,
-                &args.idempotency_key,
-            )
-            .await?;
-        } else {
-            handle
-                .respond_elicitation(&round, responses, &args.idempotency_key)
-                .await?;
-        }
+        // One read of the round (its lease, and its requests' defaults if asked) and the write.
+        let answer = RoundAnswer::new(
+            handle.execution_id(),
+            &round,
+            responses,
+            &args.idempotency_key,
+        )
+        .accept_defaults(args.accept_defaults)
+        .actor(actor);
+        let answered = kit.answer(answer).await?;
+        let answered_by = answered.diagnostics.answered_by;
         let picked_up = delivered_within(&handle, &round, DELIVERY_GRACE).await?;
         let held = if picked_up {
             None
@@ -61,6 +62,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(),
                 "idempotency_key": args.idempotency_key,
                 "committed": true,
                 "picked_up": picked_up,
+                "answered_by": answered_by,
             });
             if let Some(held) = &held {
                 document["worker_lease"] = lease::json(held, now);
@@ -68,8 +70,12 @@ pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(),
             out.document(&document)?;
         } else {
             out.say(format!(
-                "responses committed to round {round} of execution {}",
-                handle.execution_id()
+                "responses committed to round {round} of execution {}{}",
+                handle.execution_id(),
+                answered_by
+                    .as_ref()
+                    .map(|actor| format!(" (answered by {actor})"))
+                    .unwrap_or_default()
             ));
             if let Some(held) = &held {
                 out.say(format!(

@@ -94,7 +94,8 @@ impl Sender {
         let question = self.question(record).await?;
         let answer_url = match (&question, record.kind) {
             (Some(question), ChangeRecordKind::RoundPending) => {
-                self.answer_url(record, question, now).await?
+                self.answer_url(record, question, &subscription.id, now)
+                    .await?
             }
             _ => None,
         };
@@ -131,6 +132,7 @@ impl Sender {
         &self,
         record: &ChangeRecord,
         question: &Question,
+        subscription_id: &str,
         now: OffsetDateTime,
     ) -> Result<Option<String>> {
         let (Some(base), Some(round_id)) = (&self.public_url, &record.round_id) else {
@@ -142,7 +144,8 @@ impl Sender {
             .deadline
             .map_or(fallback, |deadline| deadline.min(fallback));
         let round = RoundRef::new(record.execution_id.clone(), round_id.clone());
-        let token = links::mint(&key, &round, expires_at);
+        let grant = links::LinkGrant::new(round, subscription_id);
+        let token = links::mint(&key, &grant, expires_at);
         Ok(Some(format!(
             "{}/answer/{token}",
             base.as_str().trim_end_matches('/')

@@ -2,7 +2,9 @@
 //! `m3 serve`'s public base (`<base>/answer/<token>`).
 //!
 //! The token is `<payload>.<mac>`, both base64url without padding: the payload is the JSON
-//! `{"e": execution id, "r": round id, "x": expiry in Unix seconds}`, the MAC is
+//! `{"e": execution id, "r": round id, "s": subscription id, "x": expiry in Unix seconds}`
+//! (the subscription whose notification carried it: an answer through the link is recorded
+//! as principal `link:<subscription>`, see [`LinkGrant::actor`]), the MAC is
 //! HMAC-SHA256 over `m3-answer-link.<payload>` with the store's link key
 //! ([`LinkKey`]). Rotating the key (`m3 links rotate-key`) invalidates every link; a link
 //! also stops working at its expiry and once its round is no longer pending (the server
@@ -14,6 +16,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use m3_store::RoundRef;
 use m3_store::subscriptions::LinkKey;
 use serde::{Deserialize, Serialize};
+use m3_types::{Actor, ActorSurface};
 use sha2::Sha256;
 use time::OffsetDateTime;
 
@@ -28,7 +31,42 @@ const MAX_TOKEN_BYTES: usize = 2_048;
 struct Payload {
     e: String,
     r: String,
+    #[serde(default)]
+    s: String,
     x: i64,
+}
+
+/// What a verified link grants: answering one round, as minted for one subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LinkGrant {
+    /// The round the link answers.
+    pub round: RoundRef,
+    /// The subscription whose notification carried the link (empty if none was named).
+    pub subscription_id: String,
+}
+
+impl LinkGrant {
+    /// Answering `round` through a link sent to subscription `subscription_id`.
+    pub fn new(round: RoundRef, subscription_id: impl Into<String>) -> Self {
+        Self {
+            round,
+            subscription_id: subscription_id.into(),
+        }
+    }
+
+    /// Who an answer through this link is recorded as: principal `link:<subscription>`
+    /// (`link` when the link names none), surface `link`.
+    pub fn actor(&self) -> Actor {
+        let principal = if self.subscription_id.is_empty() {
+            "link".to_owned()
+        } else {
+            format!("link:{}", self.subscription_id)
+        };
+        // A subscription id is a short generated identifier: always a valid principal.
+        Actor::new(principal, ActorSurface::Link)
+            .unwrap_or_else(|_| Actor::of_process_user(ActorSurface::Link))
+    }
 }
 
 /// Why a link was refused. Deliberately coarse: none says whether the round exists.
@@ -51,11 +89,12 @@ impl LinkRefusal {
     }
 }
 
-/// The token of a link that answers `round` until `expires_at`, signed with `key`.
-pub fn mint(key: &LinkKey, round: &RoundRef, expires_at: OffsetDateTime) -> String {
+/// The token of a link that grants `grant` until `expires_at`, signed with `key`.
+pub fn mint(key: &LinkKey, grant: &LinkGrant, expires_at: OffsetDateTime) -> String {
     let payload = Payload {
-        e: round.execution_id.clone(),
-        r: round.round_id.clone(),
+        e: grant.round.execution_id.clone(),
+        r: grant.round.round_id.clone(),
+        s: grant.subscription_id.clone(),
         x: expires_at.unix_timestamp(),
     };
     // A struct of strings and an integer always serializes.
@@ -70,12 +109,12 @@ pub fn mint(key: &LinkKey, round: &RoundRef, expires_at: OffsetDateTime) -> Stri
     format!("{encoded}.{mac}")
 }
 
-/// The round `token` answers, if `key` signed it and it has not expired at `now`.
+/// What `token` grants, if `key` signed it and it has not expired at `now`.
 ///
 /// # Errors
 /// [`LinkRefusal::Invalid`] for anything not signed by `key` (checked in constant time
 /// before the payload is read); [`LinkRefusal::Expired`] after its expiry.
-pub fn verify(key: &LinkKey, token: &str, now: OffsetDateTime) -> Result<RoundRef, LinkRefusal> {
+pub fn verify(key: &LinkKey, token: &str, now: OffsetDateTime) -> Result<LinkGrant, LinkRefusal> {
     if token.len() > MAX_TOKEN_BYTES {
         return Err(LinkRefusal::Invalid);
     }
@@ -94,18 +133,18 @@ pub fn verify(key: &LinkKey, token: &str, now: OffsetDateTime) -> Result<RoundRe
     if now.unix_timestamp() >= payload.x {
         return Err(LinkRefusal::Expired);
     }
-    Ok(RoundRef::new(payload.e, payload.r))
+    Ok(LinkGrant::new(RoundRef::new(payload.e, payload.r), payload.s))
 }
 
-/// The round `token` answers on `store`: verified with the store's current link key at
-/// the store's time. `Ok(Err(_))` for a refused link.
+/// What `token` grants on `store`: verified with the store's current link key at the
+/// store's time. `Ok(Err(_))` for a refused link.
 ///
 /// # Errors
 /// `storage_error` if the key cannot be read.
 pub async fn round_of(
     store: &dyn m3_store::ExecutionStore,
     token: &str,
-) -> m3_types::Result<Result<RoundRef, LinkRefusal>> {
+) -> m3_types::Result<Result<LinkGrant, LinkRefusal>> {
     let key = store.subscription_store().await?.link_key().await?;
     let now = m3_store::store_now(store.clock().as_ref());
     Ok(verify(&key, token, now))
@@ -133,9 +172,14 @@ mod tests {
     fn a_minted_link_answers_its_round_until_it_expires() {
         let key = key();
         let now = OffsetDateTime::now_utc();
-        let round = RoundRef::new("exec-1", "round-1");
-        let token = mint(&key, &round, now + Duration::from_secs(60));
-        assert_eq!(verify(&key, &token, now), Ok(round));
+        let grant = LinkGrant::new(RoundRef::new("exec-1", "round-1"), "sub_1");
+        let token = mint(&key, &grant, now + Duration::from_secs(60));
+        assert_eq!(verify(&key, &token, now).as_ref(), Ok(&grant));
+        let actor = grant.actor();
+        assert_eq!(
+            (actor.principal.as_str(), actor.surface),
+            ("link:sub_1", ActorSurface::Link)
+        );
         let later = now + Duration::from_secs(61);
         assert_eq!(verify(&key, &token, later), Err(LinkRefusal::Expired));
     }
@@ -146,7 +190,7 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         let token = mint(
             &key,
-            &RoundRef::new("exec-1", "round-1"),
+            &LinkGrant::new(RoundRef::new("exec-1", "round-1"), "sub_1"),
             now + Duration::from_secs(60),
         );
         let (payload, signature) = token.split_once('.').unwrap();

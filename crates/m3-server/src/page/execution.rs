@@ -8,7 +8,7 @@ use m3_kit::{ExecutionEvent, RoundDiagnostics};
 use m3_types::{ExecutionState, timestamp};
 use maud::{Markup, html};
 
-use super::render::{self, encode, error_page, html_response, json_text};
+use super::render::{self, answered_by, encode, error_page, html_response, json_text};
 use crate::error::ApiError;
 use crate::state::Shared;
 
@@ -66,6 +66,9 @@ fn rounds_table(base: &str, execution_id: &str, rounds: &[RoundDiagnostics]) -> 
                     "server " (round.server) " · asked " (timestamp::format(round.created_at))
                     @if let Some(code) = &round.failure_code { " · failed: " (code) }
                     @if let Some(message) = &round.failure_message { " (" (message) ")" }
+                }
+                @if let Some(actor) = &round.answered_by {
+                    (answered_by(actor))
                 }
                 @if let Some(responses) = &round.redacted_responses {
                     p { "Responses (redacted):" }

@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use m3_kit::notify::links;
 use m3_kit::{AsyncExecutionHandle, RoundDetails};
-use m3_types::ManagedInputStatus;
+use m3_types::{Actor, ManagedInputStatus};
 use maud::html;
 
 use super::coerce::{self, Submitted};
@@ -17,15 +17,17 @@ use super::render::{self, RoundView, html_response};
 use crate::error::{ApiError, status_of};
 use crate::state::Shared;
 
-/// The round `token` answers, if it verifies, has not expired and the round waits.
+/// The round `token` answers and who answers through it, if it verifies, has not expired
+/// and the round waits.
 async fn open(
     state: &Shared,
     token: &str,
-) -> Result<(AsyncExecutionHandle, RoundDetails), Response> {
+) -> Result<(AsyncExecutionHandle, RoundDetails, Actor), Response> {
     let base = &state.base_path;
     let verified = links::round_of(state.kit.store().as_ref(), token).await;
     let verified = verified.map_err(|error| render::error_page(base, &ApiError::from(error)))?;
-    let round = verified.map_err(|refusal| refused(state, refusal.code()))?;
+    let grant = verified.map_err(|refusal| refused(state, refusal.code()))?;
+    let (round, actor) = (grant.round.clone(), grant.actor());
     let found = async {
         let handle = state.kit.attach(&round.execution_id).await?;
         let details = handle.round(&round.round_id).await?;
@@ -33,7 +35,7 @@ async fn open(
     };
     match found.await {
         Ok((handle, details)) if details.diagnostics.status == ManagedInputStatus::Pending => {
-            Ok((handle, details))
+            Ok((handle, details, actor))
         }
         _ => Err(refused(state, "link_used")),
     }
@@ -62,7 +64,7 @@ fn action(state: &Shared, token: &str) -> String {
 
 /// `GET /answer/{token}`: the round's form, posting back to the link.
 pub(super) async fn page(State(state): State<Shared>, Path(token): Path<String>) -> Response {
-    let (_, details) = match open(&state, &token).await {
+    let (_, details, _) = match open(&state, &token).await {
         Ok(opened) => opened,
         Err(refusal) => return refusal,
     };
@@ -92,7 +94,7 @@ pub(super) async fn answer(
         Ok(submitted) => submitted,
         Err(error) => return render::error_page(&base, &error),
     };
-    let (handle, details) = match open(&state, &token).await {
+    let (handle, details, actor) = match open(&state, &token).await {
         Ok(opened) => opened,
         Err(refusal) => return refusal,
     };
@@ -102,7 +104,10 @@ pub(super) async fn answer(
         .to_owned();
     let responses = coerce::responses(&details.round, &submitted);
     let round_id = details.round.round_id.clone();
-    let element = match handle.respond_elicitation(&round_id, responses, &key).await {
+    let answered = handle
+        .respond_elicitation_as(&round_id, responses, &key, actor)
+        .await;
+    let element = match answered {
         Ok(()) => match handle.round(&round_id).await {
             Ok(details) => (StatusCode::OK, render::answered(&base, &details)),
             Err(error) => return render::error_page(&base, &ApiError::from(error)),

@@ -9,14 +9,16 @@ mod link;
 mod render;
 mod widgets;
 
-use axum::Router;
+use axum::{Extension, Router};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
+use m3_types::ActorSurface;
 use maud::html;
 
 use crate::error::{ApiError, status_of};
+use crate::principal::Principal;
 use crate::state::Shared;
 use coerce::Submitted;
 use render::{RoundView, error_page, html_response, wants_fragment};
@@ -119,6 +121,7 @@ async fn round_page(
 /// `respond_elicitation`; errors come back in the form, the round stays pending.
 async fn answer(
     State(state): State<Shared>,
+    Extension(principal): Extension<Principal>,
     Path((execution_id, round_id)): Path<(String, String)>,
     headers: HeaderMap,
     submitted: Result<Submitted, ApiError>,
@@ -141,7 +144,10 @@ async fn answer(
         Err(error) => return error_page(&base, &ApiError::from(error)),
     };
     let responses = coerce::responses(&details.round, &submitted);
-    let outcome = handle.respond_elicitation(&round_id, responses, &key).await;
+    let actor = principal.actor(ActorSurface::Page);
+    let outcome = handle
+        .respond_elicitation_as(&round_id, responses, &key, actor)
+        .await;
     let fragment = wants_fragment(&headers);
     match outcome {
         Ok(()) if !fragment => Redirect::to(&format!(

@@ -169,6 +169,20 @@ pub(super) fn answered(base: &str, details: &RoundDetails) -> Markup {
                 @if let Some(code) = &d.failure_code { " (" (code) ")" }
                 " · " a href={(base) "/executions/" (encode(&round.execution_id))} { "execution" }
             }
+            @if let Some(actor) = &d.answered_by {
+                (answered_by(actor))
+            }
+        }
+    }
+}
+
+/// Who answered a round: the name shown (the display name, else the principal) and the
+/// surface; the principal itself in `data-principal` and the tooltip.
+pub(super) fn answered_by(actor: &m3_types::Actor) -> Markup {
+    html! {
+        p class="answered-by meta" data-principal=(actor.principal) data-surface=(actor.surface.as_str())
+            title=(actor.principal) {
+            "Answered by " strong { (actor.shown_name()) } " via " (actor.surface.as_str())
         }
     }
 }

@@ -24,7 +24,7 @@
 use m3_store::ExecutionRecord;
 use m3_store::changes::rules::{check_after, check_limit, execution_changes, round_change};
 use m3_store::changes::{ChangePage, FeedBounds, PruneChanges, Pruned};
-use m3_types::{ChangeRecord, Cursor, Error, ManagedInputRecord, Result};
+use m3_types::{Actor, ChangeRecord, ChangeRecordKind, Cursor, Error, ManagedInputRecord, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -61,6 +61,9 @@ struct ExecutionPart {
 struct RoundPart {
     /// The round's record, decoded in a second step.
     record: Value,
+    /// Who answered, carried by the `round.answered` record.
+    #[serde(default)]
+    answered_by: Option<Actor>,
 }
 
 /// The feed as committed (or as staged by this mutation); an empty one if there is no file
@@ -87,11 +90,12 @@ fn execution_of(text: &str) -> Option<ExecutionRecord> {
         .map(|part| part.record)
 }
 
-/// The round record of a round file's text (`None`: missing or damaged, as the
-/// conformance suite's `CorruptRecord` leaves it; a damaged round appends nothing).
-fn round_of(text: &str) -> Option<ManagedInputRecord> {
+/// The round record of a round file's text and who answered it (`None`: missing or damaged,
+/// as the conformance suite's `CorruptRecord` leaves it; a damaged round appends nothing).
+fn round_of(text: &str) -> Option<(ManagedInputRecord, Option<Actor>)> {
     let part: RoundPart = serde_json::from_str(text).ok()?;
-    serde_json::from_value(part.record).ok()
+    let record = serde_json::from_value(part.record).ok()?;
+    Some((record, part.answered_by))
 }
 
 /// The records the staged files append: the rounds' first, then the executions' (a finish
@@ -107,9 +111,14 @@ fn staged_changes(locked: &Locked<'_>) -> Result<Vec<ChangeRecord>> {
         let before = locked.committed_text(&path)?;
         match locked.dir().kind_of(&path) {
             FileKind::Round => {
-                if let Some(after) = round_of(&text) {
+                if let Some((after, answered_by)) = round_of(&text) {
                     let before = before.as_deref().and_then(round_of);
-                    rounds.extend(round_change(before.as_ref(), &after));
+                    let change = round_change(before.as_ref().map(|(record, _)| record), &after);
+                    // Only the answer's own record names who answered.
+                    rounds.extend(change.map(|record| match record.kind {
+                        ChangeRecordKind::RoundAnswered => record.with_actor(answered_by),
+                        _ => record,
+                    }));
                 }
             }
             FileKind::Execution => {

@@ -18,7 +18,7 @@ use m3_store::{
     CreateRound, LeaseRef, ManagedInputStore, RenewRoundLeases, RoundChange, RoundRef, RoundScan,
     UnreadableRound,
 };
-use m3_types::{Error, ManagedInputRecord, Reason, Result};
+use m3_types::{Actor, Error, ManagedInputRecord, Reason, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
@@ -36,14 +36,26 @@ pub(crate) struct RoundFile {
     /// The redacted projection: a JSON object, or `null`.
     #[serde(default)]
     pub(crate) redacted: Value,
+    /// Who answered (`null` before an answer, or for one that named nobody).
+    #[serde(default)]
+    pub(crate) answered_by: Option<Actor>,
 }
 
 impl RoundFile {
-    /// The file of `record` with the redacted projection `redacted`.
-    fn new(record: &ManagedInputRecord, redacted: Value) -> Result<Self> {
+    /// The file of `record` with the redacted projection `redacted`, answered by
+    /// `answered_by`.
+    fn new(
+        record: &ManagedInputRecord,
+        redacted: Value,
+        answered_by: Option<Actor>,
+    ) -> Result<Self> {
         let record = serde_json::to_value(record)
             .map_err(|e| Error::storage(format!("cannot encode the round: {e}")))?;
-        Ok(Self { record, redacted })
+        Ok(Self {
+            record,
+            redacted,
+            answered_by,
+        })
     }
 
     /// The record (decoding validates it).
@@ -151,7 +163,7 @@ pub(crate) fn fail_unresolved(
             && UNRESOLVED.contains(&record.status)
         {
             let failed_record = apply_recovery_failure(&record, message, now);
-            locked.stage(&path, &RoundFile::new(&failed_record, file.redacted)?)?;
+            locked.stage(&path, &RoundFile::new(&failed_record, file.redacted, file.answered_by)?)?;
             failed += 1;
         }
     }
@@ -200,7 +212,7 @@ fn renew_one(
     };
     let outcome = rules::renew_item((round, lease), duration, read, now);
     if let (Ok(record), Some(path), Some(file)) = (&outcome, &path, file) {
-        locked.stage(path, &RoundFile::new(record, file.redacted)?)?;
+        locked.stage(path, &RoundFile::new(record, file.redacted, file.answered_by)?)?;
     }
     Ok(outcome)
 }
@@ -222,7 +234,7 @@ impl ManagedInputStore for DirectoryStore {
                 return Err(round_index_taken(&new));
             }
             let record = new.record_at(now)?;
-            locked.stage(&path, &RoundFile::new(&record, Value::Null)?)?;
+            locked.stage(&path, &RoundFile::new(&record, Value::Null, None)?)?;
             Ok(record)
         })
         .await
@@ -297,7 +309,9 @@ impl ManagedInputStore for DirectoryStore {
                 return Ok(current);
             };
             let redacted = redacted_value(&write, file.redacted)?;
-            locked.stage(&path, &RoundFile::new(&write.record, redacted)?)?;
+            let answered_by = write.actor.clone().or(file.answered_by);
+            let staged = RoundFile::new(&write.record, redacted, answered_by)?;
+            locked.stage(&path, &staged)?;
             Ok(write.record)
         })
         .await
@@ -315,6 +329,18 @@ impl ManagedInputStore for DirectoryStore {
             .announce(self.signal(), |_| {
                 Change::new(execution_id, ChangeKind::Round)
             })
+    }
+
+    async fn answered_by(&self, round: &RoundRef) -> Result<Option<Actor>> {
+        require_round(round)?;
+        let round = round.clone();
+        self.read(move |locked, _| {
+            let Some(path) = round_path(locked, &round) else {
+                return Ok(None);
+            };
+            Ok(read_round(locked, &path)?.and_then(|file| file.answered_by))
+        })
+        .await
     }
 
     async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>> {

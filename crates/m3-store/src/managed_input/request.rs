@@ -232,6 +232,10 @@ pub struct ResponseSubmission {
     pub responses: m3_types::ResponseMap,
     /// The caller's idempotency key, persisted with the response.
     pub idempotency_key: String,
+    /// Who answers (`None`: nobody said). Stored with the response in the same transaction
+    /// and carried by the `round.answered` change record; an idempotent repeat keeps the
+    /// first answer's actor.
+    pub actor: Option<m3_types::Actor>,
 }
 
 impl ResponseSubmission {
@@ -240,7 +244,14 @@ impl ResponseSubmission {
         Self {
             responses,
             idempotency_key: idempotency_key.into(),
+            actor: None,
         }
+    }
+
+    /// This submission answered by `actor`.
+    pub fn with_actor(mut self, actor: m3_types::Actor) -> Self {
+        self.actor = Some(actor);
+        self
     }
 
     /// A submission for a single request key.

@@ -367,6 +367,15 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
     /// `managed_input_invalid` for empty ids or a stored projection that is not a JSON
     /// object; `storage_error`.
     async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>>;
+
+    /// Who answered the round: the actor of the accepted submission, stored with it in the
+    /// same transaction. `None` before an answer, for an answer that named nobody, and for
+    /// a missing round.
+    ///
+    /// # Errors
+    /// `managed_input_invalid` for empty ids; `storage_error` (also for a stored actor that
+    /// does not decode).
+    async fn answered_by(&self, round: &RoundRef) -> Result<Option<m3_types::Actor>>;
 }
 
 /// The checked change of a lease-holding delivery transition of `round`.

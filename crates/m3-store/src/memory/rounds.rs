@@ -26,11 +26,13 @@ use crate::{
     UnreadableRound,
 };
 
-/// One stored round: the record (or why it cannot be read) and its redacted projection.
+/// One stored round: the record (or why it cannot be read), its redacted projection and
+/// who answered it.
 #[derive(Debug, Clone)]
 pub(crate) struct Slot {
     pub(crate) record: std::result::Result<ManagedInputRecord, String>,
     pub(crate) redacted: std::result::Result<Option<Map<String, Value>>, String>,
+    pub(crate) answered_by: Option<m3_types::Actor>,
 }
 
 type Key = (String, String);
@@ -133,11 +135,10 @@ impl MemoryManagedInputStore {
                 .transpose()
                 .map_err(|e| stored_invalid(e.to_string()))?;
             slot.record = Ok(write.record.clone());
-            self.inner
-                .feed
-                .append(round_change(Some(&current), &write.record));
+            self.inner.feed.append(write.change_record(Some(&current)));
             if let Some(redacted) = redacted {
                 slot.redacted = Ok(Some(redacted));
+                slot.answered_by = write.actor.clone();
             }
             write.record
         };
@@ -269,6 +270,14 @@ impl ManagedInputStore for MemoryManagedInputStore {
         Ok(failed)
     }
 
+    async fn answered_by(&self, round: &RoundRef) -> Result<Option<m3_types::Actor>> {
+        require_round(round)?;
+        Ok(self
+            .lock()
+            .get(&key(round))
+            .and_then(|slot| slot.answered_by.clone()))
+    }
+
     async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>> {
         require_round(round)?;
         match self.lock().get(&key(round)) {
@@ -311,6 +320,7 @@ impl MemoryManagedInputStore {
             Slot {
                 record: Ok(record.clone()),
                 redacted: Ok(None),
+                answered_by: None,
             },
         );
         Ok(record)

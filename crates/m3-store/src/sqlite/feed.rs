@@ -80,8 +80,10 @@ macro_rules! execution_insert {
     };
 }
 
-/// The feed's tables: the records, and the newest cursor retention removed.
-pub(crate) const FEED_TABLES: [&str; 2] = [
+/// The feed's tables: the records, the newest cursor retention removed, and who answered
+/// each answered round (written with the answer by [`super::write`]; the Python original
+/// never reads it, and its own answers leave no row).
+pub(crate) const FEED_TABLES: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS m3rs_changes (
         cursor INTEGER PRIMARY KEY AUTOINCREMENT,
         kind TEXT NOT NULL,
@@ -94,6 +96,12 @@ pub(crate) const FEED_TABLES: [&str; 2] = [
     "CREATE TABLE IF NOT EXISTS m3rs_change_horizon (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         pruned_through INTEGER NOT NULL CHECK (pruned_through >= 0)
+    )",
+    "CREATE TABLE IF NOT EXISTS m3rs_round_answers (
+        execution_id TEXT NOT NULL,
+        round_id TEXT NOT NULL,
+        actor_json TEXT,
+        PRIMARY KEY (execution_id, round_id)
     )",
 ];
 
@@ -141,13 +149,14 @@ pub(crate) const EXECUTION_TRIGGERS: [&str; 2] = [
 ];
 
 /// Every feed object's name (the tables and the four triggers), for the schema checks.
-pub(crate) const FEED_OBJECTS: [&str; 6] = [
+pub(crate) const FEED_OBJECTS: [&str; 7] = [
     "m3rs_changes",
     "m3rs_change_horizon",
     "m3rs_changes_round_created",
     "m3rs_changes_round_status",
     "m3rs_changes_execution_created",
     "m3rs_changes_execution_updated",
+    "m3rs_round_answers",
 ];
 
 /// Creates the feed's tables and `triggers`, in the caller's write transaction.
@@ -258,6 +267,11 @@ fn decode(row: &sqlx::sqlite::SqliteRow) -> Result<ChangeRecord> {
         }
         _ => return Err(invalid("round id does not fit the kind")),
     };
+    let actor = actor
+        .as_deref()
+        .map(m3_types::Actor::from_json_text)
+        .transpose()
+        .map_err(|_| invalid("bad actor"))?;
     Ok(record.with_actor(actor))
 }
 

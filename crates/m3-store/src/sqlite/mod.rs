@@ -82,6 +82,10 @@ impl ManagedInputStore for SqliteManagedInputStore {
     async fn redacted_responses(&self, round: &RoundRef) -> Result<Option<Map<String, Value>>> {
         self.redacted_responses_impl(round).await
     }
+
+    async fn answered_by(&self, round: &RoundRef) -> Result<Option<m3_types::Actor>> {
+        self.answered_by_impl(round).await
+    }
 }
 
 /// The change a committed write of `round` announces.

@@ -28,7 +28,7 @@ const PYTHON_MARKER: &str = "v2_schema_state";
 /// The tables m3 reads, with the columns it reads from each (the DDL in `schema.rs` and
 /// `execution/schema.rs`, `subscriptions.rs`; a unit test keeps them in step). The rounds table is absent on
 /// purpose: like the original, the store adds every column a partial rounds table lacks.
-const KNOWN_TABLES: [(&str, &[&str]); 9] = [
+const KNOWN_TABLES: [(&str, &[&str]); 10] = [
     (
         "m3rs_executions",
         &[
@@ -78,6 +78,7 @@ const KNOWN_TABLES: [(&str, &[&str]); 9] = [
         ],
     ),
     ("m3rs_change_horizon", &["id", "pruned_through"]),
+    ("m3rs_round_answers", &["execution_id", "round_id", "actor_json"]),
     ("m3rs_subscriptions", &["id", "record_json"]),
     ("m3rs_link_key", &["id", "key", "created_at"]),
 ];

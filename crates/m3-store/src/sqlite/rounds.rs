@@ -37,6 +37,8 @@ const SELECT_ROUND: &str = concat!(
     " FROM m3_managed_input_rounds WHERE execution_id=? AND round_id=?"
 );
 
+const SELECT_ANSWERED_BY: &str =
+    "SELECT actor_json FROM m3rs_round_answers WHERE execution_id=? AND round_id=?";
 const SELECT_REDACTED: &str = "SELECT responses_redacted_json FROM m3_managed_input_diagnostics WHERE execution_id=? AND round_id=?";
 
 impl SqliteManagedInputStore {
@@ -132,6 +134,27 @@ impl SqliteManagedInputStore {
                 Err(e) => Err(redacted_invalid(e.to_string())),
             },
         }
+    }
+}
+
+impl SqliteManagedInputStore {
+    pub(crate) async fn answered_by_impl(
+        &self,
+        round: &RoundRef,
+    ) -> Result<Option<m3_types::Actor>> {
+        require_round(round)?;
+        self.ensure_schema().await?;
+        let stored: Option<Option<String>> = sqlx::query_scalar(SELECT_ANSWERED_BY)
+            .bind(&round.execution_id)
+            .bind(&round.round_id)
+            .fetch_optional(&self.inner().pool)
+            .await
+            .map_err(|e| storage("cannot read who answered the round", e))?;
+        stored
+            .flatten()
+            .as_deref()
+            .map(m3_types::Actor::from_json_text)
+            .transpose()
     }
 }
 

@@ -44,7 +44,14 @@ pub(crate) async fn is_current(conn: &mut SqliteConnection) -> Result<bool> {
             .fetch_one(&mut *conn)
             .await
             .map_err(unreadable)?;
-    if found != 4 || feed::count_objects(&mut *conn, &FEED_OBJECTS[..4]).await? != 4 {
+    let feed_objects = [
+        FEED_OBJECTS[0],
+        FEED_OBJECTS[1],
+        FEED_OBJECTS[2],
+        FEED_OBJECTS[3],
+        FEED_OBJECTS[6],
+    ];
+    if found != 4 || feed::count_objects(&mut *conn, &feed_objects).await? != 5 {
         return Ok(false);
     }
     let columns: Vec<String> =

@@ -54,6 +54,23 @@ const WRITTEN: [&str; 14] = [
 /// changed the row; parameters: execution_id, round_id, responses_redacted_json.
 const UPSERT_PROJECTION: &str = "INSERT INTO m3_managed_input_diagnostics(execution_id,round_id,responses_redacted_json) SELECT ?,?,? WHERE changes()=1 ON CONFLICT(execution_id,round_id) DO UPDATE SET responses_redacted_json=excluded.responses_redacted_json";
 
+/// Who answered an accepted submission (`NULL` when nobody was named), stored only if the
+/// projection before it was; parameters: execution_id, round_id, actor_json.
+const UPSERT_ANSWER: &str = "INSERT INTO m3rs_round_answers(execution_id,round_id,actor_json) SELECT ?,?,? WHERE changes()=1 ON CONFLICT(execution_id,round_id) DO UPDATE SET actor_json=excluded.actor_json";
+
+/// The actor on the `round.answered` record the status trigger has just appended (the
+/// newest cursor, checked to be this round's answer), only if the answer before it was
+/// stored; parameters: actor_json, execution_id, round_id.
+const SET_RECORD_ACTOR: &str = "UPDATE m3rs_changes SET actor=? WHERE changes()=1 AND cursor=(SELECT seq FROM sqlite_sequence WHERE name='m3rs_changes') AND execution_id=? AND round_id=? AND kind='round.answered'";
+
+/// What an accepted submission stores beside the row: the redacted projection and the
+/// actor, as JSON text.
+#[derive(Debug, Clone, Copy)]
+struct Accepted<'q> {
+    redacted_json: &'q str,
+    actor_json: Option<&'q str>,
+}
+
 /// Which statements a write runs: the shape of its script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Shape {
@@ -123,8 +140,10 @@ impl Shape {
             script.push_str(concat!(" RETURNING ", record_columns!()));
         }
         if self.accepts {
-            script.push(';');
-            script.push_str(UPSERT_PROJECTION);
+            for statement in [UPSERT_PROJECTION, UPSERT_ANSWER, SET_RECORD_ACTOR] {
+                script.push(';');
+                script.push_str(statement);
+            }
         }
         script.push_str(";COMMIT");
         if let Some(restore) = restore {
@@ -174,13 +193,13 @@ fn written_values(write: &RoundWrite) -> Result<Vec<(&'static str, Stored)>> {
 }
 
 /// A write's script with every parameter bound: the new values, the key, the image (if
-/// pinned to one) and the projection (if it accepts a submission).
+/// pinned to one) and the projection and actor (if it accepts a submission).
 fn bind_write<'q>(
     shape: Shape,
     round: &'q RoundRef,
     values: &'q [(&'static str, Stored)],
     image: Option<&'q super::row_snapshot::RowImage>,
-    redacted_json: Option<&'q str>,
+    accepted: Option<Accepted<'q>>,
 ) -> Query<'q, Sqlite, SqliteArguments> {
     let query = values
         .iter()
@@ -193,13 +212,32 @@ fn bind_write<'q>(
         Some(image) => image.bind(query),
         None => query,
     };
-    match redacted_json {
-        Some(redacted) => query
+    match accepted {
+        Some(accepted) => query
             .bind(&round.execution_id)
             .bind(&round.round_id)
-            .bind(redacted),
+            .bind(accepted.redacted_json)
+            .bind(&round.execution_id)
+            .bind(&round.round_id)
+            .bind(accepted.actor_json)
+            .bind(accepted.actor_json)
+            .bind(&round.execution_id)
+            .bind(&round.round_id),
         None => query,
     }
+}
+
+/// The actor of `write` as stored JSON text.
+fn actor_json(write: &RoundWrite) -> Result<Option<String>> {
+    write.actor.as_ref().map(m3_types::Actor::to_json_text).transpose()
+}
+
+/// What `write` stores beside the row if it accepts a submission.
+fn accepted<'q>(write: &'q RoundWrite, actor_json: Option<&'q str>) -> Option<Accepted<'q>> {
+    write.redacted_json.as_deref().map(|redacted_json| Accepted {
+        redacted_json,
+        actor_json,
+    })
 }
 
 impl SqliteManagedInputStore {
@@ -243,6 +281,7 @@ async fn imaged_write(inner: &Inner, change: &RoundChange) -> Result<Option<Mana
         return Ok(None);
     };
     let values = written_values(&write)?;
+    let actor = actor_json(&write)?;
     let shape = Shape {
         accepts: write.redacted_json.is_some(),
         imaged: true,
@@ -253,7 +292,7 @@ async fn imaged_write(inner: &Inner, change: &RoundChange) -> Result<Option<Mana
         round,
         &values,
         Some(&validated.image),
-        write.redacted_json.as_deref(),
+        accepted(&write, actor.as_deref()),
     );
     if inner
         .write_if_unchanged(
@@ -294,6 +333,7 @@ async fn read_decide_write(
         return Ok(current);
     };
     let values = written_values(&decided)?;
+    let actor = actor_json(&decided)?;
     let shape = Shape {
         accepts: decided.redacted_json.is_some(),
         imaged: false,
@@ -304,7 +344,7 @@ async fn read_decide_write(
         round,
         &values,
         None,
-        decided.redacted_json.as_deref(),
+        accepted(&decided, actor.as_deref()),
     )
     .fetch_all(&mut **write)
     .await

@@ -23,6 +23,7 @@
 //! # }
 //! ```
 
+pub mod answers;
 pub mod batch;
 pub mod concurrency;
 pub mod feed;
@@ -98,6 +99,8 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     feed::bad_pages_and_cursors_are_refused,
     feed::prune_removes_old_records_and_expires_cursors_behind_them,
     feed::pruning_every_record_never_reuses_a_cursor,
+    answers::an_answer_keeps_its_actor_in_the_store_and_the_feed,
+    answers::an_answer_without_an_actor_records_none,
     subscriptions::a_subscription_is_added_listed_and_removed_without_its_secret,
     subscriptions::bad_subscriptions_are_refused_and_add_nothing,
     subscriptions::one_notifier_holds_a_subscription_until_its_lease_expires,

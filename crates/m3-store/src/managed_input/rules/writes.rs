@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use m3_types::{ManagedInputRecord, Result};
+use m3_types::{Actor, ChangeRecord, ManagedInputRecord, Result};
 use time::OffsetDateTime;
 
 use super::steps::{
@@ -28,14 +28,26 @@ pub struct RoundWrite {
     pub record: ManagedInputRecord,
     /// A new redacted projection (`None`: keep the stored one).
     pub redacted_json: Option<String>,
+    /// Who answered, with an accepted submission that names one (store it beside the
+    /// projection; the `round.answered` record carries it).
+    pub actor: Option<Actor>,
 }
 
 impl RoundWrite {
+    /// The change record this write appends when it replaces `before` (`None` on a new
+    /// round): [`round_change`](crate::changes::rules::round_change), with the write's
+    /// actor. `None`: the status did not change, so nothing is appended.
+    pub fn change_record(&self, before: Option<&ManagedInputRecord>) -> Option<ChangeRecord> {
+        crate::changes::rules::round_change(before, &self.record)
+            .map(|record| record.with_actor(self.actor.clone()))
+    }
+
     /// A write of `record` alone.
     pub fn record(record: ManagedInputRecord) -> Option<Self> {
         Some(Self {
             record,
             redacted_json: None,
+            actor: None,
         })
     }
 
@@ -63,6 +75,7 @@ impl RoundWrite {
             Submission::Accept(encoded) => Some(Self {
                 record: apply_submission(current, submission, now),
                 redacted_json: Some(encoded.redacted_json),
+                actor: submission.actor.clone(),
             }),
             _ => None,
         })
