@@ -167,6 +167,18 @@ async fn a_person_answers_rounds_in_the_browser() {
         .click(&format!("{form} button[type=submit]"))
         .await;
     page.wait_for_status(&round.round_id).await;
+    // Recorded as the principal the server authenticated (its token), through the page.
+    let shown = page
+        .browser
+        .eval("var e = document.querySelector('.answered-by'); return e && [e.getAttribute('data-principal'), e.getAttribute('data-surface')];")
+        .await;
+    assert_eq!(shown, json!(["token", "page"]));
+    let stored = handle.round(&round.round_id).await.unwrap();
+    let actor = stored.diagnostics.answered_by.unwrap();
+    assert_eq!(
+        (actor.principal.as_str(), actor.surface),
+        ("token", m3_kit::ActorSurface::Page)
+    );
     let trace = completes(&handle, WAIT).await.unwrap();
     assert!(
         trace

@@ -11,8 +11,8 @@ use m3_store::{
 };
 use m3_tests::store_support::{address_response, address_round, normalize_timestamps, store_peer};
 use m3_types::{
-    Clock, DeliveryState, ElicitationRequest, ElicitationResponse, ManagedInputStatus, ManualClock,
-    SystemClock, UrlElicitationRequest,
+    Actor, ActorSurface, Clock, DeliveryState, ElicitationRequest, ElicitationResponse,
+    ManagedInputStatus, ManualClock, SystemClock, UrlElicitationRequest,
 };
 use serde_json::{Value, json};
 
@@ -187,7 +187,8 @@ async fn rust_written_rounds_load_in_python_and_python_answers_them() -> TestRes
             .submit_responses(
                 &round,
                 &lease,
-                ResponseSubmission::new(responses, format!("key-{execution}")),
+                ResponseSubmission::new(responses, format!("key-{execution}"))
+                    .with_actor(Actor::new("rust-user", ActorSurface::Cli)?),
             )
             .await?;
         if steps >= 2 {
@@ -280,6 +281,15 @@ async fn rust_written_rounds_load_in_python_and_python_answers_them() -> TestRes
         }
     }
 
+    // Who answered stays beside the rounds Python read (the original never sees it).
+    for execution in ["rs-validated", "rs-started", "rs-delivered", "rs-resolved"] {
+        let actor = store
+            .answered_by(&RoundRef::new(execution, "round-1"))
+            .await?
+            .ok_or("the actor is gone")?;
+        assert_eq!(actor.principal, "rust-user", "{execution}");
+    }
+
     // Python answers the Rust pending round (real time: the lease lasts an hour from `start`).
     let answered = store_peer(&[
         "answer",
@@ -337,6 +347,8 @@ async fn rust_written_rounds_load_in_python_and_python_answers_them() -> TestRes
         .await?;
     assert_eq!(replay, seen);
     assert!(store.redacted_responses(&round).await?.is_some());
+    // Python's answer names nobody, and the replay keeps it so.
+    assert_eq!(store.answered_by(&round).await?, None);
     Ok(())
 }
 

@@ -82,6 +82,13 @@ fn secret_names_and_schema_marked_fields_are_redacted_on_every_surface() {
         .expect_code(0)
         .json();
     let content = &rounds[0]["redacted_responses"]["q"]["content"];
+    // Without --as, the answer is recorded as the operating-system user running m3.
+    let user = ["USER", "LOGNAME", "USERNAME"]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "unknown".to_owned());
+    assert_eq!(rounds[0]["answered_by"]["principal"], user.as_str());
+    assert_eq!(rounds[0]["answered_by"]["surface"], "cli");
     for (name, _) in SECRET_FIELDS {
         assert_eq!(content[name], "[REDACTED]", "{name} in {content}");
     }

@@ -119,9 +119,29 @@ fn answered_from_another_process(store: &Store) {
             accept,
         ])
     };
-    let ok = respond("address-1", address).expect_code(0).json();
+    let ok = store
+        .m3(&[
+            "--json",
+            "respond",
+            &execution,
+            &round_id,
+            "--idempotency-key",
+            "address-1",
+            "--accept",
+            address,
+            "--as",
+            "Ada Lovelace",
+        ])
+        .expect_code(0)
+        .json();
     assert_eq!(ok["committed"], true);
-    respond("address-1", address).expect_code(0);
+    assert_eq!(
+        ok["answered_by"],
+        serde_json::json!({"principal": "Ada Lovelace", "surface": "cli"})
+    );
+    // A replay (as whoever runs it) keeps the first answer's actor.
+    let replay = respond("address-1", address).expect_code(0).json();
+    assert_eq!(replay["answered_by"]["principal"], "Ada Lovelace");
     let conflict = respond(
         "address-1",
         r#"shipping_address={"street": "2 Side Road", "city": "Pune"}"#,
@@ -163,10 +183,13 @@ fn answered_from_another_process(store: &Store) {
         "accept"
     );
     assert_eq!(rounds[0]["response_idempotency_key"], "address-1");
+    assert_eq!(rounds[0]["answered_by"]["principal"], "Ada Lovelace");
+    assert_eq!(rounds[0]["answered_by"]["surface"], "cli");
     // The human views agree with the JSON: the redacted responses, the tool call count.
     let table = store.m3(&["rounds", &execution]).expect_code(0);
     let row = table.stdout.lines().nth(1).unwrap_or_default().to_owned();
     assert!(row.contains(&round_id), "{}", table.stdout);
+    assert!(row.contains("Ada Lovelace (cli)"), "{}", table.stdout);
     assert!(
         row.contains(r#"{"shipping_address":{"action":"accept""#),
         "{}",

@@ -13,8 +13,8 @@ use m3_store::{
     Pruned,
 };
 use m3_types::{
-    Actor, ActorSurface, ChangeRecord, Cursor, Error, ExecutionState, HumanInput, ManagedInputStatus,
-    PendingElicitationRound, Result, RoundLimits,
+    Actor, ActorSurface, ChangeRecord, Cursor, Error, ExecutionState, HumanInput,
+    ManagedInputStatus, PendingElicitationRound, Result, RoundLimits,
 };
 use tokio_util::sync::CancellationToken;
 

@@ -86,9 +86,10 @@ pub use m3_store::{
 /// The m3-types values a kit program names (servers, policies, requests, responses, states,
 /// errors), re-exported so one `use m3_kit::...` line suffices.
 pub use m3_types::{
-    Actor, ActorSurface, ChangeRecord, ChangeRecordKind, Cursor, ElicitationAction, ElicitationRequest,
-    ElicitationResponse, Error, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
-    HumanInput, PendingElicitationRound, ResponseMap, Result, StdioServer,
+    Actor, ActorSurface, ChangeRecord, ChangeRecordKind, Cursor, ElicitationAction,
+    ElicitationRequest, ElicitationResponse, Error, ExecutionOutcome, ExecutionResult,
+    ExecutionState, ExecutionStatus, HumanInput, PendingElicitationRound, ResponseMap, Result,
+    StdioServer,
 };
 pub use options::{HumanInputValue, SubmitOptions};
 pub use store_backends::{open_store, register_store_backends};

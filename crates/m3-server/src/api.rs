@@ -1,12 +1,12 @@
 //! The JSON API of HTTP.md (`/api/v1`) and `/healthz`: each handler is one
 //! call of the public kit API.
 
-use axum::{Extension, Json};
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Json};
 use m3_kit::{ListExecutions, RoundAnswer, RoundDetails};
 use m3_types::{ActorSurface, ElicitationResponse, ExecutionStatus, ResponseMap};
 use serde::Deserialize;

@@ -133,6 +133,11 @@ async fn answering_is_respond_elicitation_replay_conflict_invalid_and_redacted()
     assert_eq!(accepted.status, StatusCode::OK, "{}", accepted.body);
     let body = accepted.json();
     assert_eq!(body["status"], "response_validated");
+    // A server without a token authenticates nobody, and the record says so.
+    assert_eq!(
+        body["answered_by"],
+        json!({"principal": "anonymous", "surface": "api"})
+    );
     assert_eq!(
         body["redacted_responses"]["shipping_address"]["content"]["api_key"],
         "[REDACTED]"
@@ -324,6 +329,37 @@ async fn a_token_guards_the_api_and_the_page() {
     assert!(
         page.body
             .contains(&format!("data-round-id=\"{}\"", round.round_id))
+    );
+    // An answer with the token is recorded as its principal, whatever the body claims.
+    let mut claimed = answer("1 Main Street", "k");
+    claimed["answered_by"] = json!({"principal": "mallory", "surface": "api"});
+    let claims = served
+        .send(
+            Method::POST,
+            &responses_path(&round),
+            &[
+                ("authorization", "Bearer s3cret"),
+                ("content-type", "application/json"),
+            ],
+            Bytes::from(claimed.to_string()),
+        )
+        .await;
+    assert_eq!(claims.status, StatusCode::BAD_REQUEST, "{}", claims.body);
+    let answered = served
+        .send(
+            Method::POST,
+            &responses_path(&round),
+            &[
+                ("authorization", "Bearer s3cret"),
+                ("content-type", "application/json"),
+            ],
+            Bytes::from(answer("1 Main Street", "k").to_string()),
+        )
+        .await;
+    assert_eq!(answered.status, StatusCode::OK, "{}", answered.body);
+    assert_eq!(
+        answered.json()["answered_by"],
+        json!({"principal": "token", "surface": "api"})
     );
 }
 

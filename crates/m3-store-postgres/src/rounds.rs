@@ -423,9 +423,17 @@ async fn store_round(
         window: None,
     };
     let encoded = encode(record)?;
-    if write_round(conn, previous, record, &encoded, redacted_json, None, pinned)
-        .await?
-        .is_some()
+    if write_round(
+        conn,
+        previous,
+        record,
+        &encoded,
+        redacted_json,
+        None,
+        pinned,
+    )
+    .await?
+    .is_some()
     {
         Ok(())
     } else {

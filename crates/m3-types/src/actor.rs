@@ -161,8 +161,10 @@ fn check_name(what: &str, name: &str) -> Result<()> {
         None
     };
     match problem {
-        Some(problem) => Err(Error::model_validation(format!("the actor's {what} {problem}"))
-            .with_reason(Reason::InvalidActor)),
+        Some(problem) => Err(
+            Error::model_validation(format!("the actor's {what} {problem}"))
+                .with_reason(Reason::InvalidActor),
+        ),
         None => Ok(()),
     }
 }

@@ -3,11 +3,11 @@
 use schemars::{JsonSchema, Schema};
 
 use crate::{
-    Actor, ActorSurface, ChangeRecord, DeliveryState, ElicitationAction, ElicitationRequest, ElicitationResponse,
-    ErrorCode, ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus,
-    FormElicitationRequest, HttpServer, HumanInput, ManagedInputLease, ManagedInputRecord,
-    ManagedInputStatus, OperationKind, PendingElicitationRound, ServerBinding, ServerTrust,
-    StdioServer, ToolSelection, UrlElicitationRequest,
+    Actor, ActorSurface, ChangeRecord, DeliveryState, ElicitationAction, ElicitationRequest,
+    ElicitationResponse, ErrorCode, ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState,
+    ExecutionStatus, FormElicitationRequest, HttpServer, HumanInput, ManagedInputLease,
+    ManagedInputRecord, ManagedInputStatus, OperationKind, PendingElicitationRound, ServerBinding,
+    ServerTrust, StdioServer, ToolSelection, UrlElicitationRequest,
 };
 
 fn entry<T: JsonSchema>(name: &'static str) -> (&'static str, Schema) {

@@ -33,7 +33,9 @@ pub(crate) async fn open_kit_with(
         .database(db)
         .env(env)
         .round_limits(limits)
-        .actor(m3_types::Actor::of_process_user(m3_types::ActorSurface::Cli))
+        .actor(m3_types::Actor::of_process_user(
+            m3_types::ActorSurface::Cli,
+        ))
         .recover_on_open(recover)
         .build()
         .await?)

@@ -15,8 +15,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use m3_store::RoundRef;
 use m3_store::subscriptions::LinkKey;
-use serde::{Deserialize, Serialize};
 use m3_types::{Actor, ActorSurface};
+use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use time::OffsetDateTime;
 
@@ -133,7 +133,10 @@ pub fn verify(key: &LinkKey, token: &str, now: OffsetDateTime) -> Result<LinkGra
     if now.unix_timestamp() >= payload.x {
         return Err(LinkRefusal::Expired);
     }
-    Ok(LinkGrant::new(RoundRef::new(payload.e, payload.r), payload.s))
+    Ok(LinkGrant::new(
+        RoundRef::new(payload.e, payload.r),
+        payload.s,
+    ))
 }
 
 /// What `token` grants on `store`: verified with the store's current link key at the

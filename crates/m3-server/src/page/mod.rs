@@ -9,11 +9,11 @@ mod link;
 mod render;
 mod widgets;
 
-use axum::{Extension, Router};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 use m3_types::ActorSurface;
 use maud::html;
 

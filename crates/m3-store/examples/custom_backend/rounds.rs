@@ -163,7 +163,10 @@ pub(crate) fn fail_unresolved(
             && UNRESOLVED.contains(&record.status)
         {
             let failed_record = apply_recovery_failure(&record, message, now);
-            locked.stage(&path, &RoundFile::new(&failed_record, file.redacted, file.answered_by)?)?;
+            locked.stage(
+                &path,
+                &RoundFile::new(&failed_record, file.redacted, file.answered_by)?,
+            )?;
             failed += 1;
         }
     }
@@ -212,7 +215,10 @@ fn renew_one(
     };
     let outcome = rules::renew_item((round, lease), duration, read, now);
     if let (Ok(record), Some(path), Some(file)) = (&outcome, &path, file) {
-        locked.stage(path, &RoundFile::new(record, file.redacted, file.answered_by)?)?;
+        locked.stage(
+            path,
+            &RoundFile::new(record, file.redacted, file.answered_by)?,
+        )?;
     }
     Ok(outcome)
 }

@@ -78,7 +78,10 @@ const KNOWN_TABLES: [(&str, &[&str]); 10] = [
         ],
     ),
     ("m3rs_change_horizon", &["id", "pruned_through"]),
-    ("m3rs_round_answers", &["execution_id", "round_id", "actor_json"]),
+    (
+        "m3rs_round_answers",
+        &["execution_id", "round_id", "actor_json"],
+    ),
     ("m3rs_subscriptions", &["id", "record_json"]),
     ("m3rs_link_key", &["id", "key", "created_at"]),
 ];

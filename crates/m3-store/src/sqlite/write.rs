@@ -229,15 +229,22 @@ fn bind_write<'q>(
 
 /// The actor of `write` as stored JSON text.
 fn actor_json(write: &RoundWrite) -> Result<Option<String>> {
-    write.actor.as_ref().map(m3_types::Actor::to_json_text).transpose()
+    write
+        .actor
+        .as_ref()
+        .map(m3_types::Actor::to_json_text)
+        .transpose()
 }
 
 /// What `write` stores beside the row if it accepts a submission.
 fn accepted<'q>(write: &'q RoundWrite, actor_json: Option<&'q str>) -> Option<Accepted<'q>> {
-    write.redacted_json.as_deref().map(|redacted_json| Accepted {
-        redacted_json,
-        actor_json,
-    })
+    write
+        .redacted_json
+        .as_deref()
+        .map(|redacted_json| Accepted {
+            redacted_json,
+            actor_json,
+        })
 }
 
 impl SqliteManagedInputStore {

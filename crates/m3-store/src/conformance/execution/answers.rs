@@ -22,7 +22,11 @@ async fn pending_round(
     let id = create_managed(h).await?.execution_id;
     let rounds = h.store.managed_input_store().await?;
     let round = rounds
-        .create_round(CreateRound::new(address_round(&id, round_id), "worker-a", TTL))
+        .create_round(CreateRound::new(
+            address_round(&id, round_id),
+            "worker-a",
+            TTL,
+        ))
         .await?;
     Ok((rounds, RoundRef::of(&round), LeaseRef::of(&round.lease)))
 }
@@ -57,7 +61,10 @@ pub async fn an_answer_keeps_its_actor_in_the_store_and_the_feed(
         "the peer reads another actor"
     );
     let records = h.store.read_changes(Cursor::START, 100).await?.records;
-    for record in records.iter().filter(|r| r.round_id.as_ref() == Some(&round.round_id)) {
+    for record in records
+        .iter()
+        .filter(|r| r.round_id.as_ref() == Some(&round.round_id))
+    {
         let expected = (record.kind == ChangeRecordKind::RoundAnswered).then_some(&alice);
         ensure!(
             record.actor.as_ref() == expected,
