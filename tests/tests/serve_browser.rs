@@ -216,6 +216,7 @@ async fn a_person_answers_rounds_in_the_browser() {
     url_consent(&page).await;
     every_widget(&page).await;
     markup_runs_nothing(&page).await;
+    history_view(&page).await;
 
     page.shutdown.cancel();
     page.step("done");
@@ -466,4 +467,52 @@ async fn store_round(
         .await
         .unwrap();
     round
+}
+
+/// The "Answered" view beside the inbox: the rounds answered above, newest first, each
+/// with who answered; its filter form narrows the list.
+async fn history_view(page: &Page) {
+    page.browser
+        .click("header.top a[href$=\"/answered\"]")
+        .await;
+    page.browser
+        .wait_until(
+            "the history view",
+            "return document.querySelector('ol.history') !== null;",
+        )
+        .await;
+    let listed = page
+        .browser
+        .eval(
+            "return Array.from(document.querySelectorAll('li.history-entry')).map(function (e) { \
+             var by = e.querySelector('.answered-by'); \
+             return [e.getAttribute('data-round-status'), by && by.getAttribute('data-principal')]; });",
+        )
+        .await;
+    let listed = listed.as_array().unwrap();
+    assert!(listed.len() >= 2, "{listed:?}");
+    assert!(
+        listed.iter().all(|entry| entry[1] == json!("token")),
+        "every answer here came through the page with the token: {listed:?}"
+    );
+    let cursors = page
+        .browser
+        .eval("return Array.from(document.querySelectorAll('li.history-entry')).map(function (e) { return Number(e.getAttribute('data-cursor')); });")
+        .await;
+    let cursors: Vec<u64> = serde_json::from_value(cursors).unwrap();
+    assert!(
+        cursors.windows(2).all(|w| w[0] > w[1]),
+        "newest first: {cursors:?}"
+    );
+    page.browser
+        .fill("form.filters", "principal", "somebody-else")
+        .await;
+    page.browser.click("form.filters button[type=submit]").await;
+    page.browser
+        .wait_until(
+            "the filtered history",
+            "return document.querySelector('p.empty') !== null;",
+        )
+        .await;
+    page.step("history view lists who answered, newest first, and filters");
 }

@@ -487,7 +487,7 @@ async fn wait_until(
 }
 
 /// The redacted diagnostics of one stored round.
-async fn diagnostics(
+pub(crate) async fn diagnostics(
     store: &dyn ManagedInputStore,
     r: &ManagedInputRecord,
 ) -> Result<RoundDiagnostics> {

@@ -59,6 +59,7 @@ mod answer;
 mod blocking;
 mod command_path;
 mod handle;
+mod history;
 mod kit;
 pub mod notify;
 mod options;
@@ -69,6 +70,7 @@ pub use agent::AsyncAgent;
 pub use answer::RoundAnswer;
 pub use blocking::{Agent, Changes, ExecutionHandle, McpTestKit, McpTestKitBuilder};
 pub use handle::{AsyncExecutionHandle, RoundDetails, RoundDiagnostics};
+pub use history::{HISTORY_PAGE_MAX, HistoryEntry, HistoryPage, HistoryQuery, HistoryStatus};
 pub use kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
 pub use m3_runtime::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, DEFAULT_CONCURRENCY,

@@ -7,8 +7,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json};
-use m3_kit::{ListExecutions, RoundAnswer, RoundDetails};
-use m3_types::{ActorSurface, ElicitationResponse, ExecutionStatus, ResponseMap};
+use m3_kit::{HistoryQuery, HistoryStatus, ListExecutions, RoundAnswer, RoundDetails};
+use m3_types::{ActorSurface, Cursor, ElicitationResponse, ExecutionStatus, ResponseMap};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -101,22 +101,62 @@ async fn rounds(
     Ok(Json(to_json(&rounds)?))
 }
 
-/// `?status=pending` of the inbox (the only status it lists).
-#[derive(Debug, Deserialize)]
-struct InboxQuery {
-    status: Option<String>,
+/// `?status=` of `/api/v1/rounds`: `pending` (the default) lists the inbox; `answered`,
+/// `resolved` or `failed` pages through the answer history, newest first, filtered by
+/// `server=` and `principal=`, `before=` the previous page's `next`, `limit=` per page.
+#[derive(Debug, Default, Deserialize)]
+struct RoundsQuery {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    server: String,
+    #[serde(default)]
+    principal: String,
+    #[serde(default)]
+    before: String,
+    #[serde(default)]
+    limit: String,
+}
+
+impl RoundsQuery {
+    fn history(&self) -> ApiResult<HistoryQuery> {
+        let mut query = HistoryQuery::new().status(HistoryStatus::parse(&self.status)?);
+        if !self.server.is_empty() {
+            query = query.server(self.server.clone());
+        }
+        if !self.principal.is_empty() {
+            query = query.principal(self.principal.clone());
+        }
+        if !self.before.is_empty() {
+            query = query.before(self.before.parse::<Cursor>()?);
+        }
+        if !self.limit.is_empty() {
+            let limit = self.limit.parse().map_err(|_| {
+                ApiError::bad_request(format!("limit '{}' is not a count", self.limit))
+            })?;
+            query = query.limit(limit);
+        }
+        Ok(query)
+    }
 }
 
 async fn inbox(
     State(state): State<Shared>,
-    ApiQuery(query): ApiQuery<InboxQuery>,
+    ApiQuery(query): ApiQuery<RoundsQuery>,
 ) -> ApiResult<Json<Value>> {
-    if query.status.is_some_and(|status| status != "pending") {
-        return Err(ApiError::bad_request(
-            "the inbox lists pending rounds only (status=pending)",
-        ));
+    if query.status.is_empty() || query.status == "pending" {
+        return Ok(Json(to_json(&state.kit.pending_rounds().await?)?));
     }
-    Ok(Json(to_json(&state.kit.pending_rounds().await?)?))
+    let page = state.kit.history(&query.history()?).await?;
+    let mut rounds = Vec::with_capacity(page.entries.len());
+    for entry in &page.entries {
+        let mut round = round_json(&entry.details)?;
+        round["cursor"] = json!(entry.cursor);
+        round["decided_at"] = json!(m3_types::timestamp::format(entry.at));
+        round["decision"] = json!(entry.kind.as_str());
+        rounds.push(round);
+    }
+    Ok(Json(json!({"rounds": rounds, "next": page.next})))
 }
 
 async fn round(

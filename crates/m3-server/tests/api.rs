@@ -67,10 +67,10 @@ async fn reads_list_executions_rounds_and_the_inbox() {
         [first.round_id.as_str(), second.round_id.as_str()],
         "oldest first"
     );
-    assert_eq!(
-        served.get("/api/v1/rounds?status=resolved").await.status,
-        StatusCode::BAD_REQUEST
-    );
+    // Another status pages through the answer history instead (none resolved yet).
+    let resolved = served.get("/api/v1/rounds?status=resolved").await;
+    assert_eq!(resolved.status, StatusCode::OK);
+    assert_eq!(resolved.json(), json!({"rounds": [], "next": null}));
 
     let rounds = served
         .get(&format!("/api/v1/executions/{}/rounds", first.execution_id))
@@ -453,5 +453,104 @@ async fn accept_defaults_fills_the_fields_an_answer_leaves_out() {
     assert_eq!(
         accepted.json()["redacted_responses"]["booking"]["content"],
         json!({"name": "Ada", "guests": 2})
+    );
+}
+
+#[tokio::test]
+async fn the_history_pages_answered_and_failed_rounds_newest_first_with_who_answered() {
+    let served = serve(|b| b).await;
+    let mut answered = Vec::new();
+    for principal in ["alice", "bob", "alice"] {
+        let round = served.round(vec![address_form()]).await;
+        let answer = m3_kit::RoundAnswer::new(
+            round.execution_id.clone(),
+            round.round_id.clone(),
+            serde_json::from_value(answer("1 Main Street", "k")["responses"].clone()).unwrap(),
+            format!("key-{}", round.round_id),
+        )
+        .actor(m3_types::Actor::new(principal, m3_types::ActorSurface::Api).unwrap());
+        served.kit.answer(answer).await.unwrap();
+        answered.push(round.round_id);
+    }
+    let failed = served.round(vec![address_form()]).await;
+    let managed = served.kit.store().managed_input_store().await.unwrap();
+    let record = managed
+        .get_round(&m3_store::RoundRef::new(
+            failed.execution_id.clone(),
+            failed.round_id.clone(),
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    managed
+        .fail(
+            &m3_store::RoundRef::of(&record),
+            &m3_store::LeaseRef::of(&record.lease),
+            m3_store::RoundFailure::new("timeout", "nobody answered"),
+        )
+        .await
+        .unwrap();
+    let pending = served.round(vec![address_form()]).await;
+
+    let ids = |body: &Value| -> Vec<String> {
+        body["rounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["round_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let all = served.get("/api/v1/rounds?status=answered").await.json();
+    assert_eq!(
+        ids(&all),
+        vec![
+            answered[2].clone(),
+            answered[1].clone(),
+            answered[0].clone()
+        ]
+    );
+    assert_eq!(all["rounds"][0]["answered_by"]["principal"], "alice");
+    assert_eq!(all["rounds"][0]["decision"], "round.answered");
+    assert_eq!(
+        all["rounds"][0]["redacted_responses"]["shipping_address"]["content"]["api_key"],
+        "[REDACTED]"
+    );
+    assert!(!all.to_string().contains(&pending.round_id));
+    let failures = served.get("/api/v1/rounds?status=failed").await.json();
+    assert_eq!(ids(&failures), vec![failed.round_id.clone()]);
+    assert_eq!(failures["rounds"][0]["failure_code"], "timeout");
+
+    // Alice's answers, one per page, followed by cursor.
+    let first = served
+        .get("/api/v1/rounds?status=answered&principal=alice&limit=1")
+        .await
+        .json();
+    assert_eq!(ids(&first), vec![answered[2].clone()]);
+    let next = first["next"].as_u64().unwrap();
+    let second = served
+        .get(&format!(
+            "/api/v1/rounds?status=answered&principal=alice&limit=1&before={next}"
+        ))
+        .await
+        .json();
+    assert_eq!(ids(&second), vec![answered[0].clone()]);
+    let other_server = served
+        .get("/api/v1/rounds?status=answered&server=nope")
+        .await
+        .json();
+    assert!(ids(&other_server).is_empty());
+    let weird = served.get("/api/v1/rounds?status=weird").await;
+    assert_eq!(weird.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(weird.json()["error"]["code"], "invalid_argument");
+
+    // The page's history view lists the same rounds with who answered.
+    let page = served.get("/answered?principal=bob").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains(&answered[1]), "{}", page.body);
+    assert!(!page.body.contains(&answered[0]), "{}", page.body);
+    assert!(
+        page.body.contains("data-principal=\"bob\""),
+        "{}",
+        page.body
     );
 }

@@ -5,6 +5,7 @@
 
 mod coerce;
 mod execution;
+mod history;
 mod link;
 mod render;
 mod widgets;
@@ -34,6 +35,7 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; st
 pub(crate) fn routes(state: Shared) -> Router {
     Router::new()
         .route("/", get(inbox))
+        .route("/answered", get(history::page))
         .route("/executions/{execution_id}", get(execution::page))
         .route(
             "/executions/{execution_id}/rounds/{round_id}",

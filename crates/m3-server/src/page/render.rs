@@ -29,7 +29,11 @@ pub(super) fn layout(base: &str, title: &str, cursor: Option<&str>, main: Markup
             }
             body data-base=(base) data-events=(events) data-cursor=[cursor] {
                 header class="top" {
-                    a href={(base) "/"} { "m3 inbox" }
+                    nav {
+                        a href={(base) "/"} { "m3 inbox" }
+                        " · "
+                        a href={(base) "/answered"} { "Answered" }
+                    }
                 }
                 main { (main) }
             }
