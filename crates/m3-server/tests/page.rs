@@ -222,3 +222,32 @@ async fn decline_and_url_consent_need_no_content() {
     assert_eq!(responses["shipping_address"]["action"], "decline");
     assert_eq!(responses["verification"]["action"], "accept");
 }
+
+#[tokio::test]
+async fn a_url_request_shows_its_full_host_in_punycode_before_consent() {
+    let served = serve(|b| b).await;
+    // "аpple" with a Cyrillic "а": looks like the Latin name, is another host.
+    served
+        .round(vec![url_request("https://\u{430}pple.example/verify?x=1")])
+        .await;
+    served
+        .round(vec![url_request("https://plain.example:8443/verify")])
+        .await;
+    let page = served.get("/").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains("data-host=\"xn--pple-43d.example\""),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("(displayed as \u{430}pple.example)"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("data-host=\"plain.example\""),
+        "{}",
+        page.body
+    );
+}

@@ -127,10 +127,26 @@ fn request_block(
                 }
                 ElicitationRequest::Url(url) => {
                     p class="url" { "The server asks you to open this address yourself: " code { (url.url) } }
+                    (url_host(&url.url))
                     p class="hint" { "Accepting records your consent only; this page never opens, fetches or embeds the address." }
                 }
             }
             (actions(round_id, key, mode, view.submitted))
+        }
+    }
+}
+
+/// The full host of a URL request, before consent, as the specification asks: its ASCII
+/// (punycode) form, which a look-alike international name cannot disguise, and the
+/// Unicode form beside it when the two differ.
+fn url_host(address: &str) -> Markup {
+    let parsed = url::Url::parse(address).ok();
+    let ascii = parsed.as_ref().and_then(url::Url::host_str).unwrap_or("");
+    let (unicode, _) = idna::domain_to_unicode(ascii);
+    html! {
+        p class="url-host" {
+            "Host: " strong data-host=(ascii) { (if ascii.is_empty() { "(none)" } else { ascii }) }
+            @if !ascii.is_empty() && unicode != ascii { " (displayed as " (unicode) ")" }
         }
     }
 }
