@@ -125,6 +125,8 @@ mod documentation {
     struct Workers;
     #[doc = include_str!("../../../docs/notifications.md")]
     struct Notifications;
+    #[doc = include_str!("../../../docs/identity.md")]
+    struct Identity;
 }
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.
