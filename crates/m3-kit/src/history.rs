@@ -182,7 +182,7 @@ impl AsyncMcpTestKit {
             )));
         }
         let mut decisions = self.decisions(query).await?;
-        decisions.sort_by(|a, b| b.cursor.cmp(&a.cursor));
+        decisions.sort_by_key(|decision| std::cmp::Reverse(decision.cursor));
         let store = self.store().managed_input_store().await?;
         let mut page = HistoryPage::default();
         for decision in decisions {
