@@ -122,6 +122,11 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: LinksCommand,
     },
+    /// Manage API tokens: the principals `m3 serve` authenticates, with their scopes.
+    Tokens {
+        #[command(subcommand)]
+        command: crate::commands::tokens::TokensCommand,
+    },
     /// Show every round of an execution (diagnostics, redacted responses).
     Rounds {
         /// Execution id.
@@ -394,6 +399,13 @@ pub(crate) struct ServeArgs {
     /// Without a token only loopback names are answered (DNS rebinding).
     #[arg(long = "allowed-host", value_name = "HOST", value_parser = parse_allowed_host)]
     pub(crate) allowed_hosts: Vec<m3_server::AllowedHost>,
+    /// Believe this header (e.g. X-Forwarded-User) as the user an SSO proxy in front of the
+    /// server vouches for, on connections from --trust-proxy-from only.
+    #[arg(long, value_name = "HEADER", requires = "trust_proxy_from")]
+    pub(crate) trust_proxy_header: Option<String>,
+    /// The address ranges (CIDR, repeatable) the SSO proxy connects from.
+    #[arg(long, value_name = "CIDR", requires = "trust_proxy_header")]
+    pub(crate) trust_proxy_from: Vec<String>,
     /// Seconds a client may take to send a request's headers, or to start its next
     /// request on an idle connection.
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]

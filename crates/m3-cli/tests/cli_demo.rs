@@ -35,7 +35,12 @@ fn demo_books_the_shipment(store: &Store) {
             done.stdout
         );
     }
-    // The store keeps the execution for later inspection.
+    assert!(done.stdout.contains("answered by "), "{}", done.stdout);
+    // The store keeps the execution for later inspection, with who answered each round.
     let executions = store.m3(&["--json", "executions"]).expect_code(0).json();
     assert_eq!(executions[0]["outcome"], "completed");
+    let execution = executions[0]["execution_id"].as_str().unwrap();
+    let rounds = store.m3(&["rounds", execution]).expect_code(0).stdout;
+    assert!(rounds.contains("ANSWERED_BY"), "{rounds}");
+    assert!(rounds.contains("(cli)"), "{rounds}");
 }

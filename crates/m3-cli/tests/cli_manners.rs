@@ -72,9 +72,17 @@ fn every_json_line_of_run_carries_its_type() {
             &format!("@{}", file.display()),
         ])
         .expect_code(0);
-    assert_eq!(
-        answered.stdout.lines().next().unwrap_or_default(),
-        format!("responses committed to round {round_id} of execution {execution}")
+    let line = answered
+        .stdout
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        line.starts_with(&format!(
+            "responses committed to round {round_id} of execution {execution} (answered by "
+        )) && line.ends_with(" (cli))"),
+        "{line}"
     );
     let done = run.finish();
     assert_eq!(done.code, 0, "{}{}", done.stdout, done.stderr);

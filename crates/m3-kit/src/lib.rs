@@ -82,6 +82,7 @@ pub use m3_store::signal::{
 };
 pub use m3_store::store_now;
 pub use m3_store::subscriptions;
+pub use m3_store::tokens;
 pub use m3_store::{
     ChangePage, ExecutionEvent, ExecutionLease, ListExecutions, PruneChanges, Pruned, StoreUrl,
 };

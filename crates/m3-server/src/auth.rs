@@ -1,10 +1,15 @@
 //! The guard in front of every route: a request must name a host this server
 //! answers (without a token: loopback, see [`crate::host`]), a foreign
 //! `Origin` never changes state, and with a token every route but `/healthz`
-//! and the assets needs it (a bearer header, or the page's cookie set through
-//! `?token=`).
+//! and the assets needs a credential (a bearer header, or the page's cookie set
+//! through `?token=`): the server's `--token`, or one of the store's API tokens
+//! (`m3 tokens create`), whose scope must allow the route. The principal it
+//! authenticates is put in the request's extensions ([`Principal`]).
 
-use axum::extract::{Query, Request, State};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -20,6 +25,7 @@ use subtle::ConstantTimeEq;
 use crate::error::ApiError;
 use crate::principal::Principal;
 use crate::state::Shared;
+use m3_kit::tokens::{TokenCheck, TokenScope};
 
 /// The page's cookie.
 pub(crate) const COOKIE: &str = "m3_token";
@@ -34,12 +40,72 @@ pub(crate) struct Credentials {
 }
 
 impl Credentials {
-    /// Whether either credential is `token`.
-    fn match_token(&self, token: &str) -> bool {
-        let bearer = self.bearer.as_ref().map(|header| header.token());
-        let cookie = self.cookies.get(COOKIE).map(Cookie::value);
-        bearer.is_some_and(|given| equal(given, token))
-            || cookie.is_some_and(|given| equal(given, token))
+    /// The credential presented: the bearer header, else the page's cookie.
+    fn given(&self) -> Option<&str> {
+        self.bearer
+            .as_ref()
+            .map(|header| header.token())
+            .or_else(|| self.cookies.get(COOKIE).map(Cookie::value))
+    }
+}
+
+/// What a presented credential turned out to be.
+enum Verdict {
+    /// A principal.
+    Known(Principal),
+    /// An API token past its expiry (401 `token_expired`).
+    Expired,
+    /// Not a credential of this server (401 `unauthorized`).
+    Unknown,
+}
+
+/// Who `given` is: the server's `token`, or a live API token of the store.
+async fn verify(state: &Shared, given: &str) -> Result<Verdict, ApiError> {
+    if state
+        .token
+        .as_deref()
+        .is_some_and(|token| equal(given, token))
+    {
+        return Ok(Verdict::Known(Principal::shared_token()));
+    }
+    if !given.starts_with(m3_kit::tokens::rules::SECRET_PREFIX) {
+        return Ok(Verdict::Unknown);
+    }
+    let tokens = state.kit.store().token_store().await?;
+    Ok(match tokens.authenticate(given).await? {
+        TokenCheck::Valid(token) => Verdict::Known(Principal::of_token(&token)),
+        TokenCheck::Expired(_) => Verdict::Expired,
+        _ => Verdict::Unknown,
+    })
+}
+
+/// Who a request is: the user a trusted proxy names, else the credential it presents.
+async fn principal_of(
+    state: &Shared,
+    source: Option<std::net::IpAddr>,
+    headers: &axum::http::HeaderMap,
+    credentials: &Credentials,
+) -> Result<Verdict, ApiError> {
+    let proxied = state
+        .proxy
+        .as_ref()
+        .and_then(|proxy| proxy.user(source, headers));
+    match (proxied, credentials.given()) {
+        (Some(Ok(user)), _) => Ok(Verdict::Known(Principal::proxied(user))),
+        (Some(Err(())), _) | (None, None) => Ok(Verdict::Unknown),
+        (None, Some(given)) => verify(state, given).await,
+    }
+}
+
+/// The scope a request needs: webhooks (and anything administrative) `admin`, other
+/// state changes `answer`, reads `read`.
+fn required_scope(method: &Method, path: &str) -> TokenScope {
+    if path.starts_with("/api/v1/webhooks") {
+        TokenScope::Admin
+    } else if is_safe(method) {
+        TokenScope::Read
+    } else {
+        TokenScope::Answer
     }
 }
 
@@ -72,28 +138,63 @@ pub(crate) async fn guard(
     if path == "/healthz" || path.starts_with("/assets/") || path.starts_with("/answer/") {
         return next.run(request).await;
     }
-    let Some(token) = state.token.as_deref() else {
-        request.extensions_mut().insert(Principal::ANONYMOUS);
-        return next.run(request).await;
-    };
-    if let Some(given) = query_token(request.uri()) {
-        return login(
-            &state.base_path,
+    let source = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip());
+    let now = Instant::now();
+    if source.is_some_and(|address| state.failures.is_blocked(address, now)) {
+        return refuse(
             &path,
-            request.uri().query(),
-            token,
-            &given,
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_failures",
+            "too many failed authentications from this address: try again in a minute",
         );
+    }
+    let failed = |response: Response| {
+        if let Some(address) = source {
+            state.failures.record_failure(address, now);
+        }
+        response
+    };
+    // A login link: the server's token, or (on any server) one of the store's.
+    let login_token = query_token(request.uri()).filter(|given| {
+        state.token.is_some() || given.starts_with(m3_kit::tokens::rules::SECRET_PREFIX)
+    });
+    if let Some(given) = login_token {
+        return match verify(&state, &given).await {
+            Ok(Verdict::Known(_)) => login(&state.base_path, &path, request.uri().query(), &given),
+            Ok(Verdict::Expired) => failed(expired(&path)),
+            Ok(Verdict::Unknown) => failed(unauthorized(&path)),
+            Err(error) => error.into_response(),
+        };
     }
     let credentials = Credentials {
         bearer: bearer.ok().map(|TypedHeader(header)| header),
         cookies,
     };
-    if credentials.match_token(token) {
-        request.extensions_mut().insert(Principal::SHARED_TOKEN);
-        return next.run(request).await;
+    let verdict = match principal_of(&state, source, request.headers(), &credentials).await {
+        Ok(verdict) => verdict,
+        Err(error) => return error.into_response(),
+    };
+    let principal = match verdict {
+        Verdict::Known(principal) => principal,
+        Verdict::Expired => return failed(expired(&path)),
+        // Without a token the server is loopback only, and a request without a known
+        // credential is nobody in particular.
+        Verdict::Unknown if state.token.is_none() => Principal::anonymous(),
+        Verdict::Unknown => return failed(unauthorized(&path)),
+    };
+    if !principal.allows(required_scope(request.method(), &path)) {
+        return refuse(
+            &path,
+            StatusCode::FORBIDDEN,
+            "forbidden_scope",
+            "this token's scope does not allow this request",
+        );
     }
-    unauthorized(&path)
+    request.extensions_mut().insert(principal);
+    next.run(request).await
 }
 
 fn is_safe(method: &Method) -> bool {
@@ -115,12 +216,9 @@ fn query_token(uri: &Uri) -> Option<String> {
     }
 }
 
-/// A correct `?token=` sets the cookie and redirects to the same address
-/// without the token (other query parameters kept as they were sent).
-fn login(base: &str, path: &str, query: Option<&str>, token: &str, given: &str) -> Response {
-    if !equal(given, token) {
-        return unauthorized(path);
-    }
+/// A correct `?token=` (checked by the caller) sets the cookie and redirects to the same
+/// address without the token (other query parameters kept as they were sent).
+fn login(base: &str, path: &str, query: Option<&str>, token: &str) -> Response {
     let cookie_path = if base.is_empty() { "/" } else { base };
     let cookie = Cookie::build((COOKIE, token.to_owned()))
         .http_only(true)
@@ -154,6 +252,15 @@ fn without_token(base: &str, path: &str, query: Option<&str>) -> String {
 /// Compares in time independent of where the values differ.
 fn equal(given: &str, token: &str) -> bool {
     given.as_bytes().ct_eq(token.as_bytes()).into()
+}
+
+fn expired(path: &str) -> Response {
+    refuse(
+        path,
+        StatusCode::UNAUTHORIZED,
+        "token_expired",
+        "the token has expired: ask for a new one (m3 tokens create)",
+    )
 }
 
 fn unauthorized(path: &str) -> Response {
@@ -215,24 +322,23 @@ mod tests {
                 Some("xyz"),
                 "{value}"
             );
-            assert!(given.match_token("xyz"), "{value}");
+            assert_eq!(given.given(), Some("xyz"), "{value}");
         }
         let basic = credentials(header::AUTHORIZATION, "Basic xyz");
         assert!(basic.bearer.is_none());
-        assert!(!basic.match_token("xyz"));
+        assert_eq!(basic.given(), None);
     }
 
     #[test]
     fn the_cookie_is_found_among_others() {
         let given = credentials(header::COOKIE, "a=1; m3_token=xyz; b=2");
         assert_eq!(given.cookies.get(COOKIE).map(Cookie::value), Some("xyz"));
-        assert!(given.match_token("xyz"));
-        assert!(!given.match_token("xy"));
+        assert_eq!(given.given(), Some("xyz"));
     }
 
     #[test]
     fn the_login_cookie_is_http_only_and_strict() {
-        let response = login("/m3", "/", Some("token=t"), "t", "t");
+        let response = login("/m3", "/", Some("token=t"), "t");
         let cookie = response.headers()[header::SET_COOKIE].to_str().unwrap();
         assert_eq!(cookie, "m3_token=t; HttpOnly; SameSite=Strict; Path=/m3");
     }

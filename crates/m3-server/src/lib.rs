@@ -58,15 +58,18 @@ mod extract;
 mod host;
 mod page;
 mod principal;
+mod proxy;
 mod router;
 mod serve;
 mod state;
+mod throttle;
 mod webhooks;
 
 use std::net::SocketAddr;
 
 pub use host::AllowedHost;
 use m3_types::{Error, Result};
+pub use proxy::TrustedProxy;
 pub use router::{DEFAULT_BODY_LIMIT, DEFAULT_POLL_INTERVAL, ServerBuilder};
 pub use serve::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,

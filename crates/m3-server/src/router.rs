@@ -54,6 +54,7 @@ pub struct ServerBuilder {
     shutdown: CancellationToken,
     allowed_hosts: Vec<AllowedHost>,
     origin_scheme: Scheme,
+    proxy: Option<crate::proxy::TrustedProxy>,
 }
 
 impl ServerBuilder {
@@ -68,6 +69,7 @@ impl ServerBuilder {
             shutdown: CancellationToken::new(),
             allowed_hosts: Vec::new(),
             origin_scheme: Scheme::HTTP,
+            proxy: None,
         }
     }
 
@@ -118,6 +120,14 @@ impl ServerBuilder {
         self
     }
 
+    /// Believes `proxy`'s user header on connections from its addresses: the user it names
+    /// is the request's principal, with the `answer` scope (read and answer; tokens and
+    /// webhooks still need an `admin` token). From anywhere else the header is ignored.
+    pub fn trust_proxy(mut self, proxy: crate::proxy::TrustedProxy) -> Self {
+        self.proxy = Some(proxy);
+        self
+    }
+
     /// The scheme browsers use to reach the server (default `http`): a
     /// state-changing request's `Origin` must be `SCHEME://HOST`. Set
     /// [`Scheme::HTTPS`] when a TLS proxy terminates in front of it.
@@ -141,6 +151,8 @@ impl ServerBuilder {
             body_limit: self.body_limit,
             base_path: self.base_path,
             shutdown: self.shutdown,
+            failures: crate::throttle::FailureThrottle::default(),
+            proxy: self.proxy,
         });
         crate::api::routes(Arc::clone(&state))
             .merge(crate::page::routes(Arc::clone(&state)))

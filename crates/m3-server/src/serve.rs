@@ -171,7 +171,16 @@ pub async fn serve_with(
         let Some((stream, permit)) = accepted else {
             continue;
         };
-        let connection = serve_connection(stream, router.clone(), &options, stop.clone());
+        // Each request learns its peer (the guard counts failed authentications per
+        // address).
+        let peer = stream.peer_addr().ok();
+        let router = match peer {
+            Some(peer) => router
+                .clone()
+                .layer(axum::Extension(axum::extract::ConnectInfo(peer))),
+            None => router.clone(),
+        };
+        let connection = serve_connection(stream, router, &options, stop.clone());
         connections.spawn(async move {
             connection.await;
             drop(permit);

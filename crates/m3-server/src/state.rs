@@ -19,6 +19,10 @@ pub(crate) struct AppState {
     pub(crate) shutdown: CancellationToken,
     /// How often an event stream re-reads the feed when the store's signal cannot wake it.
     pub(crate) event_poll: std::time::Duration,
+    /// The SSO proxy whose user header is believed, if any.
+    pub(crate) proxy: Option<crate::proxy::TrustedProxy>,
+    /// Failed authentications per source address.
+    pub(crate) failures: crate::throttle::FailureThrottle,
 }
 
 /// The shared state as handlers take it.

@@ -18,6 +18,7 @@ use super::connect::{PgStoreOptions, Shared, open};
 use super::error::db;
 use super::feed;
 use super::subscriptions::PgRows;
+use super::tokens::PgTokenRows;
 use m3_store::changes::{ChangePage, PruneChanges, Pruned};
 use m3_store::execution::rules::{StagedWrite, append_step, change_step, check_append, errors};
 use m3_store::signal::{Change, ChangeKind, ChangeSignal};
@@ -395,6 +396,11 @@ impl ExecutionStore for PgExecutionStore {
     ) -> Result<Arc<dyn m3_store::subscriptions::SubscriptionStore>> {
         let rows = PgRows::new(self.shared.pool.clone(), Arc::clone(&self.shared.clock));
         Ok(Arc::new(RowSubscriptionStore::new(rows)))
+    }
+
+    async fn token_store(&self) -> Result<Arc<dyn m3_store::tokens::TokenStore>> {
+        let rows = PgTokenRows::new(self.shared.pool.clone(), Arc::clone(&self.shared.clock));
+        Ok(Arc::new(m3_store::tokens::RowTokenStore::new(rows)))
     }
 
     fn clock(&self) -> Arc<dyn Clock> {

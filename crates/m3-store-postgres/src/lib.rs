@@ -56,6 +56,7 @@ mod signal;
 mod subscriptions;
 #[cfg(feature = "conformance")]
 pub mod testing;
+mod tokens;
 
 pub use connect::{DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PgStoreOptions};
 pub use executions::PgExecutionStore;

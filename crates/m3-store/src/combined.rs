@@ -137,6 +137,11 @@ impl ExecutionStore for CombinedStore {
         self.executions.subscription_store().await
     }
 
+    /// The execution backend's.
+    async fn token_store(&self) -> Result<Arc<dyn crate::tokens::TokenStore>> {
+        self.executions.token_store().await
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         self.executions.clock()
     }

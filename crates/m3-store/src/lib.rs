@@ -86,6 +86,7 @@ pub mod signal;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod subscriptions;
+pub mod tokens;
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;

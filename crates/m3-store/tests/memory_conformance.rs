@@ -164,6 +164,9 @@ mod reworded {
         ) -> Result<Arc<dyn m3_store::subscriptions::SubscriptionStore>> {
             self.0.subscription_store().await
         }
+        async fn token_store(&self) -> Result<Arc<dyn m3_store::tokens::TokenStore>> {
+            self.0.token_store().await
+        }
         fn clock(&self) -> Arc<dyn Clock> {
             self.0.clock()
         }

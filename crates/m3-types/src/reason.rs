@@ -131,6 +131,10 @@ reasons! {
     /// An actor's principal or display name is empty, longer than 200 characters, or has a
     /// control character.
     InvalidActor => "invalid_actor",
+    /// An API token's name, scope or lifetime is not valid.
+    InvalidToken => "invalid_token",
+    /// Another API token has the name.
+    TokenNameTaken => "token_name_taken",
     // ---- storage
     /// The database connection was lost or refused (a server restart or shutdown, a
     /// network reset, no connection free in time): nothing was decided, and the same call

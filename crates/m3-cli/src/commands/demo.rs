@@ -119,8 +119,13 @@ async fn run_demo(
         .map(|round| serde_json::to_value(round).unwrap_or(Value::Null))
         .collect();
     for round in &rounds {
+        let answered_by = round
+            .get("answered_by")
+            .and_then(|actor| serde_json::from_value::<m3_types::Actor>(actor.clone()).ok())
+            .map(|actor| format!(", answered by {actor}"))
+            .unwrap_or_default();
         out.say(format!(
-            "3. round {} is {}",
+            "3. round {} is {}{answered_by}",
             round.get("round_id").and_then(Value::as_str).unwrap_or("?"),
             out.status(round.get("status").and_then(Value::as_str).unwrap_or("?"))
         ));

@@ -18,6 +18,8 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
         bind,
         token,
         allowed_hosts,
+        trust_proxy_header,
+        trust_proxy_from,
         header_timeout,
         max_connections,
         shutdown_grace,
@@ -25,6 +27,9 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
     } = args;
     let token = token.filter(|t| !t.is_empty());
     m3_server::check_bind(bind, token.as_deref())?;
+    let proxy = trust_proxy_header
+        .map(|header| m3_server::TrustedProxy::new(&header, &trust_proxy_from))
+        .transpose()?;
     let kit = open_kit(db, true).await?;
     let listener = tokio::net::TcpListener::bind(bind)
         .await
@@ -39,6 +44,9 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
     }
     for host in allowed_hosts {
         builder = builder.allowed_host(host);
+    }
+    if let Some(proxy) = proxy {
+        builder = builder.trust_proxy(proxy);
     }
     let url = match &token {
         Some(token) => format!("http://{local}/?token={}", query_escape(token)),

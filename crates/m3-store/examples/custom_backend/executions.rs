@@ -451,6 +451,11 @@ impl ExecutionStore for DirectoryStore {
         ))
     }
 
+    /// The shared rules over this directory's `tokens.json` (`tokens.rs`).
+    async fn token_store(&self) -> Result<Arc<dyn m3_store::tokens::TokenStore>> {
+        Ok(Arc::new(m3_store::tokens::RowTokenStore::new(self.clone())))
+    }
+
     /// The same object: executions and rounds live in the same directory.
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
         Ok(Arc::new(self.clone()))

@@ -41,6 +41,8 @@ mod rounds;
 mod store;
 #[cfg(unix)]
 mod subscriptions;
+#[cfg(unix)]
+mod tokens;
 
 #[cfg(unix)]
 use std::sync::Arc;

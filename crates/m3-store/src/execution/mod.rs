@@ -323,6 +323,15 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// `storage_error` if it cannot be built.
     async fn subscription_store(&self) -> Result<Arc<dyn crate::subscriptions::SubscriptionStore>>;
 
+    /// The store's API tokens, shared by every process on it: `m3 serve` authenticates
+    /// requests with them, and a revoked token stops working everywhere at once (see
+    /// [`crate::tokens`]; a backend that keeps rows gets one from
+    /// [`RowTokenStore`](crate::tokens::RowTokenStore)).
+    ///
+    /// # Errors
+    /// `storage_error` if it cannot be built.
+    async fn token_store(&self) -> Result<Arc<dyn crate::tokens::TokenStore>>;
+
     /// The store's clock: every "now" of the store and of the runtime that
     /// drives it (deadlines, recovery) comes from it, so a test's
     /// [`ManualClock`](m3_types::ManualClock) drives both. Read it through

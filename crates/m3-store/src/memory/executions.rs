@@ -16,6 +16,7 @@ use time::OffsetDateTime;
 use super::MemoryManagedInputStore;
 use super::feed::MemoryFeed;
 use super::subscriptions::MemoryRows;
+use super::tokens::MemoryTokenRows;
 use crate::changes::rules::execution_changes;
 use crate::changes::{ChangePage, PruneChanges, Pruned};
 use crate::execution::rules::{
@@ -28,6 +29,7 @@ use crate::execution::rules::{
 use crate::managed_input::rules::Decision;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
 use crate::subscriptions::{RowSubscriptionStore, SubscriptionStore};
+use crate::tokens::RowTokenStore;
 use crate::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
     ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
@@ -96,6 +98,8 @@ struct Inner {
     feed: MemoryFeed,
     /// The webhook subscriptions.
     subscriptions: RowSubscriptionStore<MemoryRows>,
+    /// The API tokens.
+    tokens: RowTokenStore<MemoryTokenRows>,
 }
 
 impl Default for MemoryExecutionStore {
@@ -125,6 +129,7 @@ impl MemoryExecutionStore {
                     Arc::clone(&clock),
                     feed.clone(),
                 )),
+                tokens: RowTokenStore::new(MemoryTokenRows::new(Arc::clone(&clock))),
                 clock,
                 executions: Mutex::new(BTreeMap::new()),
                 hub,
@@ -463,6 +468,10 @@ impl ExecutionStore for MemoryExecutionStore {
 
     async fn subscription_store(&self) -> Result<Arc<dyn SubscriptionStore>> {
         Ok(Arc::new(self.inner.subscriptions.clone()))
+    }
+
+    async fn token_store(&self) -> Result<Arc<dyn crate::tokens::TokenStore>> {
+        Ok(Arc::new(self.inner.tokens.clone()))
     }
 
     fn clock(&self) -> Arc<dyn Clock> {

@@ -12,6 +12,7 @@ mod executions;
 mod feed;
 mod rounds;
 mod subscriptions;
+mod tokens;
 
 pub use executions::MemoryExecutionStore;
 pub use rounds::MemoryManagedInputStore;

@@ -22,6 +22,7 @@ mod row_snapshot;
 mod schema;
 mod store;
 mod subscriptions;
+mod tokens;
 mod write;
 
 use async_trait::async_trait;

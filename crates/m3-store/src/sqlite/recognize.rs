@@ -28,7 +28,7 @@ const PYTHON_MARKER: &str = "v2_schema_state";
 /// The tables m3 reads, with the columns it reads from each (the DDL in `schema.rs` and
 /// `execution/schema.rs`, `subscriptions.rs`; a unit test keeps them in step). The rounds table is absent on
 /// purpose: like the original, the store adds every column a partial rounds table lacks.
-const KNOWN_TABLES: [(&str, &[&str]); 10] = [
+const KNOWN_TABLES: [(&str, &[&str]); 11] = [
     (
         "m3rs_executions",
         &[
@@ -84,6 +84,7 @@ const KNOWN_TABLES: [(&str, &[&str]); 10] = [
     ),
     ("m3rs_subscriptions", &["id", "record_json"]),
     ("m3rs_link_key", &["id", "key", "created_at"]),
+    ("m3rs_tokens", &["id", "name", "digest", "record_json"]),
 ];
 
 /// How many foreign table names a refusal names (enough to recognize the application).
@@ -209,8 +210,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m3.sqlite");
         let executions = SqliteExecutionStore::open(&path).await.unwrap();
-        // The subscription and managed-input tables are created on first use, not on open.
+        // The subscription, token and managed-input tables are created on first use, not on
+        // open.
         executions.subscription_store().await.unwrap();
+        executions.token_store().await.unwrap();
         let rounds = crate::SqliteManagedInputStore::open(&path).await.unwrap();
         rounds.ensure_schema().await.unwrap();
         let mut conn = SqliteConnectOptions::new()

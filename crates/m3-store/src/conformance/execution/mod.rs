@@ -35,6 +35,7 @@ pub mod recovery;
 pub mod signals;
 pub mod subscriptions;
 mod support;
+pub mod tokens;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -101,6 +102,8 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     feed::pruning_every_record_never_reuses_a_cursor,
     answers::an_answer_keeps_its_actor_in_the_store_and_the_feed,
     answers::an_answer_without_an_actor_records_none,
+    tokens::a_token_authenticates_until_it_is_revoked,
+    tokens::names_are_unique_and_tokens_expire,
     subscriptions::a_subscription_is_added_listed_and_removed_without_its_secret,
     subscriptions::bad_subscriptions_are_refused_and_add_nothing,
     subscriptions::one_notifier_holds_a_subscription_until_its_lease_expires,

@@ -32,7 +32,9 @@ use crate::sqlite::error::storage;
 use crate::sqlite::feed;
 use crate::sqlite::file::{WriteGate, write_gate};
 use crate::sqlite::subscriptions::SqliteRows;
+use crate::sqlite::tokens::SqliteTokenRows;
 use crate::subscriptions::{RowSubscriptionStore, SubscriptionStore};
+use crate::tokens::{RowTokenStore, TokenStore};
 use crate::{ManagedInputStore, SqliteManagedInputStore};
 
 /// SQLite backend of [`ExecutionStore`].
@@ -69,6 +71,8 @@ pub(super) struct Inner {
     pub(super) managed: OnceCell<Arc<dyn ManagedInputStore>>,
     /// The webhook subscriptions, made (with their tables) on first use.
     subscriptions: OnceCell<Arc<dyn SubscriptionStore>>,
+    /// The API tokens, made (with their table) on first use.
+    tokens: OnceCell<Arc<dyn TokenStore>>,
     /// Where committed changes are announced (shared by every store on the file).
     pub(super) signal: Arc<DatagramSignal>,
     /// The connections' configured `synchronous`, for the managed-input store on the pool.
@@ -115,6 +119,7 @@ impl SqliteExecutionStore {
                 clock: Arc::clone(options.get_clock()),
                 managed: OnceCell::new(),
                 subscriptions: OnceCell::new(),
+                tokens: OnceCell::new(),
                 signal,
                 synchronous: options.get_synchronous(),
                 _probe: probe,
@@ -344,6 +349,19 @@ impl ExecutionStore for SqliteExecutionStore {
                 Ok::<_, Error>(
                     Arc::new(RowSubscriptionStore::new(rows)) as Arc<dyn SubscriptionStore>
                 )
+            })
+            .await?;
+        Ok(Arc::clone(store))
+    }
+
+    async fn token_store(&self) -> Result<Arc<dyn TokenStore>> {
+        let inner = self.inner();
+        let store = inner
+            .tokens
+            .get_or_try_init(|| async {
+                let rows =
+                    SqliteTokenRows::open(inner.pool.clone(), Arc::clone(&inner.clock)).await?;
+                Ok::<_, Error>(Arc::new(RowTokenStore::new(rows)) as Arc<dyn TokenStore>)
             })
             .await?;
         Ok(Arc::clone(store))
