@@ -43,7 +43,7 @@ wire_enum! {
 /// use m3_types::{Actor, ActorSurface};
 ///
 /// let actor = Actor::new("alice", ActorSurface::Cli)?.with_display_name("Alice Liddell")?;
-/// assert_eq!(actor.to_string(), "alice (cli)");
+/// assert_eq!(actor.to_string(), "Alice Liddell (cli)");
 /// assert!(Actor::new("", ActorSurface::Cli).is_err());
 /// # Ok::<(), m3_types::Error>(())
 /// ```
