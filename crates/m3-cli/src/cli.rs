@@ -341,6 +341,12 @@ pub(crate) struct RunArgs {
     /// public addresses only), public, trusted_private, loopback. Repeatable.
     #[arg(long = "server-trust", value_name = "NAME=LEVEL")]
     pub(crate) server_trust: Vec<String>,
+    /// The protocol era of server NAME: auto (default: server/discover, falling back to
+    /// the initialize handshake), 2026-07-28, or a handshake version, 2025-11-25 or
+    /// 2025-06-18 (for a server that asks with a server-to-client elicitation/create, as
+    /// the MCP Python SDK's ctx.elicit does). Repeatable.
+    #[arg(long = "server-era", value_name = "NAME=ERA")]
+    pub(crate) server_era: Vec<String>,
     /// A one-step scripted agent calling SERVER:TOOL.
     #[arg(long, value_name = "SERVER:TOOL")]
     pub(crate) call: Option<String>,

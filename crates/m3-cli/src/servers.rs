@@ -1,11 +1,11 @@
 //! `m3 run`'s server flags: `--server NAME=COMMAND` (split like a shell splits words) or
 //! `--server NAME=http://HOST:PORT/PATH` (or `https://`), `--server-env NAME:KEY=VALUE`,
 //! `--server-cwd NAME=DIR` (stdio), `--server-header NAME:KEY=VALUE` and
-//! `--server-trust NAME=LEVEL` (HTTP).
+//! `--server-trust NAME=LEVEL` (HTTP), and `--server-era NAME=ERA` (either kind).
 
 use std::path::PathBuf;
 
-use m3_types::{HttpServer, ServerBinding, ServerTrust, StdioServer};
+use m3_types::{HttpServer, ServerBinding, ServerEra, ServerTrust, StdioServer};
 
 use crate::failure::Failure;
 
@@ -17,13 +17,14 @@ pub(crate) struct ServerFlags<'a> {
     pub(crate) cwds: &'a [String],
     pub(crate) headers: &'a [String],
     pub(crate) trusts: &'a [String],
+    pub(crate) eras: &'a [String],
 }
 
 /// Builds the server bindings, in the order the `--server` flags were given.
 ///
 /// # Errors
 /// A usage failure (exit 2) for a malformed flag, a duplicate server name, an unbalanced quote,
-/// an unknown trust level, or an env/cwd/header/trust flag naming a server that no `--server`
+/// an unknown trust level or era, or an env/cwd/header/trust/era flag naming a server that no `--server`
 /// defines or that is of the other kind.
 pub(crate) fn parse_servers(flags: ServerFlags<'_>) -> Result<Vec<ServerBinding>, Failure> {
     let mut bound: Vec<ServerBinding> = Vec::new();
@@ -89,6 +90,24 @@ pub(crate) fn parse_servers(flags: ServerFlags<'_>) -> Result<Vec<ServerBinding>
             Failure::usage(format!("--server-trust {name}: {}", error.message()))
         })?;
         http(&mut bound, name, "--server-trust")?.trust = trust;
+    }
+    for item in flags.eras {
+        let (name, era) = item.split_once('=').ok_or_else(|| {
+            Failure::usage(format!("--server-era expects NAME=ERA, got '{item}'"))
+        })?;
+        let era: ServerEra = era.parse().map_err(|error: m3_types::Error| {
+            Failure::usage(format!("--server-era {name}: {}", error.message()))
+        })?;
+        match find(&mut bound, name, "--server-era")? {
+            ServerBinding::Stdio(server) => server.era = era,
+            ServerBinding::Http(server) => server.era = era,
+            other => {
+                return Err(Failure::usage(format!(
+                    "--server-era: server '{}' cannot be pinned",
+                    other.name()
+                )));
+            }
+        }
     }
     Ok(bound)
 }
@@ -169,6 +188,7 @@ mod tests {
             cwds: &cwds,
             headers: &headers,
             trusts: &trusts,
+            eras: &[],
         })
     }
 
@@ -220,6 +240,32 @@ mod tests {
         assert_eq!(remote.trust, ServerTrust::Untrusted);
         assert_eq!(remote.headers["Authorization"], "Bearer ${TOKEN}");
         assert_eq!(remote.headers["X-A"], "b=c");
+    }
+
+    #[test]
+    fn eras_pin_either_kind_of_server_and_bad_ones_are_usage_errors() {
+        let servers = strings(&["py=python3 server.py", "h=http://127.0.0.1:1/mcp"]);
+        let with_eras = |eras: &[&str]| {
+            let eras = strings(eras);
+            parse_servers(ServerFlags {
+                servers: &servers,
+                envs: &[],
+                cwds: &[],
+                headers: &[],
+                trusts: &[],
+                eras: &eras,
+            })
+        };
+        let bound = with_eras(&["py=2025-11-25", "h=2025-06-18"]).unwrap();
+        assert_eq!(bound[0].era(), ServerEra::V2025_11_25);
+        assert_eq!(bound[1].era(), ServerEra::V2025_06_18);
+        assert_eq!(with_eras(&[]).unwrap()[0].era(), ServerEra::Auto);
+        for bad in ["py", "py=2024-11-05", "other=auto"] {
+            let failure = with_eras(&[bad]).unwrap_err();
+            assert_eq!(failure.exit, 2, "{bad}: {failure}");
+        }
+        let failure = with_eras(&["py=modern"]).unwrap_err();
+        assert!(failure.to_string().contains("2025-11-25"), "{failure}");
     }
 
     #[test]

@@ -83,6 +83,7 @@ impl McpConnection {
     /// tail is in the error's `stderr` detail. The process is reaped before
     /// returning.
     pub async fn connect(server: &StdioServer, options: ConnectOptions) -> Result<Self> {
+        let options = options.for_binding(server.era);
         match options.era {
             Some(era) => Self::connect_once(server, &options, Lifecycle::Fixed(era)).await,
             None => match Self::connect_once(server, &options, Lifecycle::Auto).await {
@@ -171,6 +172,7 @@ impl McpConnection {
     /// the endpoint cannot be reached; `protocol_error` for a malformed answer;
     /// `timeout` when the handshake does not finish within `connect_timeout`.
     pub async fn connect_http(server: &HttpServer, options: ConnectOptions) -> Result<Self> {
+        let options = options.for_binding(server.era);
         let endpoint = http::resolve(server).await?;
         let attempt = |lifecycle| Self::connect_http_once(server, &endpoint, &options, lifecycle);
         match options.era {
@@ -226,7 +228,11 @@ impl McpConnection {
             secrets,
         } = parts;
         let router = Arc::new(LegacyRouter::default());
-        let handler = M3ClientHandler::new(Arc::clone(&router), Arc::clone(&raw));
+        let handler = M3ClientHandler::new(
+            Arc::clone(&router),
+            Arc::clone(&raw),
+            options.handshake_version.clone(),
+        );
         let (mode, timeout) = lifecycle_mode(lifecycle, &options);
         let serving = handler.serve_with_lifecycle(transport, mode);
         let service = match handshake(serving, timeout, &server, faults.clone()).await {

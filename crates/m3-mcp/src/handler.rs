@@ -88,11 +88,21 @@ impl LegacyRouter {
 pub(crate) struct M3ClientHandler {
     router: Arc<LegacyRouter>,
     raw: Arc<RawMessages>,
+    /// The version `initialize` offers (2025-11-25 unless the binding pins 2025-06-18).
+    handshake_version: ProtocolVersion,
 }
 
 impl M3ClientHandler {
-    pub(crate) fn new(router: Arc<LegacyRouter>, raw: Arc<RawMessages>) -> Self {
-        Self { router, raw }
+    pub(crate) fn new(
+        router: Arc<LegacyRouter>,
+        raw: Arc<RawMessages>,
+        handshake_version: ProtocolVersion,
+    ) -> Self {
+        Self {
+            router,
+            raw,
+            handshake_version,
+        }
     }
 }
 
@@ -135,7 +145,7 @@ impl ClientHandler for M3ClientHandler {
             client_capabilities(),
             Implementation::new("m3-rs", env!("CARGO_PKG_VERSION")),
         )
-        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        .with_protocol_version(self.handshake_version.clone())
     }
 
     async fn create_elicitation(

@@ -5,7 +5,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use m3_types::{Clock, Error, RoundLimits, SystemClock, ToolSelection};
+use m3_types::{Clock, Error, RoundLimits, ServerEra, SystemClock, ToolSelection};
+use rmcp::model::ProtocolVersion;
 use serde::{Deserialize, Serialize};
 
 /// Default bound on input rounds per logical operation.
@@ -72,6 +73,8 @@ impl FromStr for ProtocolEra {
 #[must_use]
 pub struct ConnectOptions {
     pub(crate) era: Option<ProtocolEra>,
+    /// The version offered by the `initialize` handshake.
+    pub(crate) handshake_version: ProtocolVersion,
     pub(crate) discover_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) request_timeout: Duration,
@@ -98,6 +101,7 @@ impl ConnectOptions {
     pub fn new() -> Self {
         Self {
             era: None,
+            handshake_version: ProtocolVersion::V_2025_11_25,
             discover_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(60),
@@ -124,6 +128,24 @@ impl ConnectOptions {
     pub fn with_era(mut self, era: Option<ProtocolEra>) -> Self {
         self.era = era;
         self
+    }
+
+    /// These options with a binding's pinned era applied: an era fixed with
+    /// [`ConnectOptions::with_era`] wins; else `2026-07-28` fixes the modern era, a
+    /// handshake version fixes the legacy era offering that version, and `auto`
+    /// negotiates.
+    pub(crate) fn for_binding(&self, pinned: ServerEra) -> Self {
+        let mut options = self.clone();
+        match pinned {
+            ServerEra::V2026_07_28 => options.era = options.era.or(Some(ProtocolEra::Modern)),
+            ServerEra::V2025_06_18 => {
+                options.era = options.era.or(Some(ProtocolEra::Legacy));
+                options.handshake_version = ProtocolVersion::V_2025_06_18;
+            }
+            ServerEra::V2025_11_25 => options.era = options.era.or(Some(ProtocolEra::Legacy)),
+            _ => {}
+        }
+        options
     }
 
     /// Bound on the `server/discover` probe, from spawn, before falling back to a

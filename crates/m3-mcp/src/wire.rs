@@ -11,11 +11,13 @@ use std::sync::Arc;
 
 use m3_types::limits::{LimitExceeded, RoundLimits, check_map_depth};
 use m3_types::{
-    ElicitationRequest, ElicitationResponse, Error, FormElicitationRequest, OperationKind, Result,
-    UrlElicitationRequest,
+    ElicitationRequest, ElicitationResponse, Error, FormElicitationRequest, OperationKind, Reason,
+    Result, ServerEra, UrlElicitationRequest,
 };
 use rmcp::ServiceError;
 use serde_json::{Map, Value, json};
+
+use super::options::ProtocolEra;
 
 /// Where a request came from; stamped on every [`ElicitationRequest`].
 #[derive(Debug, Clone)]
@@ -371,6 +373,44 @@ pub(crate) fn response_json(response: &ElicitationResponse) -> Value {
         out.insert("_meta".to_owned(), Value::Object(meta.clone()));
     }
     Value::Object(out)
+}
+
+/// Whether a JSON-RPC error says the server could not send a server-to-client request
+/// (the MCP Python SDK's `ctx.elicit` in the 2026-07-28 era: -32600 "Cannot send
+/// 'elicitation/create': this transport context has no back-channel ...").
+fn lacks_back_channel(data: &rmcp::model::ErrorData) -> bool {
+    let message = data.message.to_ascii_lowercase();
+    message.contains("back-channel")
+        || message.contains("back channel")
+        || (message.contains("elicitation/create") && message.contains("cannot"))
+}
+
+/// Map an rmcp service error of a 2026-07-28 attempt: as [`service_error`], except that
+/// a server refusing for lack of a back-channel is told apart (reason
+/// `needs_handshake_era`), with the negotiated era and how to pin another.
+pub(crate) fn modern_service_error(error: ServiceError, origin: &Origin) -> Error {
+    let ServiceError::McpError(data) = &error else {
+        return service_error(error, origin);
+    };
+    if !lacks_back_channel(data) {
+        return service_error(error, origin);
+    }
+    let server = &origin.server;
+    Error::protocol(format!(
+        "MCP server '{server}' refused {} '{}': {} (error {}). This connection negotiated \
+         the 2026-07-28 era, where a server asks for input in its result; this server asks \
+         with a server-to-client elicitation/create, which only the handshake eras allow: \
+         pin it with --server-era {server}=2025-11-25 (\"era\": \"2025-11-25\" in the binding)",
+        method(origin.kind),
+        origin.name,
+        data.message,
+        data.code.0,
+    ))
+    .with_reason(Reason::NeedsHandshakeEra)
+    .with_detail("server", server.clone())
+    .with_detail("jsonrpc_code", data.code.0)
+    .with_detail("negotiated_era", ProtocolEra::MODERN_VERSION)
+    .with_detail("suggested_era", ServerEra::V2025_11_25.as_str())
 }
 
 /// Map an rmcp service error; `fault` is the connection fault if one is recorded.

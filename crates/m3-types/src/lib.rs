@@ -106,6 +106,7 @@ pub mod round;
 pub mod round_failure;
 pub mod schema;
 pub mod server;
+pub mod server_era;
 pub mod timestamp;
 pub mod validation;
 
@@ -130,6 +131,7 @@ pub use round::PendingElicitationRound;
 pub use round_failure::{RECOVERY_UNAVAILABLE, RoundFailureCode};
 pub use schema::{value_schema, value_schemas};
 pub use server::{StdioServer, ToolName, ToolSelection};
+pub use server_era::ServerEra;
 pub use validation::validate_responses;
 
 /// A new unique id (ULID text, 26 characters, sortable by creation time).

@@ -117,6 +117,12 @@ reasons! {
     ElicitationDeadline => "elicitation_deadline",
     /// A script named a tool the server did not list, not even after the listing wait.
     ToolNotListed => "tool_not_listed",
+    /// A server era is not `auto`, `2026-07-28`, `2025-11-25` or `2025-06-18`.
+    InvalidServerEra => "invalid_server_era",
+    /// A server reached in the 2026-07-28 era refused a call because it can only ask
+    /// for input over a back-channel (a server-to-client `elicitation/create`); pin the
+    /// binding to a handshake era (`2025-11-25`).
+    NeedsHandshakeEra => "needs_handshake_era",
     // ---- notifications
     /// A webhook URL is not `http` or `https`, or is not a URL at all.
     WebhookUrlScheme => "webhook_url_scheme",

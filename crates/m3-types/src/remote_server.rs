@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::server::StdioServer;
+use crate::server_era::ServerEra;
 
 wire_enum! {
     /// Which addresses an [`HttpServer`] binding may reach (sf-m3's trust levels;
@@ -119,6 +120,10 @@ pub struct HttpServer {
     /// Which addresses the binding may reach (default `untrusted`).
     #[serde(default)]
     pub trust: ServerTrust,
+    /// The protocol era: negotiated (`"auto"`, the default, left out of the JSON) or
+    /// pinned to a version.
+    #[serde(default, skip_serializing_if = "ServerEra::is_auto")]
+    pub era: ServerEra,
 }
 
 /// The `type` tag of an [`HttpServer`]'s JSON.
@@ -146,6 +151,9 @@ struct HttpServerWire {
     /// Which addresses the binding may reach (default `untrusted`).
     #[serde(default)]
     trust: ServerTrust,
+    /// The protocol era (default `auto`: negotiate).
+    #[serde(default, skip_serializing_if = "ServerEra::is_auto")]
+    era: ServerEra,
 }
 
 impl From<HttpServerWire> for HttpServer {
@@ -155,6 +163,7 @@ impl From<HttpServerWire> for HttpServer {
             url: wire.url,
             headers: wire.headers,
             trust: wire.trust,
+            era: wire.era,
         }
     }
 }
@@ -167,6 +176,7 @@ impl From<HttpServer> for HttpServerWire {
             url: server.url,
             headers: server.headers,
             trust: server.trust,
+            era: server.era,
         }
     }
 }
@@ -190,6 +200,7 @@ impl HttpServer {
             url: url.into(),
             headers: BTreeMap::new(),
             trust: ServerTrust::Untrusted,
+            era: ServerEra::Auto,
         }
     }
 
@@ -204,6 +215,13 @@ impl HttpServer {
     #[must_use]
     pub fn with_trust(mut self, trust: ServerTrust) -> Self {
         self.trust = trust;
+        self
+    }
+
+    /// Pins the protocol era (default [`ServerEra::Auto`]: negotiate).
+    #[must_use]
+    pub fn with_era(mut self, era: ServerEra) -> Self {
+        self.era = era;
         self
     }
 
@@ -454,6 +472,14 @@ impl ServerBinding {
         match self {
             Self::Stdio(server) => Some(server),
             Self::Http(_) => None,
+        }
+    }
+
+    /// The binding's protocol era ([`ServerEra::Auto`] unless pinned).
+    pub fn era(&self) -> ServerEra {
+        match self {
+            Self::Stdio(server) => server.era,
+            Self::Http(server) => server.era,
         }
     }
 

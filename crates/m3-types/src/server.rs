@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::server_era::ServerEra;
 
 /// An MCP server started as a child process speaking stdio.
 ///
@@ -34,6 +35,10 @@ pub struct StdioServer {
     /// Working directory.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
+    /// The protocol era: negotiated (`"auto"`, the default, left out of the JSON so the
+    /// binding reads as sf-m3 writes it) or pinned to a version.
+    #[serde(default, skip_serializing_if = "ServerEra::is_auto")]
+    pub era: ServerEra,
 }
 
 impl StdioServer {
@@ -45,7 +50,15 @@ impl StdioServer {
             args: Vec::new(),
             env: BTreeMap::new(),
             cwd: None,
+            era: ServerEra::Auto,
         }
+    }
+
+    /// Pins the protocol era (default [`ServerEra::Auto`]: negotiate).
+    #[must_use]
+    pub fn with_era(mut self, era: ServerEra) -> Self {
+        self.era = era;
+        self
     }
 
     /// Sets the arguments.

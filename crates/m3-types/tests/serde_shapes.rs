@@ -499,6 +499,7 @@ fn wire_enums_round_trip_every_variant() {
     check(&ExecutionStatus::ALL);
     check(&ExecutionOutcome::ALL);
     check(&m3_types::ActorSurface::ALL);
+    check(&m3_types::ServerEra::ALL);
     check(&ErrorCode::ALL);
     check(&m3_types::ElicitationMode::ALL);
     check(&m3_types::ActivityHealth::ALL);

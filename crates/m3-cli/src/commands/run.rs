@@ -45,6 +45,7 @@ pub(crate) fn submission(args: &RunArgs) -> Result<Submission, Failure> {
         cwds: &args.server_cwd,
         headers: &args.server_header,
         trusts: &args.server_trust,
+        eras: &args.server_era,
     })?;
     let source = if let Some(target) = args.call.clone() {
         AgentSource::Call {

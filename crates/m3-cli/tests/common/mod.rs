@@ -240,7 +240,8 @@ pub fn shipping_server(extra: &str) -> String {
     )
 }
 
-fn shell_quote(path: &str) -> String {
+/// `path` quoted for a `--server NAME=COMMAND` flag (split like a shell splits words).
+pub fn shell_quote(path: &str) -> String {
     format!("'{}'", path.replace('\'', r"'\''"))
 }
 

@@ -170,7 +170,7 @@ impl Driver {
             answer = tokio::time::timeout(timeout, response) => match answer {
                 Ok(Ok(Ok(result))) => self.classify(result, request_id),
                 Ok(Ok(Err(error))) => Err(match error {
-                    ServiceError::McpError(_) => wire::service_error(error, &self.origin),
+                    ServiceError::McpError(_) => wire::modern_service_error(error, &self.origin),
                     other => self.closed_error(Some(other)).await,
                 }),
                 Ok(Err(_)) => Err(self.closed_error(None).await),
