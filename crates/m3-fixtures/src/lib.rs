@@ -17,6 +17,7 @@
 //! | tool `quote {weight_kg}` | never | "Quote: P EUR for W kg." + `{weight_kg, price, currency}` |
 //! | prompt `shipping_label` | `shipping_address` (form) | one user message "Print a shipping label for STREET, CITY." |
 //! | resource `shipping://quote/latest` | `confirmation` (form `{confirm: boolean}`) | JSON text of the latest quote, or `{"withheld": true}` |
+//! | resource `shipping://rates` | never | JSON text of the rate table (`ttlMs` one hour, `cacheScope: public`) |
 //!
 //! In the 2026-07-28 era a round is an `InputRequiredResult` with keyed `inputRequests` and an
 //! HMAC-sealed `requestState` bound to the operation (kind, name, canonical arguments) and the
@@ -84,8 +85,9 @@ pub use options::{
     CRASH_EXIT_CODE, Era, Fault, GARBAGE_LINE, OVERSIZED_TEXT_BYTES, ShippingOptions,
 };
 pub use scripts::{
-    CONFIRMATION_KEY, GIFT_MESSAGE_KEY, LABEL_PROMPT, QUOTE_RESOURCE_URI, SHIPPING_ADDRESS_KEY,
-    SHIPPING_ADDRESS_MESSAGE, VERIFICATION_KEY, VERIFICATION_URL_PREFIX, quote_price,
+    CONFIRMATION_KEY, GIFT_MESSAGE_KEY, LABEL_PROMPT, QUOTE_RESOURCE_URI, RATES_RESOURCE_URI,
+    SHIPPING_ADDRESS_KEY, SHIPPING_ADDRESS_MESSAGE, VERIFICATION_KEY, VERIFICATION_URL_PREFIX,
+    quote_price,
 };
 pub use serve::{SERVER_NAMES, ServeOutcome, serve_named_stdio, serve_shipping, serve_stdio};
 pub use serve_http::{HTTP_PATH, HttpFixture, serve_named_http, serve_shipping_http};

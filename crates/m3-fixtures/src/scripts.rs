@@ -28,6 +28,9 @@ pub const GIFT_MESSAGE_KEY: &str = "gift_message";
 pub const CONFIRMATION_KEY: &str = "confirmation";
 /// URI of the resource that asks for a confirmation.
 pub const QUOTE_RESOURCE_URI: &str = "shipping://quote/latest";
+/// URI of the rate table: a resource that asks nothing and may be cached for an hour
+/// by anyone (`ttlMs`, `cacheScope: public`).
+pub const RATES_RESOURCE_URI: &str = "shipping://rates";
 /// Name of the prompt that asks for the address.
 pub const LABEL_PROMPT: &str = "shipping_label";
 
@@ -260,6 +263,11 @@ pub(crate) fn shipping_label(
 /// The price of a shipment of `weight_kg` in EUR: 4.00 plus 1.50 per kg, rounded to cents.
 pub fn quote_price(weight_kg: f64) -> f64 {
     ((4.0 + 1.5 * weight_kg) * 100.0).round() / 100.0
+}
+
+/// The rate table `shipping://rates` serves: the formula [`quote_price`] applies.
+pub(crate) fn rates_json() -> Value {
+    json!({"base": 4.0, "per_kg": 1.5, "currency": "EUR"})
 }
 
 pub(crate) fn quote_json(weight_kg: f64) -> Value {

@@ -12,7 +12,7 @@ use std::{
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestMethod, CallToolRequestParams, CallToolResponse, CallToolResult,
+        CacheScope, CallToolRequestMethod, CallToolRequestParams, CallToolResponse, CallToolResult,
         ContentBlock, DiscoverRequestMethod, DiscoverResult, GetPromptRequestParams,
         GetPromptResponse, Implementation, InputResponses, ListPromptsResult, ListResourcesResult,
         ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
@@ -30,9 +30,9 @@ use crate::{
     flow::{Answer, Outcome, RetryInput, Round, RoundAnswers, Step, answer, drive},
     options::{Era, Fault, GARBAGE_LINE, OVERSIZED_TEXT_BYTES, ShippingOptions},
     scripts::{
-        CONFIRMATION_KEY, LABEL_PROMPT, QUOTE_RESOURCE_URI, address_round, book_gift_shipment,
-        book_shipment, book_verified_shipment, booked, confirmation_params, quote_json,
-        quote_price, shipping_label, tools, weight,
+        CONFIRMATION_KEY, LABEL_PROMPT, QUOTE_RESOURCE_URI, RATES_RESOURCE_URI, address_round,
+        book_gift_shipment, book_shipment, book_verified_shipment, booked, confirmation_params,
+        quote_json, quote_price, rates_json, shipping_label, tools, weight,
     },
     state::{OperationKey, StateSealer},
 };
@@ -356,7 +356,11 @@ impl ServerHandler for ShippingHandler {
             "The latest quote; asks for a confirmation first (form, key confirmation).".to_owned(),
         );
         resource.mime_type = Some("application/json".to_owned());
-        Ok(ListResourcesResult::with_all_items(vec![resource]))
+        let mut rates = Resource::new(RATES_RESOURCE_URI, "rates");
+        rates.description =
+            Some("The rate table (asks nothing; cacheable for an hour).".to_owned());
+        rates.mime_type = Some("application/json".to_owned());
+        Ok(ListResourcesResult::with_all_items(vec![rates, resource]))
     }
 
     async fn read_resource(
@@ -364,10 +368,20 @@ impl ServerHandler for ShippingHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri == RATES_RESOURCE_URI {
+            let text = rates_json().to_string();
+            return Ok(ReadResourceResult::new(vec![ResourceContents::text(
+                text,
+                RATES_RESOURCE_URI,
+            )])
+            .with_ttl_ms(3_600_000)
+            .with_cache_scope(CacheScope::Public)
+            .into());
+        }
         if request.uri != QUOTE_RESOURCE_URI {
             return Err(ErrorData::resource_not_found(
                 format!("unknown resource '{}'", request.uri),
-                None,
+                Some(json!({"uri": request.uri})),
             ));
         }
         let weight_kg = self
@@ -398,9 +412,12 @@ impl ServerHandler for ShippingHandler {
             } else {
                 json!({"withheld": true}).to_string()
             };
-            Ok(Step::Done(ReadResourceResult::new(vec![
-                ResourceContents::text(text, QUOTE_RESOURCE_URI),
-            ])))
+            // The quote changes with every booking: fresh for no time, for this client only.
+            Ok(Step::Done(
+                ReadResourceResult::new(vec![ResourceContents::text(text, QUOTE_RESOURCE_URI)])
+                    .with_ttl_ms(0)
+                    .with_cache_scope(CacheScope::Private),
+            ))
         };
         Ok(match self.run(&context, operation, input, script).await? {
             Outcome::Done(result) => result.into(),

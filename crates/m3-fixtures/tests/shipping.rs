@@ -916,6 +916,16 @@ async fn the_server_lists_its_tools_prompt_and_resource() {
     let prompts = peer.list_all_prompts().await.unwrap();
     assert_eq!(prompts[0].name, "shipping_label");
     let resources = peer.list_all_resources().await.unwrap();
-    assert_eq!(resources[0].uri, "shipping://quote/latest");
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, ["shipping://rates", "shipping://quote/latest"]);
+    // The rate table asks nothing and says how long it may be cached, by whom.
+    let rates = peer
+        .read_resource(ReadResourceRequestParams::new("shipping://rates"))
+        .await
+        .unwrap();
+    let rates = serde_json::to_value(&rates).unwrap();
+    assert_eq!(rates["ttlMs"], 3_600_000, "{rates}");
+    assert_eq!(rates["cacheScope"], "public", "{rates}");
+    assert!(rates.to_string().contains("per_kg"), "{rates}");
     connection.close().await;
 }
