@@ -6,130 +6,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
+mod page_support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use m3_kit::{AsyncExecutionHandle, AsyncMcpTestKit, ExecutionTrace, SubmitOptions};
-use m3_store::{CreateRound, NewExecution};
-use m3_tests::browser_support::{Browser, screenshot_dir};
-use m3_tests::runtime_support::{WAIT, call, completes, pending, shipping};
+use m3_kit::ExecutionTrace;
+use m3_tests::browser_support::screenshot_dir;
+use m3_tests::runtime_support::{WAIT, completes, pending};
 use m3_types::{
-    ElicitationRequest, FormElicitationRequest, HumanInput, ManagedInputStatus, OperationKind,
-    PendingElicitationRound, UrlElicitationRequest,
+    ElicitationRequest, FormElicitationRequest, ManagedInputStatus, UrlElicitationRequest,
 };
-use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-
-const SERVER: &str = env!("CARGO_BIN_EXE_m3-test-shipping-server");
-const TOKEN: &str = "browser-test-token";
-
-struct Page {
-    kit: AsyncMcpTestKit,
-    base: String,
-    browser: Browser,
-    shutdown: CancellationToken,
-    started: Instant,
-    _dir: tempfile::TempDir,
-}
-
-impl Page {
-    fn step(&self, what: &str) {
-        eprintln!(
-            "[browser {:>6.2} s] {what}",
-            self.started.elapsed().as_secs_f64()
-        );
-    }
-
-    async fn submit(&self, tool: &str) -> AsyncExecutionHandle {
-        let agent = self.kit.agents([call(tool)]).unwrap().remove(0);
-        let options = SubmitOptions::new()
-            .server(shipping(SERVER, "modern"))
-            .tools([format!("shipping:{tool}")])
-            .human_input(HumanInput::Managed);
-        agent.submit("Book the shipment.", options).await.unwrap()
-    }
-
-    fn form(round_id: &str) -> String {
-        format!("form[data-round-id=\"{round_id}\"]")
-    }
-
-    /// Waits for round `round_id` to appear in the open inbox (no reload).
-    async fn wait_for_form(&self, round_id: &str) {
-        let css = Self::form(round_id);
-        self.browser
-            .wait_until(
-                &format!("round {round_id} in the inbox"),
-                &format!("return document.querySelector('{css}') !== null;"),
-            )
-            .await;
-        assert_eq!(
-            self.browser.eval("return window.__m3_loaded_once;").await,
-            json!(true),
-            "the page was not reloaded"
-        );
-    }
-
-    async fn wait_for_status(&self, round_id: &str) {
-        let script = format!(
-            "var e = document.querySelector('[data-round-id=\"{round_id}\"]'); \
-             return e !== null && e.getAttribute('data-round-status') !== 'pending';"
-        );
-        self.browser
-            .wait_until("the answered status", &script)
-            .await;
-    }
-}
-
-async fn open() -> Page {
-    let started = Instant::now();
-    let dir = tempfile::tempdir().unwrap();
-    let kit = AsyncMcpTestKit::builder()
-        .database(dir.path().join("m3.sqlite"))
-        .build()
-        .await
-        .unwrap();
-    let shutdown = CancellationToken::new();
-    let router = m3_server::ServerBuilder::new(kit.clone())
-        .token(TOKEN)
-        .poll_interval(Duration::from_millis(50))
-        .shutdown(shutdown.clone())
-        .build();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(m3_server::serve(
-        listener,
-        router,
-        shutdown.clone().cancelled_owned(),
-    ));
-    let browser = Browser::start(1000, 1100).await;
-    let page = Page {
-        kit,
-        base,
-        browser,
-        shutdown,
-        started,
-        _dir: dir,
-    };
-    page.step("browser started");
-    page.browser
-        .client
-        .goto(&format!("{}/?token={TOKEN}", page.base))
-        .await
-        .unwrap();
-    let url = page.browser.client.current_url().await.unwrap();
-    assert_eq!(
-        url.as_str(),
-        format!("{}/", page.base),
-        "the token leaves the address"
-    );
-    page.browser
-        .eval("window.__m3_loaded_once = true; return null;")
-        .await;
-    page.step("inbox open");
-    page
-}
+use page_support::{Page, object, open, store_round};
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_answers_rounds_in_the_browser() {
@@ -421,52 +311,6 @@ async fn markup_runs_nothing(page: &Page) {
         "the URL was never requested"
     );
     page.step("markup round shown as text, nothing ran, URL never reached");
-}
-
-fn object(value: Value) -> serde_json::Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => serde_json::Map::new(),
-    }
-}
-
-async fn store_round(
-    kit: &AsyncMcpTestKit,
-    (server, operation): (&str, &str),
-    requests: Vec<ElicitationRequest>,
-) -> PendingElicitationRound {
-    let store = kit.store();
-    let execution = store
-        .create_execution(
-            NewExecution::new(json!({"browser": true})).with_human_input(HumanInput::Managed),
-        )
-        .await
-        .unwrap();
-    let round = PendingElicitationRound {
-        round_id: m3_types::new_id(),
-        execution_id: execution.execution_id,
-        logical_operation_id: "op".into(),
-        server: server.into(),
-        operation_kind: OperationKind::Tool,
-        operation_name: operation.into(),
-        request_state: None,
-        requests: requests
-            .into_iter()
-            .map(|r| (r.request_key().to_owned(), r))
-            .collect::<BTreeMap<_, _>>(),
-        created_at: time::OffsetDateTime::now_utc(),
-        deadline: None,
-    };
-    let managed = store.managed_input_store().await.unwrap();
-    managed
-        .create_round(CreateRound::new(
-            round.clone(),
-            "browser-test",
-            Duration::from_secs(600),
-        ))
-        .await
-        .unwrap();
-    round
 }
 
 /// The "Answered" view beside the inbox: the rounds answered above, newest first, each

@@ -180,15 +180,23 @@ impl fmt::Display for Failure {
     }
 }
 
-/// One validator error (`{"path": "/street", "message": "..."}`) as `at /street: message`;
-/// an error at the root of the content is its message alone.
+/// One validator error (`{"path": "/street", "message": "must be text"}`) as a sentence
+/// about its field, `street must be text` (a nested field is `login.api_key`); an error
+/// about the whole content is its message alone.
 fn describe_field_error(error: &Value) -> String {
     let message = error
         .get("message")
         .and_then(Value::as_str)
         .map_or_else(|| error.to_string(), str::to_owned);
     match error.get("path").and_then(Value::as_str) {
-        Some(path) if !path.is_empty() => format!("at {path}: {message}"),
+        Some(path) if !path.is_empty() => {
+            let field: Vec<String> = path
+                .trim_start_matches('/')
+                .split('/')
+                .map(|segment| segment.replace("~1", "/").replace("~0", "~"))
+                .collect();
+            format!("{} {message}", field.join("."))
+        }
         _ => message,
     }
 }
@@ -279,8 +287,9 @@ mod tests {
                 .with_detail(
                     "errors",
                     json!([
-                        {"path": "", "message": "\"city\" is a required property"},
-                        {"path": "/street", "message": "5 is not of type \"string\""}
+                        {"path": "/city", "keyword": "required", "message": "is required"},
+                        {"path": "/street", "keyword": "type", "message": "must be text"},
+                        {"path": "", "keyword": "additionalProperties", "message": "has fields the form does not ask for: zip"}
                     ]),
                 )
                 .with_detail("request_key", "shipping_address"),
@@ -288,8 +297,8 @@ mod tests {
         assert_eq!(
             schema_error.human_line(),
             "error[managed_input_invalid]: response content does not match the request schema \
-             (request 'shipping_address'): \"city\" is a required property; \
-             at /street: 5 is not of type \"string\""
+             (request 'shipping_address'): city is required; street must be text; \
+             has fields the form does not ask for: zip"
         );
         let missing = Failure::from(
             Error::managed_input_validation("responses must match exactly")

@@ -77,7 +77,7 @@ fn answered_from_another_process(store: &Store) {
     assert_eq!(
         missing_city.stderr.trim_end(),
         "error[managed_input_invalid]: response content does not match the request schema \
-         (request 'shipping_address'): \"city\" is a required property",
+         (request 'shipping_address'): city is required",
     );
     // A wrong key set: exit 3 too, with the one-line human error.
     let wrong_keys = store

@@ -4,6 +4,19 @@
 (function () {
   "use strict";
   var body = document.body;
+  document.documentElement.classList.add("js");
+
+  // A secret field's "Show" button: the typed text becomes visible until pressed again.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("button.reveal") : null;
+    if (!button) { return; }
+    var input = document.getElementById(button.getAttribute("data-reveal"));
+    if (!input) { return; }
+    var shown = input.type === "password";
+    input.type = shown ? "text" : "password";
+    button.setAttribute("aria-pressed", shown ? "true" : "false");
+    button.textContent = shown ? "Hide" : "Show";
+  });
   var base = body.getAttribute("data-base") || "";
   var inbox = document.getElementById("inbox");
 

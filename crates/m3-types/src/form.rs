@@ -5,6 +5,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::redact::{is_secret_schema, is_sensitive_key};
+
 /// One option of an enum field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -76,12 +78,101 @@ pub struct Field {
     pub default: Option<Value>,
     /// The kind of answer.
     pub kind: FieldKind,
+    /// Whether the answer is a secret (a secret-like name such as `api_key` or `password`,
+    /// or a schema that marks it): forms hide what is typed.
+    pub secret: bool,
 }
 
 impl Field {
     /// The label shown at the prompt: the title, else the name.
     pub fn label(&self) -> &str {
         self.title.as_deref().unwrap_or(&self.name)
+    }
+
+    /// The field's constraints in plain words, to show before anything is submitted
+    /// (`a whole number from 1 to 9`, `at most 2 choices`, `an email address`), or `None`
+    /// when the kind says it all.
+    pub fn rules(&self) -> Option<String> {
+        match &self.kind {
+            FieldKind::Text {
+                format,
+                min_length,
+                max_length,
+            } => {
+                let format = format.as_deref().and_then(format_words);
+                let length = range_words(*min_length, *max_length, "character");
+                match (format, length) {
+                    (Some(f), Some(l)) => Some(format!("{f}, {l}")),
+                    (f, l) => f.map(str::to_owned).or(l),
+                }
+            }
+            FieldKind::Number {
+                integer,
+                minimum,
+                maximum,
+            } => {
+                let what = if *integer {
+                    "a whole number"
+                } else {
+                    "a number"
+                };
+                Some(match (minimum, maximum) {
+                    (Some(lo), Some(hi)) => format!("{what} from {} to {}", plain(*lo), plain(*hi)),
+                    (Some(lo), None) => format!("{what}, at least {}", plain(*lo)),
+                    (None, Some(hi)) => format!("{what}, at most {}", plain(*hi)),
+                    (None, None) => what.to_owned(),
+                })
+            }
+            FieldKind::MultiSelect {
+                min_items,
+                max_items,
+                ..
+            } => match (min_items, max_items) {
+                (None | Some(0), None) => None,
+                (lo, hi) => Some(format!(
+                    "choose {}",
+                    range_words(*lo, *hi, "option").unwrap_or_default()
+                )),
+            },
+            FieldKind::Boolean | FieldKind::Select { .. } | FieldKind::Json => None,
+        }
+    }
+}
+
+fn format_words(format: &str) -> Option<&'static str> {
+    match format {
+        "email" => Some("an email address"),
+        "uri" => Some("a full URL (https://...)"),
+        "date" => Some("a date"),
+        "date-time" => Some("a date and time, in UTC"),
+        _ => None,
+    }
+}
+
+/// `3 to 40 characters`, `at least 3 characters`, `at most 1 option`.
+fn range_words(min: Option<u64>, max: Option<u64>, noun: &str) -> Option<String> {
+    let nouns = |n: u64| {
+        if n == 1 {
+            noun.to_owned()
+        } else {
+            format!("{noun}s")
+        }
+    };
+    match (min.filter(|m| *m > 0), max) {
+        (Some(lo), Some(hi)) if lo == hi => Some(format!("exactly {lo} {}", nouns(hi))),
+        (Some(lo), Some(hi)) => Some(format!("{lo} to {hi} {}", nouns(hi))),
+        (Some(lo), None) => Some(format!("at least {lo} {}", nouns(lo))),
+        (None, Some(hi)) => Some(format!("at most {hi} {}", nouns(hi))),
+        (None, None) => None,
+    }
+}
+
+/// A bound as a person writes it: `2`, not `2.0`.
+fn plain(bound: f64) -> String {
+    if bound.fract() == 0.0 && bound.abs() < 1e15 {
+        format!("{bound:.0}")
+    } else {
+        bound.to_string()
     }
 }
 
@@ -98,6 +189,7 @@ pub fn fields(schema: &Map<String, Value>) -> Vec<Field> {
     properties
         .iter()
         .map(|(name, property)| {
+            let secret = is_sensitive_key(name) || is_secret_schema(property);
             let empty = Map::new();
             let property = property.as_object().unwrap_or(&empty);
             Field {
@@ -107,6 +199,7 @@ pub fn fields(schema: &Map<String, Value>) -> Vec<Field> {
                 required: required.contains(&name.as_str()),
                 default: property.get("default").cloned(),
                 kind: classify(property),
+                secret,
             }
         })
         .collect()
@@ -286,5 +379,41 @@ mod tests {
     #[test]
     fn a_schema_without_properties_has_no_fields() {
         assert!(fields(json!({"type": "object"}).as_object().unwrap()).is_empty());
+    }
+
+    #[test]
+    fn rules_say_the_bounds_in_plain_words_and_secrets_are_known() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "count": {"type": "integer", "minimum": 1, "maximum": 9},
+                "weight": {"type": "number", "minimum": 0.5, "maximum": 30},
+                "toppings": {"type": "array", "maxItems": 2, "items": {"enum": ["cheese", "ham", "olives"]}},
+                "email": {"type": "string", "format": "email"},
+                "when": {"type": "string", "format": "date-time"},
+                "nick": {"type": "string", "minLength": 3, "maxLength": 40},
+                "api_key": {"type": "string"},
+                "pin_code": {"type": "string", "writeOnly": true},
+                "ok": {"type": "boolean"},
+            }
+        });
+        let fields = fields(schema.as_object().unwrap());
+        let rules = |name: &str| fields.iter().find(|f| f.name == name).unwrap().rules();
+        assert_eq!(
+            rules("count").as_deref(),
+            Some("a whole number from 1 to 9")
+        );
+        assert_eq!(rules("weight").as_deref(), Some("a number from 0.5 to 30"));
+        assert_eq!(
+            rules("toppings").as_deref(),
+            Some("choose at most 2 options")
+        );
+        assert_eq!(rules("email").as_deref(), Some("an email address"));
+        assert_eq!(rules("when").as_deref(), Some("a date and time, in UTC"));
+        assert_eq!(rules("nick").as_deref(), Some("3 to 40 characters"));
+        assert_eq!(rules("ok"), None);
+        let secret = |name: &str| fields.iter().find(|f| f.name == name).unwrap().secret;
+        assert!(secret("api_key") && secret("pin_code"));
+        assert!(!secret("nick") && !secret("email"));
     }
 }

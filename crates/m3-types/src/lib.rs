@@ -87,6 +87,8 @@
 #[macro_use]
 mod wire_enum;
 
+mod plain_errors;
+
 pub mod actor;
 pub mod canonical;
 pub mod change;

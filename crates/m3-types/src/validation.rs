@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use crate::elicitation::{ElicitationAction, ElicitationRequest, ResponseMap};
 use crate::error::{Error, Result};
 use crate::limits::{check_answer_bytes, check_map_depth};
-use crate::redact::{is_sensitive_key, redact_content};
+use crate::plain_errors::{PlainError, plain_error};
 use crate::round::PendingElicitationRound;
 
 /// Deepest schema or content nesting accepted (deeper input is a validation error): the
@@ -121,7 +121,9 @@ fn check_bounds(responses: &ResponseMap) -> Result<()> {
 ///
 /// # Errors
 /// `managed_input_invalid` ("response content does not match the request schema"), with the
-/// first violations in the details (`errors`: instance path and message).
+/// first ten violations in the details: `errors`, each `{path, keyword, message}`, where
+/// `path` is the field concerned (for a missing required field, that field), `keyword` the
+/// JSON Schema keyword and `message` a plain sentence that never quotes the value.
 pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) -> Result<()> {
     let mismatch = |reason: &str| {
         Error::managed_input_validation(SCHEMA_MISMATCH).with_detail("reason", reason.to_owned())
@@ -136,20 +138,20 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
     }
     let validator =
         compiled(schema).map_err(|e| mismatch(&format!("invalid request schema: {e}")))?;
-    let projected = redact_content(schema, content);
     let content = Value::Object(content.clone());
+    // Plain words from the keyword and the schema's limits, never the submitted value.
     let errors: Vec<Value> = validator
         .iter_errors(&content)
         .take(10)
         .map(|e| {
-            let path = e.instance_path().to_string();
-            let message = if holds_secret(&content, &projected, &path) {
-                e.masked().to_string()
-            } else {
-                e.to_string()
-            };
+            let PlainError {
+                path,
+                keyword,
+                message,
+            } = plain_error(&e);
             let mut item = Map::new();
             item.insert("path".into(), Value::String(path));
+            item.insert("keyword".into(), Value::String(keyword));
             item.insert("message".into(), Value::String(message));
             Value::Object(item)
         })
@@ -159,16 +161,6 @@ pub fn check_content(schema: &Map<String, Value>, content: &Map<String, Value>) 
     } else {
         Err(Error::managed_input_validation(SCHEMA_MISMATCH).with_detail("errors", errors))
     }
-}
-
-/// Whether the instance at `path` (a JSON pointer into `content`) is, or contains, a secret
-/// (a secret-named field, or one the schema marks secret): its error message must not echo
-/// the value. `projected` is the diagnostic projection of `content` under its schema.
-fn holds_secret(content: &Value, projected: &Value, path: &str) -> bool {
-    let under_secret_name = path
-        .split('/')
-        .any(|segment| is_sensitive_key(&segment.replace("~1", "/").replace("~0", "~")));
-    under_secret_name || content.pointer(path) != projected.pointer(path)
 }
 
 /// Most compiled schemas kept (past it the cache starts over).

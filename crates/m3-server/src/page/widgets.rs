@@ -48,28 +48,45 @@ impl FieldContext<'_> {
     }
 }
 
-/// The whole field: label, hint, input, error.
+/// The whole field: label, input, description, rules in plain words, error; the input is
+/// described by all three (`aria-describedby`).
 pub(super) fn field(ctx: &FieldContext<'_>, field: &Field) -> Markup {
     let id = ctx.id(field, "");
     let name = ctx.name(field);
-    let hint_id = format!("{id}-hint");
+    let (hint_id, rules_id, error_id) = (
+        format!("{id}-hint"),
+        format!("{id}-rules"),
+        format!("{id}-error"),
+    );
     let hint = field.description.as_deref();
+    let rules = field.rules();
+    let described: Vec<&str> = [
+        hint.map(|_| hint_id.as_str()),
+        rules.as_ref().map(|_| rules_id.as_str()),
+        ctx.error.map(|_| error_id.as_str()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let described = (!described.is_empty()).then(|| described.join(" "));
+    let described = described.as_deref();
     html! {
         div class="field" {
             @if let FieldKind::MultiSelect { choices, .. } = &field.kind {
-                fieldset class="choices" aria-describedby=[hint.map(|_| &hint_id)] {
+                fieldset class="choices" aria-describedby=[described] {
                     legend { (field.label()) @if field.required { (required_mark()) } }
                     (multi_select(ctx, field, choices))
                 }
             } @else if field.kind == FieldKind::Boolean {
-                (checkbox(ctx, field, &id, &name, hint.map(|_| hint_id.as_str())))
+                (checkbox(ctx, field, &id, &name, described))
             } @else {
                 label for=(id) { (field.label()) @if field.required { (required_mark()) } }
-                (input(ctx, field, &id, &name, hint.map(|_| hint_id.as_str())))
+                (input(ctx, field, &id, &name, described))
             }
             @if let Some(hint) = hint { p class="hint" id=(hint_id) { (hint) } }
+            @if let Some(rules) = rules { p class="hint rules" id=(rules_id) { (rules) } }
             @if let Some(error) = ctx.error {
-                p class="error" data-error-for=(name) { (error) }
+                p class="error" id=(error_id) data-error-for=(name) { (error) }
             }
         }
     }
@@ -95,11 +112,20 @@ fn input(
             min_length,
             max_length,
         } => {
+            // What was typed into a secret is never sent back in the page.
+            let value = if field.secret { None } else { value };
             let (kind, value) = text_input(format.as_deref(), value);
+            // A secret is typed hidden; the script adds a button that shows it.
+            let kind = if field.secret { "password" } else { kind };
             html! {
                 input id=(id) name=(name) type=(kind) value=[value] required[field.required]
                     minlength=[min_length] maxlength=[max_length] step=[(kind == "datetime-local").then_some("1")]
+                    autocomplete=[field.secret.then_some("off")] data-secret[field.secret]
                     aria-describedby=[hint] aria-invalid=[invalid];
+                @if field.secret {
+                    button type="button" class="reveal" data-reveal=(id) aria-controls=(id)
+                        aria-pressed="false" { "Show" }
+                }
             }
         }
         FieldKind::Number {
