@@ -30,9 +30,10 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.m3-reqs" 2>/dev/null)" != "$p
 fi
 export M3_TEST_PYTHON="$venv/bin/python"
 
-# npm peers in a local folder.
+# npm peers in a local folder: the reference MCP server, and axe-core, which the
+# browser tests inject into the answer page to check it for WCAG A/AA violations.
 npm_dir="$tools/npm"
-npm_reqs="@modelcontextprotocol/server-everything@2026.8.31"
+npm_reqs="@modelcontextprotocol/server-everything@2026.8.31 axe-core@4.14.1"
 if [ ! -d "$npm_dir/node_modules/@modelcontextprotocol/server-everything" ] || [ "$(cat "$npm_dir/.m3-reqs" 2>/dev/null)" != "$npm_reqs" ]; then
   step "installing npm peers into $npm_dir"
   mkdir -p "$npm_dir"

@@ -109,6 +109,32 @@ impl Browser {
             .unwrap_or_else(|error| panic!("script failed: {error}\n{script}"))
     }
 
+    /// Runs axe-core (the npm package `scripts/test.sh` installs) on the page and returns
+    /// its WCAG 2.0/2.1 A and AA violations, each as axe reports it (`id`, `help`, `nodes`).
+    pub async fn axe_violations(&self) -> Vec<Value> {
+        let path = PathBuf::from(crate::runtime_support::npm_dir())
+            .join("node_modules/axe-core/axe.min.js");
+        let source = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+            panic!(
+                "axe-core is missing at {} ({error}): run scripts/test.sh",
+                path.display()
+            )
+        });
+        // axe.min.js defines `window.axe` when run as a script body.
+        self.eval(&format!("{source}\n;return typeof window.axe;"))
+            .await;
+        let script = "var done = arguments[arguments.length - 1];             window.axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})               .then(function (r) { done(r.violations); }, function (e) { done(String(e)); });";
+        let result = self
+            .client
+            .execute_async(script, vec![])
+            .await
+            .unwrap_or_else(|error| panic!("axe failed: {error}"));
+        match result {
+            Value::Array(violations) => violations,
+            other => panic!("axe did not run: {other}"),
+        }
+    }
+
     /// Waits until `script` returns `true` (polling the page).
     pub async fn wait_until(&self, what: &str, script: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);

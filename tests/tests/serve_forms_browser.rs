@@ -8,7 +8,7 @@
 mod page_support;
 
 use m3_types::{ElicitationRequest, FormElicitationRequest};
-use page_support::{Page, object, open, store_round};
+use page_support::{Page, object, open, open_with, store_round};
 use serde_json::{Value, json};
 
 const SECRET: &str = "sk-live-do-not-echo";
@@ -29,9 +29,29 @@ async fn text_of(page: &Page, css: &str) -> Value {
         .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hints_secrets_and_plain_errors() {
-    let page = open().await;
+/// axe-core's WCAG A/AA violations on the page, none expected.
+async fn assert_accessible(page: &Page, what: &str) {
+    let violations = page.browser.axe_violations().await;
+    let summary: Vec<String> = violations
+        .iter()
+        .map(|v| {
+            let nodes: Vec<String> = v["nodes"]
+                .as_array()
+                .map(|nodes| {
+                    nodes
+                        .iter()
+                        .map(|n| format!("{} {}", n["target"], n["failureSummary"]))
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("{}: {}: {nodes:#?}", v["id"], v["help"])
+        })
+        .collect();
+    assert!(violations.is_empty(), "axe-core on {what}: {summary:#?}");
+    page.step(&format!("axe-core: no violations on {what}"));
+}
+
+async fn every_kind_of_field(page: &Page) -> m3_types::PendingElicitationRound {
     let schema = object(
         json!({"type": "object", "required": ["api_key", "count"], "properties": {
             "api_key": {"type": "string", "title": "API key"},
@@ -53,6 +73,14 @@ async fn hints_secrets_and_plain_errors() {
     )
     .await;
     page.wait_for_form(&round.round_id).await;
+    round
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hints_secrets_and_plain_errors() {
+    let page = open().await;
+    let round = every_kind_of_field(&page).await;
+    assert_accessible(&page, "the inbox with a form of every kind (light)").await;
     let form = Page::form(&round.round_id);
     let input = |name: &str| format!("{form} [name=\"probe.{name}\"]");
 
@@ -145,6 +173,22 @@ async fn hints_secrets_and_plain_errors() {
         !html.as_str().unwrap().contains(SECRET),
         "the secret came back in the page"
     );
+    assert_accessible(&page, "a form with an error (light)").await;
     page.step("hints, secret input and plain errors checked");
+    page.shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_is_accessible_in_dark_mode() {
+    let page = open_with(&["--blink-settings=preferredColorScheme=0"]).await;
+    assert_eq!(
+        page.browser
+            .eval("return window.matchMedia('(prefers-color-scheme: dark)').matches;")
+            .await,
+        json!(true),
+        "the browser runs in dark mode"
+    );
+    every_kind_of_field(&page).await;
+    assert_accessible(&page, "the inbox with a form of every kind (dark)").await;
     page.shutdown.cancel();
 }

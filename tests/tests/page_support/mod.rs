@@ -81,6 +81,11 @@ impl Page {
 }
 
 pub async fn open() -> Page {
+    open_with(&[]).await
+}
+
+/// [`open`] with extra Chromium arguments (for example a dark colour scheme).
+pub async fn open_with(extra_args: &[&str]) -> Page {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let kit = AsyncMcpTestKit::builder()
@@ -101,7 +106,7 @@ pub async fn open() -> Page {
         router,
         shutdown.clone().cancelled_owned(),
     ));
-    let browser = Browser::start(1000, 1100).await;
+    let browser = Browser::start_with(1000, 1100, extra_args).await;
     let page = Page {
         kit,
         base,
