@@ -149,6 +149,33 @@ impl Browser {
         }
     }
 
+    /// Sends `keys` to the focused element, as a person at the keyboard would.
+    pub async fn type_keys(&self, keys: &str) {
+        self.client
+            .active_element()
+            .await
+            .unwrap_or_else(|error| panic!("no focused element: {error}"))
+            .send_keys(keys)
+            .await
+            .unwrap_or_else(|error| panic!("cannot type {keys:?}: {error}"));
+    }
+
+    /// Presses Tab until `css` has the focus (at most `limit` times); panics otherwise.
+    pub async fn tab_to(&self, css: &str, limit: usize) {
+        let focused = format!("return document.activeElement === document.querySelector('{css}');");
+        for _ in 0..limit {
+            if self.eval(&focused).await == Value::Bool(true) {
+                return;
+            }
+            self.type_keys(&char::from(fantoccini::key::Key::Tab).to_string())
+                .await;
+        }
+        let focused = self
+            .eval("var e = document.activeElement; return e ? e.outerHTML.slice(0, 200) : null;")
+            .await;
+        panic!("{css} never got the focus in {limit} presses of Tab (focused: {focused})");
+    }
+
     /// Types `text` into the field named `name` inside `scope` (replacing its value).
     pub async fn fill(&self, scope: &str, name: &str, text: &str) {
         let field = self

@@ -192,3 +192,67 @@ async fn the_inbox_is_accessible_in_dark_mode() {
     assert_accessible(&page, "the inbox with a form of every kind (dark)").await;
     page.shutdown.cancel();
 }
+
+/// Keyboard only: Tab to each field, type, Tab to Submit, press Enter; the round is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_is_answered_with_the_keyboard_alone() {
+    let page = open().await;
+    // Fields in alphabetical order, so the tab order is the same whether or not the
+    // server's property order is kept.
+    let schema = object(
+        json!({"type": "object", "required": ["city", "street"], "properties": {
+            "city": {"type": "string", "title": "City"},
+            "street": {"type": "string", "title": "Street"}
+        }}),
+    );
+    let round = store_round(
+        &page.kit,
+        ("shipping", "book_shipment"),
+        vec![ElicitationRequest::Form(FormElicitationRequest::new(
+            "address",
+            "Enter the delivery address.",
+            schema,
+        ))],
+    )
+    .await;
+    page.wait_for_form(&round.round_id).await;
+    let form = Page::form(&round.round_id);
+    page.browser
+        .eval("document.activeElement.blur(); return null;")
+        .await;
+    page.browser
+        .tab_to(&format!("{form} [name=\"address.city\"]"), 40)
+        .await;
+    page.browser.type_keys("Pune").await;
+    page.browser
+        .tab_to(&format!("{form} [name=\"address.street\"]"), 5)
+        .await;
+    page.browser.type_keys("1 Main Street").await;
+    page.browser
+        .tab_to(&format!("{form} button[type=submit]"), 10)
+        .await;
+    page.browser
+        .type_keys(&char::from(fantoccini::key::Key::Enter).to_string())
+        .await;
+    page.wait_for_status(&round.round_id).await;
+    let stored = page
+        .kit
+        .attach(&round.execution_id)
+        .await
+        .unwrap()
+        .round(&round.round_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.diagnostics.redacted_responses.unwrap()["address"]["content"],
+        json!({"street": "1 Main Street", "city": "Pune"})
+    );
+    page.step("answered with the keyboard alone");
+    page.browser
+        .client
+        .goto(&format!("{}/answered", page.base))
+        .await
+        .unwrap();
+    assert_accessible(&page, "the answered rounds (light)").await;
+    page.shutdown.cancel();
+}
