@@ -218,6 +218,20 @@ impl Browser {
             .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
     }
 
+    /// Screenshots of the page at a desktop width (1280 px) and a phone width (390 px),
+    /// written as `NAME-desktop.png` and `NAME-phone.png` into [`screenshot_dir`]; the window
+    /// is left at the desktop width.
+    pub async fn screenshots_at_widths(&self, name: &str) {
+        for (label, width, height) in [("phone", 390, 844), ("desktop", 1280, 900)] {
+            self.client
+                .set_window_size(width, height)
+                .await
+                .unwrap_or_else(|error| panic!("cannot resize to {width}: {error}"));
+            self.screenshot(&screenshot_dir().join(format!("{name}-{label}.png")))
+                .await;
+        }
+    }
+
     /// Ends the session and the driver.
     pub async fn close(mut self) {
         let _ = self.client.clone().close().await;

@@ -81,6 +81,7 @@ async fn hints_secrets_and_plain_errors() {
     let page = open().await;
     let round = every_kind_of_field(&page).await;
     assert_accessible(&page, "the inbox with a form of every kind (light)").await;
+    page.browser.screenshots_at_widths("form-light").await;
     let form = Page::form(&round.round_id);
     let input = |name: &str| format!("{form} [name=\"probe.{name}\"]");
 
@@ -174,6 +175,7 @@ async fn hints_secrets_and_plain_errors() {
         "the secret came back in the page"
     );
     assert_accessible(&page, "a form with an error (light)").await;
+    page.browser.screenshots_at_widths("form-error-light").await;
     page.step("hints, secret input and plain errors checked");
     page.shutdown.cancel();
 }
@@ -190,6 +192,7 @@ async fn the_inbox_is_accessible_in_dark_mode() {
     );
     every_kind_of_field(&page).await;
     assert_accessible(&page, "the inbox with a form of every kind (dark)").await;
+    page.browser.screenshots_at_widths("form-dark").await;
     page.shutdown.cancel();
 }
 

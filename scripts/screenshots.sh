@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Regenerates the answer page's screenshots in docs/screenshots from the browser tests
+# (headless Chromium, as scripts/test.sh runs them): the inbox and forms at a desktop
+# and a phone width, in light and dark mode. Run it after a change to the page, and
+# commit the pictures it writes.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/m3-rs/target}"
+export M3_SCREENSHOT_DIR="$root/docs/screenshots"
+mkdir -p "$M3_SCREENSHOT_DIR"
+cargo nextest run -p m3-tests --test serve_forms_browser --test serve_browser --no-fail-fast
+ls -1 "$M3_SCREENSHOT_DIR"
