@@ -6,7 +6,7 @@ use m3_types::{
 };
 use serde_json::Value;
 
-use crate::form::{FieldKind, fields};
+use crate::form::{Choice, Field, FieldKind, fields};
 use crate::output::{Output, compact, table};
 use crate::terminal::{escape, url_host_line};
 
@@ -50,33 +50,7 @@ pub(crate) fn round(round: &PendingElicitationRound) -> String {
             ElicitationRequest::Form(form) => {
                 lines.push(format!("  [{key}] form: {}", escape(&form.message)));
                 for field in fields(&form.requested_schema) {
-                    let kind = match &field.kind {
-                        FieldKind::Text { format, .. } => format
-                            .as_deref()
-                            .map_or_else(|| "string".to_owned(), |f| escape(f).into_owned()),
-                        FieldKind::Number { integer: true, .. } => "integer".to_owned(),
-                        FieldKind::Number { .. } => "number".to_owned(),
-                        FieldKind::Boolean => "boolean".to_owned(),
-                        FieldKind::Select { choices } => format!(
-                            "one of {}",
-                            choices
-                                .iter()
-                                .map(|c| escape(&c.value))
-                                .collect::<Vec<_>>()
-                                .join("|")
-                        ),
-                        FieldKind::MultiSelect { choices, .. } => format!(
-                            "any of {}",
-                            choices
-                                .iter()
-                                .map(|c| escape(&c.value))
-                                .collect::<Vec<_>>()
-                                .join("|")
-                        ),
-                        _ => "JSON".to_owned(),
-                    };
-                    let required = if field.required { ", required" } else { "" };
-                    lines.push(format!("      {}: {kind}{required}", escape(&field.name)));
+                    lines.extend(field_lines(&field));
                 }
             }
             ElicitationRequest::Url(url) => {
@@ -87,6 +61,58 @@ pub(crate) fn round(round: &PendingElicitationRound) -> String {
         }
     }
     lines.join("\n")
+}
+
+/// One field of a form, as `m3 pending` prints it: `name: kind, required; rules; default`,
+/// then its title and description when the schema gives them. Enum values show their
+/// titles; a secret field's default is never printed.
+fn field_lines(field: &Field) -> Vec<String> {
+    let choices = |choices: &[Choice]| {
+        choices
+            .iter()
+            .map(|c| {
+                if c.title == c.value {
+                    escape(&c.value).into_owned()
+                } else {
+                    format!("{} ({})", escape(&c.value), escape(&c.title))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("|")
+    };
+    let kind = match &field.kind {
+        FieldKind::Text { format, .. } => format
+            .as_deref()
+            .map_or_else(|| "string".to_owned(), |f| escape(f).into_owned()),
+        FieldKind::Number { integer: true, .. } => "integer".to_owned(),
+        FieldKind::Number { .. } => "number".to_owned(),
+        FieldKind::Boolean => "boolean".to_owned(),
+        FieldKind::Select { choices: c } => format!("one of {}", choices(c)),
+        FieldKind::MultiSelect { choices: c, .. } => format!("any of {}", choices(c)),
+        FieldKind::Json => "JSON".to_owned(),
+    };
+    let mut line = format!("      {}: {kind}", escape(&field.name));
+    if field.required {
+        line.push_str(", required");
+    }
+    if let Some(rules) = field.rules() {
+        line.push_str(&format!("; {rules}"));
+    }
+    match &field.default {
+        Some(_) if field.secret => line.push_str("; has a default"),
+        Some(default) => line.push_str(&format!("; default {}", escape(&default.to_string()))),
+        None => {}
+    }
+    let mut lines = vec![line];
+    let about = match (&field.title, &field.description) {
+        (Some(title), Some(description)) => Some(format!("{title}: {description}")),
+        (Some(text), None) | (None, Some(text)) => Some(text.clone()),
+        (None, None) => None,
+    };
+    if let Some(about) = about {
+        lines.push(format!("        {}", escape(&about)));
+    }
+    lines
 }
 
 /// The `m3 respond` command line that answers `round` (a hint for people).

@@ -30,7 +30,7 @@ use m3_types::{
 use serde_json::Value;
 
 pub(crate) use input::{LineInput, TerminalInput};
-pub(crate) use m3_types::form::{FieldKind, fields};
+pub(crate) use m3_types::form::{Choice, Field, FieldKind, fields};
 pub(crate) use prompt::Prompter;
 
 use crate::terminal::escape;
