@@ -61,6 +61,7 @@ mod command_path;
 mod handle;
 mod history;
 mod kit;
+pub mod metrics;
 pub mod notify;
 mod options;
 mod shared;

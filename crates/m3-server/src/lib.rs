@@ -56,6 +56,7 @@ mod error;
 mod events;
 mod extract;
 mod host;
+mod metrics;
 mod page;
 mod principal;
 mod proxy;
@@ -68,6 +69,7 @@ mod webhooks;
 use std::net::SocketAddr;
 
 pub use host::AllowedHost;
+pub use metrics::serve_metrics;
 use m3_types::{Error, Result};
 pub use proxy::TrustedProxy;
 pub use router::{DEFAULT_BODY_LIMIT, DEFAULT_POLL_INTERVAL, ServerBuilder};
