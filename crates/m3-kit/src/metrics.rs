@@ -216,3 +216,62 @@ impl FeedMetrics {
 fn seconds(from: OffsetDateTime, to: OffsetDateTime) -> f64 {
     (to - from).as_seconds_f64().max(0.0)
 }
+
+#[cfg(test)]
+mod tests {
+    use m3_types::{Actor, ActorSurface, ManagedInputStatus, RoundChangeState};
+    use time::macros::datetime;
+
+    use super::*;
+
+    fn round(cursor: u64, status: ManagedInputStatus, at: OffsetDateTime) -> ChangeRecord {
+        let state = RoundChangeState::new(0, status, "shop", None, "book", None);
+        ChangeRecord::of_round(Cursor::new(cursor), "ex", "r1", at, state)
+    }
+
+    #[test]
+    fn a_round_observed_from_pending_to_resolved() -> Result<()> {
+        let metrics: &'static Metrics = Box::leak(Box::new(Metrics::new()));
+        let start = datetime!(2026-12-01 10:00 UTC);
+        let mut feed = FeedMetrics::new(start, metrics);
+        feed.observe(&round(1, ManagedInputStatus::Pending, start));
+        let answered = round(
+            2,
+            ManagedInputStatus::ResponseValidated,
+            datetime!(2026-12-01 10:00:42 UTC),
+        )
+        .with_actor(Some(Actor::new("alice", ActorSurface::Cli)?));
+        feed.observe(&answered);
+        feed.observe(&round(
+            3,
+            ManagedInputStatus::Delivered,
+            datetime!(2026-12-01 10:00:42.5 UTC),
+        ));
+        feed.observe(&round(
+            4,
+            ManagedInputStatus::Resolved,
+            datetime!(2026-12-01 10:00:43 UTC),
+        ));
+        let text = metrics.render()?;
+        for expected in [
+            "m3_round_wait_seconds_sum{server=\"shop\",surface=\"cli\"} 42.0",
+            "m3_round_delivery_seconds_sum{server=\"shop\"} 0.5",
+            "m3_rounds_finished_total{status=\"resolved\",failure_code=\"\"} 1",
+        ] {
+            assert!(text.contains(expected), "{expected} missing in\n{text}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn history_before_the_start_is_not_counted() -> Result<()> {
+        let metrics: &'static Metrics = Box::leak(Box::new(Metrics::new()));
+        let start = datetime!(2026-12-01 10:00 UTC);
+        let mut feed = FeedMetrics::new(start, metrics);
+        let earlier = datetime!(2026-12-01 09:00 UTC);
+        feed.observe(&round(1, ManagedInputStatus::Pending, earlier));
+        feed.observe(&round(2, ManagedInputStatus::Failed, earlier));
+        assert!(!metrics.render()?.contains("m3_rounds_finished_total{"));
+        Ok(())
+    }
+}

@@ -118,9 +118,30 @@ impl Metrics {
             registry: Registry::default(),
         };
         metrics.register_all(&mut registry);
+        metrics.initialize_known_labels();
         Self {
             registry,
             ..metrics
+        }
+    }
+
+    /// Creates the series whose label values are known in advance at zero, so a rate or an
+    /// alert sees them before the first event (Prometheus's advice on missing series).
+    fn initialize_known_labels(&self) {
+        for outcome in ["failed", "interrupted"] {
+            let _ = self
+                .recovery_fail_closes
+                .get_or_create(&vec![("outcome", outcome.to_owned())]);
+        }
+        for cause in ["signal", "poll"] {
+            let _ = self
+                .queue_wakeups
+                .get_or_create(&vec![("cause", cause.to_owned())]);
+        }
+        for result in ["delivered", "failed", "dead_lettered", "gone"] {
+            let _ = self
+                .webhook_deliveries
+                .get_or_create(&vec![("result", result.to_owned())]);
         }
     }
 
