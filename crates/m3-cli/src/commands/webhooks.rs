@@ -216,8 +216,16 @@ pub(crate) async fn notify(out: Output, db: &Path, args: NotifyArgs) -> Result<(
         signal().await;
         stopper.cancel();
     });
+    let metrics = match args.metrics {
+        Some(addr) => Some(crate::metrics_listener::start(out, addr, &kit, stop.clone()).await?),
+        None => None,
+    };
     out.say("delivering webhooks (SIGINT or SIGTERM stops)");
-    notifier.run(stop).await?;
+    notifier.run(stop.clone()).await?;
+    stop.cancel();
+    if let Some(metrics) = metrics {
+        let _ = metrics.await;
+    }
     kit.close().await?;
     Ok(())
 }

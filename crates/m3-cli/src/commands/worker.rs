@@ -47,7 +47,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
     let notifier =
         crate::notify_args::start_in_process(&args.notify, &kit, notifier_stop.clone()).await?;
     let metrics = match args.metrics {
-        Some(addr) => Some(start_metrics(out, addr, &kit, notifier_stop.clone()).await?),
+        Some(addr) => Some(crate::metrics_listener::start(out, addr, &kit, notifier_stop.clone()).await?),
         None => None,
     };
     let stopping = signal();
@@ -87,32 +87,6 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
     )?;
     kit.close().await?;
     Ok(())
-}
-
-/// Binds `addr` and serves `/metrics` until `stop`; prints `metrics_listening`.
-async fn start_metrics(
-    out: Output,
-    addr: std::net::SocketAddr,
-    kit: &AsyncMcpTestKit,
-    stop: tokio_util::sync::CancellationToken,
-) -> Result<tokio::task::JoinHandle<m3_types::Result<()>>, Failure> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Failure::other("io_error", format!("cannot bind {addr}: {e}")))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| Failure::other("io_error", format!("cannot read the bound address: {e}")))?;
-    out_event(
-        out,
-        "metrics_listening",
-        json!({"url": format!("http://{local}/metrics")}),
-    )?;
-    let shutdown = stop.cancelled_owned();
-    Ok(tokio::spawn(m3_server::serve_metrics(
-        listener,
-        kit.clone(),
-        shutdown,
-    )))
 }
 
 fn report_event(out: Output, event: &PoolEvent) -> Result<(), Failure> {
