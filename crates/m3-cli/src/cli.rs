@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use m3_fixtures::{Era, Fault};
 
-use crate::notify_args::{InProcessNotify, LinksCommand, NotifyArgs, WebhooksCommand};
+use crate::notify_args::{InProcessNotify, LinksCommand, NotifyCommandArgs, WebhooksCommand};
 
 /// m3: run agent executions with managed elicitation input, see what they wait for, answer
 /// them from another terminal, read the results.
@@ -116,7 +116,7 @@ pub(crate) enum Command {
         command: WebhooksCommand,
     },
     /// Deliver the store's changes to its webhook subscriptions, until SIGINT/SIGTERM.
-    Notify(NotifyArgs),
+    Notify(NotifyCommandArgs),
     /// Manage answer links (the signed links deliveries carry).
     Links {
         #[command(subcommand)]

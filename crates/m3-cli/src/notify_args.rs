@@ -81,6 +81,13 @@ pub(crate) struct NotifyArgs {
     /// another notifier takes it over once this passed.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub(crate) lease: Duration,
+}
+
+/// `m3 notify`'s options: the notifier's, and its metrics listener.
+#[derive(Debug, Args)]
+pub(crate) struct NotifyCommandArgs {
+    #[command(flatten)]
+    pub(crate) notifier: NotifyArgs,
     /// Serve Prometheus metrics at `http://ADDR/metrics` (no credential: bind loopback or
     /// a private network; `127.0.0.1:0` picks a free port, printed as `metrics_listening`).
     #[arg(long, value_name = "ADDR")]

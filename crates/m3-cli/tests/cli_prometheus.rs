@@ -278,6 +278,10 @@ fn prometheus_sees_a_managed_round_move_the_metrics_of_a_worker_and_a_server() {
         );
     }
     prometheus.eventually("sum(m3_executions_waiting)", |waiting| waiting == 2.0);
+    prometheus.eventually(
+        "m3_rounds_oldest_pending_seconds{job=\"m3_serve\",server=\"shipping\"}",
+        |age| age > 0.0,
+    );
     // The live expositions while a round waits (the pending gauge has a series only then).
     let mut live = BTreeSet::new();
     live.extend(names(&get(&format!("http://{worker_at}/metrics"), None, None).1));

@@ -129,6 +129,8 @@ mod documentation {
     struct Notifications;
     #[doc = include_str!("../../../docs/identity.md")]
     struct Identity;
+    #[doc = include_str!("../../../docs/operations.md")]
+    struct Operations;
 }
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

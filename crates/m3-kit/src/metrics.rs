@@ -21,7 +21,7 @@ use m3_types::{ChangeRecord, ChangeRecordKind, Cursor, ExecutionStatus, Result};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-pub use m3_runtime::metrics::{CLASSIC_CONTENT_TYPE, CONTENT_TYPE, Metrics};
+pub use m3_runtime::metrics::{CLASSIC_CONTENT_TYPE, CONTENT_TYPE, Metrics, PendingServer};
 
 use crate::AsyncMcpTestKit;
 
@@ -60,16 +60,18 @@ pub async fn scrape_for(
     Metrics::global().render_for(accept)
 }
 
-/// Sets `m3_rounds_pending` (by server), `m3_executions_running` and
-/// `m3_executions_waiting` from one read of the store, so every process over the same
-/// store reports the same values.
+/// Sets `m3_rounds_pending` and `m3_rounds_oldest_pending_seconds` (by server),
+/// `m3_executions_running` and `m3_executions_waiting` from one read of the store, so every
+/// process over the same store reports the same values (ages on the store's clock).
 ///
 /// # Errors
 /// `storage_error` when the store cannot be read.
 pub async fn refresh_store_gauges(kit: &AsyncMcpTestKit) -> Result<()> {
-    let mut pending: BTreeMap<String, i64> = BTreeMap::new();
+    let now = kit.now();
+    let mut pending: BTreeMap<String, PendingServer> = BTreeMap::new();
     for round in kit.pending_rounds().await? {
-        *pending.entry(round.server).or_default() += 1;
+        let waited = (now - round.created_at).as_seconds_f64().max(0.0);
+        pending.entry(round.server).or_default().add(waited);
     }
     let mut running = 0_i64;
     for lifecycle in RUNNING {

@@ -25,6 +25,7 @@ mod classic;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
+use std::sync::atomic::AtomicU64;
 
 use m3_types::{Error, Result};
 use prometheus_client::encoding::text::encode;
@@ -64,6 +65,7 @@ fn machine_latency() -> Histogram {
 pub struct Metrics {
     registry: Registry,
     rounds_pending: Family<Labels, Gauge>,
+    oldest_pending: Family<Labels, Gauge<f64, AtomicU64>>,
     executions_running: Gauge,
     executions_waiting: Gauge,
     round_wait: Histograms,
@@ -81,6 +83,24 @@ pub struct Metrics {
 }
 
 static GLOBAL: OnceLock<Metrics> = OnceLock::new();
+
+/// The pending rounds of one MCP server, as a scrape reads them from the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct PendingServer {
+    /// How many rounds wait.
+    pub count: i64,
+    /// How long the oldest has waited, in seconds.
+    pub oldest_seconds: f64,
+}
+
+impl PendingServer {
+    /// Adds a round that has waited `seconds`.
+    pub fn add(&mut self, seconds: f64) {
+        self.count += 1;
+        self.oldest_seconds = self.oldest_seconds.max(seconds);
+    }
+}
 
 impl Metrics {
     /// The process's metrics, created at first use.
@@ -101,6 +121,7 @@ impl Metrics {
         let mut registry = Registry::default();
         let metrics = Self {
             rounds_pending: Family::default(),
+            oldest_pending: Family::default(),
             executions_running: Gauge::default(),
             executions_waiting: Gauge::default(),
             round_wait: Family::new_with_constructor(human_wait),
@@ -151,6 +172,11 @@ impl Metrics {
             "m3_rounds_pending",
             "Rounds waiting for an answer now, by MCP server (read from the store at scrape time)",
             self.rounds_pending.clone(),
+        );
+        r.register(
+            "m3_rounds_oldest_pending_seconds",
+            "Age of the oldest round waiting for an answer now, by MCP server (read from the store at scrape time)",
+            self.oldest_pending.clone(),
         );
         r.register(
             "m3_executions_running",
@@ -251,14 +277,23 @@ impl Metrics {
         }
     }
 
-    /// Sets the store gauges from one read of the store: pending rounds by server (servers
-    /// with none pending disappear), and the running and waiting execution counts.
-    pub fn set_store_gauges(&self, pending: &BTreeMap<String, i64>, running: i64, waiting: i64) {
+    /// Sets the store gauges from one read of the store: pending rounds by server and the
+    /// age of the oldest (servers with none pending disappear), and the running and waiting
+    /// execution counts.
+    pub fn set_store_gauges(
+        &self,
+        pending: &BTreeMap<String, PendingServer>,
+        running: i64,
+        waiting: i64,
+    ) {
         self.rounds_pending.clear();
-        for (server, count) in pending {
-            self.rounds_pending
-                .get_or_create(&vec![("server", server.clone())])
-                .set(*count);
+        self.oldest_pending.clear();
+        for (server, rounds) in pending {
+            let labels = vec![("server", server.clone())];
+            self.rounds_pending.get_or_create(&labels).set(rounds.count);
+            self.oldest_pending
+                .get_or_create(&labels)
+                .set(rounds.oldest_seconds);
         }
         self.executions_running.set(running);
         self.executions_waiting.set(waiting);
@@ -353,7 +388,10 @@ mod tests {
     #[test]
     fn every_family_is_exposed_with_its_conventional_name() -> Result<()> {
         let metrics = Metrics::new();
-        metrics.set_store_gauges(&BTreeMap::from([("shop".to_owned(), 2)]), 1, 3);
+        let mut shop = PendingServer::default();
+        shop.add(5.0);
+        shop.add(90.0);
+        metrics.set_store_gauges(&BTreeMap::from([("shop".to_owned(), shop)]), 1, 3);
         metrics.observe_round_wait("shop", "cli", 2.0);
         metrics.observe_round_delivery("shop", 0.02);
         metrics.count_round_finished("delivered", "");
@@ -363,6 +401,7 @@ mod tests {
         for expected in [
             "m3_rounds_pending{server=\"shop\"} 2",
             "m3_executions_waiting 3",
+            "m3_rounds_oldest_pending_seconds{server=\"shop\"} 90.0",
             "m3_round_wait_seconds_bucket{le=\"5.0\",server=\"shop\",surface=\"cli\"} 1",
             "m3_round_delivery_seconds_count{server=\"shop\"} 1",
             "m3_rounds_finished_total{status=\"delivered\",failure_code=\"\"} 1",
@@ -378,7 +417,9 @@ mod tests {
     #[test]
     fn a_server_with_nothing_pending_disappears() -> Result<()> {
         let metrics = Metrics::new();
-        metrics.set_store_gauges(&BTreeMap::from([("shop".to_owned(), 1)]), 0, 0);
+        let mut shop = PendingServer::default();
+        shop.add(1.0);
+        metrics.set_store_gauges(&BTreeMap::from([("shop".to_owned(), shop)]), 0, 0);
         metrics.set_store_gauges(&BTreeMap::new(), 0, 0);
         assert!(!metrics.render()?.contains("server=\"shop\""));
         Ok(())
