@@ -186,8 +186,11 @@ impl FeedMetrics {
                         .actor
                         .as_ref()
                         .map_or("unknown", |actor| actor.surface.as_str());
-                    self.metrics
-                        .observe_round_wait(&server, surface, seconds(pending_at, record.at));
+                    self.metrics.observe_round_wait(
+                        &server,
+                        surface,
+                        seconds(pending_at, record.at),
+                    );
                 }
                 self.answered
                     .insert(round_id.clone(), (record.at, state.server.clone()));

@@ -69,8 +69,8 @@ mod webhooks;
 use std::net::SocketAddr;
 
 pub use host::AllowedHost;
-pub use metrics::serve_metrics;
 use m3_types::{Error, Result};
+pub use metrics::serve_metrics;
 pub use proxy::TrustedProxy;
 pub use router::{DEFAULT_BODY_LIMIT, DEFAULT_POLL_INTERVAL, ServerBuilder};
 pub use serve::{

@@ -207,11 +207,7 @@ fn say_state(out: Output, subscription: &Subscription) -> Result<(), Failure> {
 }
 
 /// `m3 notify`: delivers until SIGINT/SIGTERM, then releases its subscriptions (exit 0).
-pub(crate) async fn notify(
-    out: Output,
-    db: &Path,
-    args: NotifyCommandArgs,
-) -> Result<(), Failure> {
+pub(crate) async fn notify(out: Output, db: &Path, args: NotifyCommandArgs) -> Result<(), Failure> {
     let kit = open_existing_kit(db, false).await?;
     let notifier = Notifier::new(Arc::clone(kit.store()), args.notifier.options()).await?;
     let stop = CancellationToken::new();

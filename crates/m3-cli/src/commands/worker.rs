@@ -47,7 +47,9 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
     let notifier =
         crate::notify_args::start_in_process(&args.notify, &kit, notifier_stop.clone()).await?;
     let metrics = match args.metrics {
-        Some(addr) => Some(crate::metrics_listener::start(out, addr, &kit, notifier_stop.clone()).await?),
+        Some(addr) => {
+            Some(crate::metrics_listener::start(out, addr, &kit, notifier_stop.clone()).await?)
+        }
         None => None,
     };
     let stopping = signal();

@@ -7,7 +7,9 @@
 //! drops the OpenMetrics-only `# UNIT` and `# EOF` lines. Samples pass through unchanged:
 //! every value and label is still encoded by the library.
 
-/// The content type of [`to_classic`]'s output.
+/// The content type of the classic Prometheus text format (0.0.4), which
+/// [`Metrics::render_for`](super::Metrics::render_for) answers to scrapers that do not ask for
+/// OpenMetrics.
 pub const CLASSIC_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// `openmetrics` in the classic text format.

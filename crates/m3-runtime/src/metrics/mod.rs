@@ -118,8 +118,7 @@ impl Metrics {
 
     /// A fresh registry with every metric at zero (tests; programs use [`Metrics::global`]).
     pub fn new() -> Self {
-        let mut registry = Registry::default();
-        let metrics = Self {
+        let mut metrics = Self {
             rounds_pending: Family::default(),
             oldest_pending: Family::default(),
             executions_running: Gauge::default(),
@@ -138,12 +137,13 @@ impl Metrics {
             http_duration: Family::new_with_constructor(machine_latency),
             registry: Registry::default(),
         };
+        // Registering clones each family's handle into the registry, so it is filled
+        // beside the struct and put in afterwards.
+        let mut registry = Registry::default();
         metrics.register_all(&mut registry);
+        metrics.registry = registry;
         metrics.initialize_known_labels();
-        Self {
-            registry,
-            ..metrics
-        }
+        metrics
     }
 
     /// Creates the series whose label values are known in advance at zero, so a rate or an
@@ -301,7 +301,10 @@ impl Metrics {
 
     /// A round of `server` answered through `surface` after `seconds` pending.
     pub fn observe_round_wait(&self, server: &str, surface: &str, seconds: f64) {
-        let labels = vec![("server", server.to_owned()), ("surface", surface.to_owned())];
+        let labels = vec![
+            ("server", server.to_owned()),
+            ("surface", surface.to_owned()),
+        ];
         self.round_wait.get_or_create(&labels).observe(seconds);
     }
 
