@@ -19,9 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::{Running, Store};
 use nix::sys::signal::Signal;
-use queue::{
-    book, file, logged_server, rounds, signal, submit, wait_for_event, wait_until, worker,
-};
+use queue::{book, file, logged_server, signal, submit, wait_for_event, wait_until, worker};
 use serde_json::Value;
 
 const API_TOKEN: &str = "an-api-token-prometheus-never-holds";
@@ -306,16 +304,24 @@ fn dashboard_metrics() -> BTreeSet<String> {
 
 #[test]
 fn prometheus_sees_a_managed_round_move_the_metrics_of_a_worker_and_a_server() {
-    let store = Store::new();
+    managed_round_in_prometheus(&Store::new());
+}
+
+#[test]
+fn prometheus_sees_a_managed_round_move_the_metrics_on_postgres() {
+    managed_round_in_prometheus(&Store::postgres());
+}
+
+fn managed_round_in_prometheus(store: &Store) {
     // The worker's notifier delivers to one receiver that accepts and to one that fails
     // until the record is dead-lettered.
     let mut worker = worker(
-        &store,
+        store,
         &["--metrics", "127.0.0.1:0", "--notify", "--retry-for", "2s"],
     );
     let worker_at = address(&mut worker, Some("metrics_listening"), "url");
-    subscribe(&store, &receiver(204));
-    subscribe(&store, &receiver(500));
+    subscribe(store, &receiver(204));
+    subscribe(store, &receiver(500));
     let mut serve = store.spawn(&[
         "--json",
         "serve",
@@ -333,13 +339,21 @@ fn prometheus_sees_a_managed_round_move_the_metrics_of_a_worker_and_a_server() {
     assert_eq!(get(&metrics, Some(METRICS_TOKEN), None).0, 200);
     let rounds_url = format!("http://{serve_at}/api/v1/rounds");
     assert_eq!(get(&rounds_url, Some(METRICS_TOKEN), None).0, 401);
+    // Any credential with the read scope reads it too.
+    let reader = store
+        .m3(&["--json", "tokens", "create", "reader", "--scope", "read"])
+        .expect_code(0)
+        .json();
+    let reader = reader["secret"].as_str().unwrap();
+    assert_eq!(get(&metrics, Some(reader), None).0, 200);
 
     let prometheus = Prometheus::start(store.dir.path(), &worker_at, &serve_at);
     prometheus.eventually("sum(up)", |up| up == 2.0);
 
-    let server = logged_server(&file(&store, "calls.jsonl"), "");
-    let execution = submit(&store, &server, &book());
-    wait_for_event(&mut worker, "round_pending", Some(&execution));
+    let server = logged_server(&file(store, "calls.jsonl"), "");
+    let execution = submit(store, &server, &book());
+    let waiting = wait_for_event(&mut worker, "round_pending", Some(&execution));
+    let round = waiting["round_id"].as_str().unwrap().to_owned();
     // Both processes read the pending gauge from the one store, so they agree.
     for job in ["m3_worker", "m3_serve"] {
         prometheus.eventually(
@@ -358,12 +372,6 @@ fn prometheus_sees_a_managed_round_move_the_metrics_of_a_worker_and_a_server() {
         &get(&format!("http://{worker_at}/metrics"), None, None).1,
     ));
     live.extend(names(&get(&metrics, Some(METRICS_TOKEN), None).1));
-    let round = wait_until(SEEN, "the pending round", || {
-        rounds(&store.db(), &execution)
-            .into_iter()
-            .find(|r| r.status == "pending")
-            .map(|r| r.round_id)
-    });
     store
         .m3(&[
             "--json",
