@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use m3_store::ListExecutions;
-use m3_types::{ChangeRecord, ChangeRecordKind, Cursor, ExecutionStatus, Result};
+use m3_types::{
+    ChangeRecord, ChangeRecordKind, Cursor, ExecutionStatus, HumanInput, ManagedInputStatus, Result,
+};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
@@ -30,6 +32,18 @@ const RUNNING: [ExecutionStatus; 4] = [
     ExecutionStatus::Starting,
     ExecutionStatus::Idle,
     ExecutionStatus::RunningTurn,
+    ExecutionStatus::Closing,
+];
+
+/// Every lifecycle state but `finished`: only these executions can have a pending round,
+/// so a scrape never lists the finished ones (most of a long-lived store).
+const LIVE: [ExecutionStatus; 7] = [
+    ExecutionStatus::Created,
+    ExecutionStatus::Queued,
+    ExecutionStatus::Starting,
+    ExecutionStatus::Idle,
+    ExecutionStatus::RunningTurn,
+    ExecutionStatus::WaitingForInput,
     ExecutionStatus::Closing,
 ];
 
@@ -62,32 +76,42 @@ pub async fn scrape_for(
 
 /// Sets `m3_rounds_pending` and `m3_rounds_oldest_pending_seconds` (by server),
 /// `m3_executions_running` and `m3_executions_waiting` from one read of the store, so every
-/// process over the same store reports the same values (ages on the store's clock).
+/// process over the same store reports the same values (ages on the store's clock). It
+/// lists the executions of each live lifecycle state (never the finished ones) and the
+/// rounds of the managed ones.
 ///
 /// # Errors
 /// `storage_error` when the store cannot be read.
 pub async fn refresh_store_gauges(kit: &AsyncMcpTestKit) -> Result<()> {
     let now = kit.now();
+    let rounds = kit.store().managed_input_store().await?;
     let mut pending: BTreeMap<String, PendingServer> = BTreeMap::new();
-    for round in kit.pending_rounds().await? {
-        let waited = (now - round.created_at).as_seconds_f64().max(0.0);
-        pending.entry(round.server).or_default().add(waited);
+    let (mut running, mut waiting) = (0_i64, 0_i64);
+    for lifecycle in LIVE {
+        let listed = kit
+            .store()
+            .list_executions(ListExecutions::new().with_lifecycle(lifecycle))
+            .await?;
+        let count = i64::try_from(listed.len()).unwrap_or(i64::MAX);
+        if lifecycle == ExecutionStatus::WaitingForInput {
+            waiting += count;
+        } else if RUNNING.contains(&lifecycle) {
+            running += count;
+        }
+        for record in listed
+            .iter()
+            .filter(|r| r.human_input == HumanInput::Managed)
+        {
+            for round in rounds.list_rounds(&record.execution_id).await? {
+                if round.status == ManagedInputStatus::Pending {
+                    let waited = (now - round.pending.created_at).as_seconds_f64().max(0.0);
+                    pending.entry(round.pending.server).or_default().add(waited);
+                }
+            }
+        }
     }
-    let mut running = 0_i64;
-    for lifecycle in RUNNING {
-        running += count(kit, lifecycle).await?;
-    }
-    let waiting = count(kit, ExecutionStatus::WaitingForInput).await?;
     Metrics::global().set_store_gauges(&pending, running, waiting);
     Ok(())
-}
-
-async fn count(kit: &AsyncMcpTestKit, lifecycle: ExecutionStatus) -> Result<i64> {
-    let listed = kit
-        .store()
-        .list_executions(ListExecutions::new().with_lifecycle(lifecycle))
-        .await?;
-    Ok(i64::try_from(listed.len()).unwrap_or(i64::MAX))
 }
 
 /// Follows the store's change feed from its start until `stop`, feeding every record to a
