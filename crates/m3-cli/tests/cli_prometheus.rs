@@ -472,3 +472,23 @@ fn managed_round_in_prometheus(store: &Store) {
     assert_eq!(serve.finish().code, 0);
     assert_eq!(worker.finish().code, 0);
 }
+
+#[test]
+fn a_weak_metrics_token_is_refused_at_start() {
+    let store = Store::new();
+    let done = store.m3(&[
+        "--json",
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--metrics-token",
+        "weak-Q7x",
+    ]);
+    assert_eq!(done.code, 3, "{}", done.stderr);
+    assert_eq!(done.error_code(), "invalid_argument");
+    assert!(
+        !done.stderr.contains("weak-Q7x"),
+        "the token is never echoed: {}",
+        done.stderr
+    );
+}

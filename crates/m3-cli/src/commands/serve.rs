@@ -28,6 +28,10 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
     } = args;
     let token = token.filter(|t| !t.is_empty());
     m3_server::check_bind(bind, token.as_deref())?;
+    let metrics_token = metrics_token.filter(|t| !t.is_empty());
+    if let Some(metrics_token) = &metrics_token {
+        m3_server::check_token(metrics_token)?;
+    }
     let proxy = trust_proxy_header
         .map(|header| m3_server::TrustedProxy::new(&header, &trust_proxy_from))
         .transpose()?;
