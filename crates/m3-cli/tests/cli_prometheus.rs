@@ -448,8 +448,16 @@ fn managed_round_in_prometheus(store: &Store) {
     let (status, from_worker) = get(&format!("http://{worker_at}/metrics"), None, None);
     assert_eq!(status, 200);
     promtool_check("worker", &from_worker);
+    // A request's route is its template: an answer link's token never becomes a label.
+    let link = format!("http://{serve_at}/answer/not-a-real-link-token-x9");
+    assert_eq!(get(&link, None, None).0, 403);
     let (status, from_serve) = get(&metrics, Some(METRICS_TOKEN), None);
     assert_eq!(status, 200);
+    assert!(
+        from_serve.contains("route=\"/answer/{token}\",method=\"GET\",status=\"403\""),
+        "{from_serve}"
+    );
+    assert!(!from_serve.contains("not-a-real-link-token-x9"));
     promtool_check("server", &from_serve);
     live.extend(names(&from_worker));
     live.extend(names(&from_serve));
