@@ -84,6 +84,16 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium chromium-driver > /dev/null
 fi
 
+# A real Prometheus for the metrics test (m3-cli cli_prometheus): Debian's prometheus
+# package brings the server and promtool; the test starts its own on a free loopback port.
+if ! command -v prometheus > /dev/null || ! command -v promtool > /dev/null; then
+  step "installing prometheus"
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq prometheus > /dev/null
+fi
+
 # A throwaway PostgreSQL server for the PostgreSQL backend's tests, unless
 # M3_TEST_POSTGRES_URL names one; removed at exit, also when a step fails.
 # shellcheck source=scripts/postgres-env.sh

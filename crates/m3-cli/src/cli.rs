@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use m3_fixtures::{Era, Fault};
 
-use crate::notify_args::{InProcessNotify, LinksCommand, NotifyArgs, WebhooksCommand};
+use crate::notify_args::{InProcessNotify, LinksCommand, NotifyCommandArgs, WebhooksCommand};
 
 /// m3: run agent executions with managed elicitation input, see what they wait for, answer
 /// them from another terminal, read the results.
@@ -116,7 +116,7 @@ pub(crate) enum Command {
         command: WebhooksCommand,
     },
     /// Deliver the store's changes to its webhook subscriptions, until SIGINT/SIGTERM.
-    Notify(NotifyArgs),
+    Notify(NotifyCommandArgs),
     /// Manage answer links (the signed links deliveries carry).
     Links {
         #[command(subcommand)]
@@ -251,6 +251,10 @@ pub(crate) struct WorkerArgs {
     /// applies, a moment later.
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_seconds)]
     pub(crate) claim_lease: f64,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (no credential: bind loopback or
+    /// a private network; `127.0.0.1:0` picks a free port, printed as `metrics_listening`).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub(crate) round_limits: RoundLimitArgs,
     #[command(flatten)]
@@ -422,6 +426,15 @@ pub(crate) struct ServeArgs {
     /// Seconds a shutdown waits for open connections before closing them.
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
     pub(crate) shutdown_grace: f64,
+    /// A bearer token that may read `GET /metrics` only (for Prometheus), besides any
+    /// credential with the `read` scope.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "M3_METRICS_TOKEN",
+        hide_env_values = true
+    )]
+    pub(crate) metrics_token: Option<String>,
     #[command(flatten)]
     pub(crate) notify: InProcessNotify,
 }

@@ -27,6 +27,7 @@ mod commands;
 mod failure;
 mod form;
 mod lease;
+mod metrics_listener;
 mod notify_args;
 mod output;
 mod progress;

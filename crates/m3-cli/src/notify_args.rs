@@ -83,6 +83,17 @@ pub(crate) struct NotifyArgs {
     pub(crate) lease: Duration,
 }
 
+/// `m3 notify`'s options: the notifier's, and its metrics listener.
+#[derive(Debug, Args)]
+pub(crate) struct NotifyCommandArgs {
+    #[command(flatten)]
+    pub(crate) notifier: NotifyArgs,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (no credential: bind loopback or
+    /// a private network; `127.0.0.1:0` picks a free port, printed as `metrics_listening`).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics: Option<std::net::SocketAddr>,
+}
+
 impl NotifyArgs {
     /// The notifier's options.
     pub(crate) fn options(&self) -> NotifierOptions {

@@ -61,6 +61,7 @@ mod command_path;
 mod handle;
 mod history;
 mod kit;
+pub mod metrics;
 pub mod notify;
 mod options;
 mod shared;
@@ -128,6 +129,8 @@ mod documentation {
     struct Notifications;
     #[doc = include_str!("../../../docs/identity.md")]
     struct Identity;
+    #[doc = include_str!("../../../docs/operations.md")]
+    struct Operations;
 }
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

@@ -27,6 +27,8 @@
 //!   of each stdio server, and the [`RelayObserver`](relay::RelayObserver) it reports
 //!   every frame to, so the worker sees the MCP wire of a harness-owned connection.
 //! - [`recover`]: terminalizes executions whose worker disappeared.
+//! - [`metrics`]: the process's Prometheus metrics, recorded by the worker, the lease
+//!   keeper and recovery, and by `m3-kit` and `m3-server` above.
 //!
 //! # Stability
 //!
@@ -44,6 +46,7 @@
 mod coordinator;
 pub mod harness;
 mod lease;
+pub mod metrics;
 mod recovery;
 pub mod relay;
 mod selection;

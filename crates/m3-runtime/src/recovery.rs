@@ -92,6 +92,8 @@ pub async fn recover(store: &dyn ExecutionStore) -> Result<RecoveryReport> {
         };
         match store.terminalize_expired(request).await {
             Ok(_) => {
+                let outcome = if managed { "failed" } else { "interrupted" };
+                crate::metrics::Metrics::global().count_recovery_fail_close(outcome);
                 tracing::info!(execution.id = %record.execution_id, rounds = unresolved.len(), "recovered execution");
                 report.executions.push(RecoveredExecution {
                     execution_id: record.execution_id,

@@ -173,6 +173,9 @@ pub(crate) async fn guard(
         bearer: bearer.ok().map(|TypedHeader(header)| header),
         cookies,
     };
+    if path == crate::metrics::METRICS_PATH && is_metrics_token(&state, &credentials) {
+        return next.run(request).await;
+    }
     let verdict = match principal_of(&state, source, request.headers(), &credentials).await {
         Ok(verdict) => verdict,
         Err(error) => return error.into_response(),
@@ -195,6 +198,14 @@ pub(crate) async fn guard(
     }
     request.extensions_mut().insert(principal);
     next.run(request).await
+}
+
+/// Whether the request presents the server's metrics token (`--metrics-token`).
+fn is_metrics_token(state: &Shared, credentials: &Credentials) -> bool {
+    match (&state.metrics_token, credentials.bearer.as_ref()) {
+        (Some(token), Some(bearer)) => equal(bearer.token(), token),
+        _ => false,
+    }
 }
 
 fn is_safe(method: &Method) -> bool {

@@ -56,6 +56,7 @@ mod error;
 mod events;
 mod extract;
 mod host;
+mod metrics;
 mod page;
 mod principal;
 mod proxy;
@@ -69,6 +70,7 @@ use std::net::SocketAddr;
 
 pub use host::AllowedHost;
 use m3_types::{Error, Result};
+pub use metrics::serve_metrics;
 pub use proxy::TrustedProxy;
 pub use router::{DEFAULT_BODY_LIMIT, DEFAULT_POLL_INTERVAL, ServerBuilder};
 pub use serve::{

@@ -48,6 +48,7 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(200);
 pub struct ServerBuilder {
     kit: AsyncMcpTestKit,
     token: Option<String>,
+    metrics_token: Option<String>,
     body_limit: usize,
     poll_interval: Duration,
     base_path: String,
@@ -63,6 +64,7 @@ impl ServerBuilder {
         Self {
             kit,
             token: None,
+            metrics_token: None,
             body_limit: DEFAULT_BODY_LIMIT,
             poll_interval: DEFAULT_POLL_INTERVAL,
             base_path: String::new(),
@@ -78,6 +80,16 @@ impl ServerBuilder {
     pub fn token(mut self, token: impl Into<String>) -> Self {
         let token = token.into();
         self.token = (!token.is_empty()).then_some(token);
+        self
+    }
+
+    /// Also accepts `Authorization: Bearer TOKEN` on `GET /metrics` (and nowhere else), for
+    /// a Prometheus that should not hold a token of the API. Without it, `/metrics` needs
+    /// what every read needs: the `read` scope (any caller on loopback when the server has
+    /// no token). An empty token means none.
+    pub fn metrics_token(mut self, token: impl Into<String>) -> Self {
+        let token = token.into();
+        self.metrics_token = (!token.is_empty()).then_some(token);
         self
     }
 
@@ -136,7 +148,8 @@ impl ServerBuilder {
         self
     }
 
-    /// The router: the JSON API, the event stream, the page and its assets.
+    /// The router: the JSON API, the event stream, the page and its assets, and
+    /// `GET /metrics` (Prometheus).
     pub fn build(self) -> Router {
         let hosts = HostPolicy {
             enforced: self.token.is_none() || !self.allowed_hosts.is_empty(),
@@ -148,6 +161,7 @@ impl ServerBuilder {
             event_poll: self.poll_interval,
             kit: self.kit,
             token: self.token,
+            metrics_token: self.metrics_token,
             body_limit: self.body_limit,
             base_path: self.base_path,
             shutdown: self.shutdown,
@@ -157,10 +171,12 @@ impl ServerBuilder {
         crate::api::routes(Arc::clone(&state))
             .merge(crate::page::routes(Arc::clone(&state)))
             .merge(crate::webhooks::routes(Arc::clone(&state)))
+            .merge(crate::metrics::routes(Arc::clone(&state)))
             .layer(axum::middleware::from_fn_with_state(
                 Arc::clone(&state),
                 crate::auth::guard,
             ))
             .layer(axum::extract::DefaultBodyLimit::max(state.body_limit))
+            .layer(axum::middleware::from_fn(crate::metrics::record))
     }
 }

@@ -14,6 +14,8 @@ pub(crate) struct AppState {
     pub(crate) hosts: HostPolicy,
     pub(crate) kit: AsyncMcpTestKit,
     pub(crate) token: Option<String>,
+    /// The token that may read `/metrics` only, if any.
+    pub(crate) metrics_token: Option<String>,
     pub(crate) body_limit: usize,
     pub(crate) base_path: String,
     pub(crate) shutdown: CancellationToken,

@@ -23,10 +23,15 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
         header_timeout,
         max_connections,
         shutdown_grace,
+        metrics_token,
         notify,
     } = args;
     let token = token.filter(|t| !t.is_empty());
     m3_server::check_bind(bind, token.as_deref())?;
+    let metrics_token = metrics_token.filter(|t| !t.is_empty());
+    if let Some(metrics_token) = &metrics_token {
+        m3_server::check_token(metrics_token)?;
+    }
     let proxy = trust_proxy_header
         .map(|header| m3_server::TrustedProxy::new(&header, &trust_proxy_from))
         .transpose()?;
@@ -41,6 +46,9 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
     let mut builder = m3_server::ServerBuilder::new(kit.clone()).shutdown(shutdown.clone());
     if let Some(token) = &token {
         builder = builder.token(token.clone());
+    }
+    if let Some(metrics_token) = metrics_token {
+        builder = builder.metrics_token(metrics_token);
     }
     for host in allowed_hosts {
         builder = builder.allowed_host(host);
@@ -64,6 +72,11 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
     });
     let notifier =
         crate::notify_args::start_in_process(&notify, &kit, shutdown.child_token()).await?;
+    // The round and execution metrics of /metrics come from the change feed.
+    let feed_metrics = tokio::spawn(m3_kit::metrics::follow_feed(
+        kit.clone(),
+        shutdown.child_token(),
+    ));
     let options = m3_server::ServeOptions::default()
         .header_read_timeout(Duration::from_secs_f64(header_timeout))
         .max_connections(max_connections)
@@ -78,6 +91,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
     if let Some(notifier) = notifier {
         let _ = notifier.await;
     }
+    let _ = feed_metrics.await;
     kit.close().await?;
     Ok(())
 }

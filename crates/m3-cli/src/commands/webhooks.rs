@@ -16,7 +16,7 @@ use crate::commands::changes::parse_kinds;
 use crate::commands::inspect::open_existing_kit;
 use crate::commands::serve::signal;
 use crate::failure::Failure;
-use crate::notify_args::{LinksCommand, NotifyArgs, WebhooksCommand};
+use crate::notify_args::{LinksCommand, NotifyCommandArgs, WebhooksCommand};
 use crate::output::{Output, table};
 
 async fn subscriptions(
@@ -207,17 +207,25 @@ fn say_state(out: Output, subscription: &Subscription) -> Result<(), Failure> {
 }
 
 /// `m3 notify`: delivers until SIGINT/SIGTERM, then releases its subscriptions (exit 0).
-pub(crate) async fn notify(out: Output, db: &Path, args: NotifyArgs) -> Result<(), Failure> {
+pub(crate) async fn notify(out: Output, db: &Path, args: NotifyCommandArgs) -> Result<(), Failure> {
     let kit = open_existing_kit(db, false).await?;
-    let notifier = Notifier::new(Arc::clone(kit.store()), args.options()).await?;
+    let notifier = Notifier::new(Arc::clone(kit.store()), args.notifier.options()).await?;
     let stop = CancellationToken::new();
     let stopper = stop.clone();
     tokio::spawn(async move {
         signal().await;
         stopper.cancel();
     });
+    let metrics = match args.metrics {
+        Some(addr) => Some(crate::metrics_listener::start(out, addr, &kit, stop.clone()).await?),
+        None => None,
+    };
     out.say("delivering webhooks (SIGINT or SIGTERM stops)");
-    notifier.run(stop).await?;
+    notifier.run(stop.clone()).await?;
+    stop.cancel();
+    if let Some(metrics) = metrics {
+        let _ = metrics.await;
+    }
     kit.close().await?;
     Ok(())
 }

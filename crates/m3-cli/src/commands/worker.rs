@@ -46,6 +46,12 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
     let notifier_stop = tokio_util::sync::CancellationToken::new();
     let notifier =
         crate::notify_args::start_in_process(&args.notify, &kit, notifier_stop.clone()).await?;
+    let metrics = match args.metrics {
+        Some(addr) => {
+            Some(crate::metrics_listener::start(out, addr, &kit, notifier_stop.clone()).await?)
+        }
+        None => None,
+    };
     let stopping = signal();
     tokio::pin!(stopping);
     loop {
@@ -72,6 +78,9 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
     notifier_stop.cancel();
     if let Some(notifier) = notifier {
         let _ = notifier.await;
+    }
+    if let Some(metrics) = metrics {
+        let _ = metrics.await;
     }
     out_event(
         out,

@@ -136,11 +136,13 @@ impl<'a> Loop<'a> {
                     delivered: 1,
                 },
                 Attempt::Gone => {
+                    m3_runtime::metrics::Metrics::global().count_webhook_delivery("gone");
                     self.report(DeliveryOutcome::Gone).await?;
                     return Ok(false);
                 }
                 Attempt::Failed { status, error } => self.failure(record, status, error, now),
             };
+            count_delivery(&outcome);
             let done = !matches!(outcome, DeliveryOutcome::Failed { .. });
             self.report(outcome).await?;
             if done {
@@ -211,6 +213,16 @@ impl<'a> Loop<'a> {
     fn now(&self) -> OffsetDateTime {
         m3_store::store_now(self.shared.sender.store.clock().as_ref())
     }
+}
+
+/// Counts one attempt's result in `m3_webhook_deliveries_total` (and a dead letter).
+fn count_delivery(outcome: &DeliveryOutcome) {
+    let result = match outcome {
+        DeliveryOutcome::Delivered { .. } => "delivered",
+        DeliveryOutcome::DeadLettered { .. } => "dead_lettered",
+        _ => "failed",
+    };
+    m3_runtime::metrics::Metrics::global().count_webhook_delivery(result);
 }
 
 /// The wait after the `attempts`+1-th failure: the first retry interval doubled per

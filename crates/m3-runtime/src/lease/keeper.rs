@@ -299,10 +299,14 @@ fn settle(
                 entry.next_due = started + entry.every;
             }
             Err(error) if is_transient(&error) && !entry.deadline.expired_by(now + pause) => {
+                crate::metrics::Metrics::global().record_lease_renewal_failure();
                 tracing::warn!(%error, "lease renewal failed; retrying while the lease is live");
                 entry.next_due = now + pause;
             }
             ended => {
+                if ended.is_err() {
+                    crate::metrics::Metrics::global().record_lease_renewal_failure();
+                }
                 if let Some(tx) = entry.ended.take() {
                     let _ = tx.send(ended);
                 }

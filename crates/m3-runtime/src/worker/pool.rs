@@ -435,6 +435,16 @@ impl WorkerPool {
                     }
                 }
             };
+            if let PoolEvent::Finished {
+                outcome, error_code, ..
+            } = &event
+            {
+                let label = outcome
+                    .map(|outcome| outcome.as_str().to_owned())
+                    .or_else(|| error_code.clone())
+                    .unwrap_or_default();
+                crate::metrics::Metrics::global().count_worker_execution(&label);
+            }
             lock(&pool.inner.local).remove(&id);
             drop(permit);
             pool.emit(event);

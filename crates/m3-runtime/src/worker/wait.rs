@@ -6,14 +6,19 @@
 
 use std::time::Duration;
 
-use m3_store::signal::ChangeSubscription;
+use m3_store::signal::{ChangeSubscription, Wake};
 
 /// Waits until something may have been queued, or `idle_poll` passed (`None`: only local
-/// wake-ups, i.e. forever).
+/// wake-ups, i.e. forever). Counts the wake-up's cause in `m3_queue_wakeups_total`: the
+/// store's change signal, or the idle poll.
 pub(super) async fn wait_for_queued(queue: Option<&mut ChangeSubscription>, idle_poll: Duration) {
     match queue {
         Some(subscription) => {
-            let _ = tokio::time::timeout(idle_poll, subscription.changed()).await;
+            let cause = match tokio::time::timeout(idle_poll, subscription.changed()).await {
+                Ok(Wake::Signalled) => "signal",
+                Ok(_) | Err(_) => "poll",
+            };
+            crate::metrics::Metrics::global().count_queue_wakeup(cause);
         }
         None => std::future::pending().await,
     }
