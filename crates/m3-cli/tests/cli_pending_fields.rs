@@ -35,7 +35,10 @@ fn pending_shows_titles_descriptions_bounds_defaults_and_choice_titles() {
         "      extras: any of cheese|ham|olives; choose at most 2 options",
         "      api_key: string; has a default",
     ] {
-        assert!(pending.contains(expected), "missing {expected:?} in:\n{pending}");
+        assert!(
+            pending.contains(expected),
+            "missing {expected:?} in:\n{pending}"
+        );
     }
     assert!(!pending.contains("sk-default-never-shown"), "{pending}");
     store.m3(&["cancel", &execution]).expect_code(0);
