@@ -86,7 +86,7 @@ class ApiAnswerer:
         self.base = f"http://127.0.0.1:{port}"
         self.token = "conformance-token"
         self.process = subprocess.Popen(
-            [M3, "serve", "--bind", f"127.0.0.1:{port}", "--token", self.token],
+            [M3, "serve", "--create", "--bind", f"127.0.0.1:{port}", "--token", self.token],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

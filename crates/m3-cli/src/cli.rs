@@ -12,7 +12,8 @@ use crate::notify_args::{InProcessNotify, LinksCommand, NotifyCommandArgs, Webho
 #[derive(Debug, Parser)]
 #[command(name = "m3", version, color = clap::ColorChoice::Never)]
 pub(crate) struct Cli {
-    /// The SQLite execution store (opening it runs recovery).
+    /// The execution store: a SQLite file, or a postgres:// (postgresql://) URL of a
+    /// PostgreSQL database (opening it runs recovery).
     #[arg(long, global = true, env = "M3_DB", default_value = "./m3.sqlite")]
     pub(crate) db: PathBuf,
     /// Machine output: one JSON document on stdout; failures as one JSON object on stderr.
@@ -44,8 +45,9 @@ pub(crate) enum Command {
     /// Run queued executions until SIGINT/SIGTERM, then drain and exit 0.
     #[command(after_help = WORKER_EXAMPLES)]
     Worker(WorkerArgs),
-    /// List executions.
-    Executions,
+    /// List executions, oldest first.
+    #[command(after_help = EXECUTIONS_EXAMPLES)]
+    Executions(ExecutionsArgs),
     /// Show the snapshot of one execution.
     Status {
         /// Execution id.
@@ -295,6 +297,33 @@ impl RoundLimitArgs {
     }
 }
 
+const EXECUTIONS_EXAMPLES: &str = "\
+Examples:
+  m3 executions --lifecycle waiting_for_input   # the executions waiting for an answer
+  m3 executions --since 1h --limit 20           # the first 20 created in the last hour";
+
+/// `m3 executions`' filters (those of the JSON API's `GET /api/v1/executions`, plus
+/// `--since`).
+#[derive(Debug, Args)]
+pub(crate) struct ExecutionsArgs {
+    /// At most N executions (the oldest N the other filters select).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
+    /// Only executions in this lifecycle state: created, queued, starting, idle,
+    /// running_turn, waiting_for_input, closing, finished.
+    #[arg(long, value_name = "LIFECYCLE", value_parser = parse_lifecycle)]
+    pub(crate) lifecycle: Option<m3_types::ExecutionStatus>,
+    /// Only executions created at or after this time: a duration ago (30d, 12h, 90m) or an
+    /// RFC 3339 time (2026-11-01T00:00:00Z).
+    #[arg(long, value_name = "DURATION|TIMESTAMP")]
+    pub(crate) since: Option<String>,
+}
+
+fn parse_lifecycle(text: &str) -> Result<m3_types::ExecutionStatus, String> {
+    text.parse()
+        .map_err(|error: m3_types::Error| error.message().to_owned())
+}
+
 const PENDING_EXAMPLES: &str = "\
 Examples:
   m3 pending                  # every pending round, with a ready-to-edit `m3 respond` line
@@ -435,6 +464,10 @@ pub(crate) struct ServeArgs {
         hide_env_values = true
     )]
     pub(crate) metrics_token: Option<String>,
+    /// Create the store when `--db` names no file yet (without it, a path that does not
+    /// exist is refused: a typo would otherwise serve an empty store).
+    #[arg(long)]
+    pub(crate) create: bool,
     #[command(flatten)]
     pub(crate) notify: InProcessNotify,
 }

@@ -5,11 +5,11 @@ use std::fmt;
 use m3_types::{Error, ExecutionResult};
 use serde_json::{Map, Value, json};
 
-/// Exit codes of CLI.md ("Exit codes").
+/// Exit codes of CLI.md ("Exit codes"); which error code leads to which is [`EXIT_CODES`].
 pub(crate) mod exit {
     /// Success.
     pub(crate) const SUCCESS: u8 = 0;
-    /// Anything not listed below.
+    /// Anything not listed in [`super::EXIT_CODES`].
     pub(crate) const OTHER: u8 = 1;
     /// Command-line usage.
     pub(crate) const USAGE: u8 = 2;
@@ -23,7 +23,7 @@ pub(crate) mod exit {
     pub(crate) const RECOVERY_UNAVAILABLE: u8 = 6;
     /// `timeout`.
     pub(crate) const TIMEOUT: u8 = 7;
-    /// Unknown execution or round.
+    /// Unknown execution or round; no store at a read command's `--db`.
     pub(crate) const NOT_FOUND: u8 = 8;
     /// The execution finished but not `completed`.
     pub(crate) const NOT_COMPLETED: u8 = 9;
@@ -36,24 +36,67 @@ pub(crate) const USAGE_CODE: &str = "usage";
 /// The stable code of "the execution finished but not `completed`".
 pub(crate) const NOT_COMPLETED_CODE: &str = "execution_not_completed";
 
-/// A failure of one `m3` command: stable code, one-line message, details, exit code.
+/// The one table from error code to exit status (CLI.md's "Exit codes"; a unit test
+/// parses that table and compares). A code not listed exits [`exit::OTHER`].
+pub(crate) const EXIT_CODES: &[(&str, u8)] = &[
+    (USAGE_CODE, exit::USAGE),
+    ("invalid_argument", exit::INVALID),
+    ("managed_input_invalid", exit::INVALID),
+    ("managed_input_conflict", exit::CONFLICT),
+    ("managed_input_state", exit::STATE),
+    (
+        "managed_input_recovery_unavailable",
+        exit::RECOVERY_UNAVAILABLE,
+    ),
+    ("timeout", exit::TIMEOUT),
+    ("not_found", exit::NOT_FOUND),
+    (NOT_COMPLETED_CODE, exit::NOT_COMPLETED),
+    ("not_booked", exit::NOT_COMPLETED),
+    ("interrupted", exit::INTERRUPTED),
+];
+
+/// The exit status of error code `code`: its row of [`EXIT_CODES`], else [`exit::OTHER`].
+pub(crate) fn exit_for(code: &str) -> u8 {
+    EXIT_CODES
+        .iter()
+        .find(|(listed, _)| *listed == code)
+        .map_or(exit::OTHER, |(_, status)| *status)
+}
+
+/// A failure of one `m3` command: stable code, one-line message, details; its exit status
+/// is the code's row of [`EXIT_CODES`] ([`Failure::exit`]), never set on its own.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Failure {
     pub(crate) code: String,
     pub(crate) message: String,
     pub(crate) details: Map<String, Value>,
-    pub(crate) exit: u8,
 }
 
 impl Failure {
-    /// A usage error (exit 2).
-    pub(crate) fn usage(message: impl Into<String>) -> Self {
+    /// A failure with `code` and `message`, no details, and the exit status [`EXIT_CODES`]
+    /// gives `code`: the only way a failure gets its exit status.
+    pub(crate) fn new(code: &str, message: impl Into<String>) -> Self {
         Self {
-            code: USAGE_CODE.to_owned(),
+            code: code.to_owned(),
             message: message.into(),
             details: Map::new(),
-            exit: exit::USAGE,
         }
+    }
+
+    /// The exit status: [`exit_for`] of the code.
+    pub(crate) fn exit(&self) -> u8 {
+        exit_for(&self.code)
+    }
+
+    /// The same failure with `value` under `key` in its details.
+    pub(crate) fn with_detail(mut self, key: &str, value: Value) -> Self {
+        self.details.insert(key.to_owned(), value);
+        self
+    }
+
+    /// A usage error (exit 2).
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Self::new(USAGE_CODE, message)
     }
 
     /// An `invalid_argument` error (exit 3) found by the command line itself.
@@ -61,14 +104,9 @@ impl Failure {
         Self::from(Error::model_validation(message))
     }
 
-    /// Anything else (exit 1), with its own code.
+    /// A failure with its own code (exit 1 unless [`EXIT_CODES`] lists the code).
     pub(crate) fn other(code: &str, message: impl Into<String>) -> Self {
-        Self {
-            code: code.to_owned(),
-            message: message.into(),
-            details: Map::new(),
-            exit: exit::OTHER,
-        }
+        Self::new(code, message)
     }
 
     /// The execution finished with an outcome other than `completed` (exit 9).
@@ -94,24 +132,21 @@ impl Failure {
                 serde_json::to_value(error).unwrap_or(Value::Null),
             );
         }
-        Self {
-            code: NOT_COMPLETED_CODE.to_owned(),
-            message,
-            details,
-            exit: exit::NOT_COMPLETED,
-        }
+        let mut failure = Self::new(NOT_COMPLETED_CODE, message);
+        failure.details = details;
+        failure
     }
 
     /// Ctrl-C stopped `m3 run`/`m3 demo` (exit 130).
     pub(crate) fn interrupted(execution_id: &str) -> Self {
         let mut details = Map::new();
         details.insert("execution_id".into(), json!(execution_id));
-        Self {
-            code: "interrupted".to_owned(),
-            message: format!("interrupted: execution {execution_id} was asked to cancel"),
-            details,
-            exit: exit::INTERRUPTED,
-        }
+        let mut failure = Self::new(
+            "interrupted",
+            format!("interrupted: execution {execution_id} was asked to cancel"),
+        );
+        failure.details = details;
+        failure
     }
 
     /// The one-line rendering for people: `error[CODE]: message`, followed by what the
@@ -201,26 +236,6 @@ fn describe_field_error(error: &Value) -> String {
     }
 }
 
-/// Whether a kit error means "unknown execution or round" (code `not_found`).
-pub(crate) fn is_not_found(error: &Error) -> bool {
-    error.is_not_found()
-}
-
-/// The exit code of CLI.md's table for a kit error.
-pub(crate) fn exit_code(error: &Error) -> u8 {
-    if is_not_found(error) {
-        return exit::NOT_FOUND;
-    }
-    match error.code() {
-        "invalid_argument" | "managed_input_invalid" => exit::INVALID,
-        "managed_input_conflict" => exit::CONFLICT,
-        "managed_input_state" => exit::STATE,
-        "managed_input_recovery_unavailable" => exit::RECOVERY_UNAVAILABLE,
-        "timeout" => exit::TIMEOUT,
-        _ => exit::OTHER,
-    }
-}
-
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
         let mut message = error.message().to_owned();
@@ -231,12 +246,9 @@ impl From<Error> for Failure {
                 message.push_str(&cause);
             }
         }
-        Self {
-            code: error.code().to_owned(),
-            message,
-            details: error.details().clone(),
-            exit: exit_code(&error),
-        }
+        let mut failure = Self::new(error.code(), message);
+        failure.details = error.details().clone();
+        failure
     }
 }
 
@@ -259,8 +271,62 @@ mod tests {
             (Error::cancelled("x"), 1),
         ];
         for (error, code) in cases {
-            assert_eq!(exit_code(&error), code, "{}", error.code());
-            assert_eq!(Failure::from(error).exit, code);
+            assert_eq!(exit_for(error.code()), code, "{}", error.code());
+            assert_eq!(Failure::from(error).exit(), code);
+        }
+    }
+
+    /// The `(error code, exit status)` pairs of CLI.md's "Exit codes" table: every
+    /// backticked code of a row's last column (before any parenthesis) with the row's status.
+    fn documented_exit_codes(doc: &str) -> Vec<(String, u8)> {
+        let section = doc
+            .split("\n## Exit codes\n")
+            .nth(1)
+            .expect("CLI.md has Exit codes");
+        let mut pairs = Vec::new();
+        for line in section
+            .lines()
+            .skip_while(|line| !line.starts_with('|'))
+            .take_while(|line| line.starts_with('|'))
+        {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let Some(Ok(status)) = cells.get(1).map(|cell| cell.parse::<u8>()) else {
+                continue;
+            };
+            let codes = cells.get(3).copied().unwrap_or_default();
+            let codes = codes.split('(').next().unwrap_or_default();
+            for code in codes.split('`').skip(1).step_by(2) {
+                pairs.push((code.to_owned(), status));
+            }
+        }
+        pairs
+    }
+
+    #[test]
+    fn the_exit_table_is_cli_md_s_table() {
+        let documented = documented_exit_codes(include_str!("../../../docs/cli.md"));
+        assert!(documented.len() >= 12, "{documented:?}");
+        for (code, status) in &documented {
+            assert_eq!(
+                exit_for(code),
+                *status,
+                "CLI.md says `{code}` exits {status}"
+            );
+        }
+        for (code, status) in EXIT_CODES {
+            assert!(
+                documented.contains(&((*code).to_owned(), *status)),
+                "`{code}` -> {status} is not in CLI.md's table"
+            );
+        }
+        // Codes of the kit not in the table exit 1, as the table's first row says.
+        for code in [
+            "storage_error",
+            "transport_error",
+            "protocol_error",
+            "cancelled",
+        ] {
+            assert_eq!(exit_for(code), exit::OTHER, "{code}");
         }
     }
 
@@ -277,7 +343,7 @@ mod tests {
         let json = failure.json();
         assert_eq!(json["error"]["code"], "managed_input_conflict");
         assert_eq!(json["error"]["details"]["round_id"], "r1");
-        assert_eq!(Failure::usage("x").exit, 2);
+        assert_eq!(Failure::usage("x").exit(), 2);
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod cli;
 mod commands;
 mod failure;
 mod form;
+mod ids;
 mod lease;
 mod metrics_listener;
 mod notify_args;
@@ -104,7 +105,8 @@ fn run_without_runtime(out: Output, command: Command) -> Result<ExitCode, Box<Co
         Command::McpRelay { handoff, command } => commands::mcp_relay::run(&handoff, &command),
         Command::Schema { name } => finish(out, commands::schema::run(out, name.as_deref())),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut crate::command(), "m3", &mut std::io::stdout());
+            let mut visible = visible_only(&crate::command());
+            clap_complete::generate(shell, &mut visible, "m3", &mut std::io::stdout());
             ExitCode::from(exit::SUCCESS)
         }
         command => return Err(Box::new(command)),
@@ -118,7 +120,14 @@ async fn run_store_command(out: Output, db: &Path, command: Command) -> Result<(
         Command::Run(args) => commands::run::run(out, db, args).await,
         Command::Submit(args) => commands::submit::run(out, db, args).await,
         Command::Worker(args) => commands::worker::run(out, db, args).await,
-        Command::Executions => commands::inspect::executions(out, db).await,
+        Command::Executions(args) => {
+            let filter = commands::inspect::ExecutionFilter {
+                limit: args.limit,
+                lifecycle: args.lifecycle,
+                since: args.since,
+            };
+            commands::inspect::executions(out, db, filter).await
+        }
         Command::Status { execution } => commands::inspect::status(out, db, &execution).await,
         Command::Pending { execution, watch } if watch => {
             commands::inspect::watch_pending(out, db, execution.as_deref()).await
@@ -183,6 +192,51 @@ pub(crate) fn command() -> clap::Command {
     command
 }
 
+/// A copy of `command` without its hidden subcommands and hidden arguments, at every level:
+/// completion scripts offer only what the help shows (clap_complete's generators list
+/// hidden items too).
+fn visible_only(command: &clap::Command) -> clap::Command {
+    let mut copy = clap::Command::new(command.get_name().to_owned())
+        .about(command.get_about().cloned().unwrap_or_default())
+        .args(
+            command
+                .get_arguments()
+                .filter(|arg| !arg.is_hide_set())
+                .cloned(),
+        )
+        .groups(command.get_groups().filter_map(|group| {
+            // A group keeps its visible arguments (the derive groups every argument of a
+            // command, hidden ones too).
+            let visible: Vec<clap::Id> = group
+                .get_args()
+                .filter(|id| {
+                    command
+                        .get_arguments()
+                        .any(|arg| arg.get_id() == *id && !arg.is_hide_set())
+                })
+                .cloned()
+                .collect();
+            let mut copy = group.clone();
+            let multiple = copy.is_multiple();
+            (!visible.is_empty()).then(|| {
+                clap::ArgGroup::new(group.get_id().clone())
+                    .args(visible)
+                    .required(group.is_required_set())
+                    .multiple(multiple)
+            })
+        }))
+        .subcommands(
+            command
+                .get_subcommands()
+                .filter(|sub| !sub.is_hide_set())
+                .map(visible_only),
+        );
+    if let Some(version) = command.get_version() {
+        copy = copy.version(version.to_owned());
+    }
+    copy
+}
+
 fn parse() -> Result<Cli, clap::Error> {
     let matches = command().try_get_matches()?;
     Cli::from_arg_matches(&matches)
@@ -193,7 +247,7 @@ fn finish(out: Output, outcome: Result<(), Failure>) -> ExitCode {
         Ok(()) => ExitCode::from(exit::SUCCESS),
         Err(failure) => {
             out.fail(&failure);
-            ExitCode::from(failure.exit)
+            ExitCode::from(failure.exit())
         }
     }
 }

@@ -262,7 +262,7 @@ mod tests {
         assert_eq!(with_eras(&[]).unwrap()[0].era(), ServerEra::Auto);
         for bad in ["py", "py=2024-11-05", "other=auto"] {
             let failure = with_eras(&[bad]).unwrap_err();
-            assert_eq!(failure.exit, 2, "{bad}: {failure}");
+            assert_eq!(failure.exit(), 2, "{bad}: {failure}");
         }
         let failure = with_eras(&["py=modern"]).unwrap_err();
         assert!(failure.to_string().contains("2025-11-25"), "{failure}");
@@ -296,7 +296,8 @@ mod tests {
         for (servers, envs, cwds, headers, trusts) in cases {
             let failure = parse(servers, envs, cwds, headers, trusts).unwrap_err();
             assert_eq!(
-                failure.exit, 2,
+                failure.exit(),
+                2,
                 "{servers:?} {envs:?} {cwds:?} {headers:?} {trusts:?}: {failure}"
             );
         }

@@ -171,7 +171,7 @@ fn prune_removes_old_records_and_nothing_else() {
 
 /// `m3 serve` on `store`, and its base URL.
 fn serve(store: &Store) -> (Running, String) {
-    let mut serve = store.spawn(&["serve", "--bind", "127.0.0.1:0"]);
+    let mut serve = store.spawn(&["serve", "--create", "--bind", "127.0.0.1:0"]);
     let page = serve.next_line();
     let url = page.trim_end_matches('/').to_owned();
     (serve, url)

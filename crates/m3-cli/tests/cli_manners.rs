@@ -196,3 +196,61 @@ fn a_dead_worker_s_lease_is_said_by_status_respond_and_recover() {
         "{respond}"
     );
 }
+
+#[test]
+fn serve_refuses_a_db_that_does_not_exist_unless_told_to_create_it() {
+    let store = Store::new();
+    let refused = store
+        .m3(&["--json", "serve", "--bind", "127.0.0.1:0"])
+        .expect_code(8);
+    assert_eq!(refused.error_code(), "not_found");
+    assert!(refused.stderr.contains("no store at"), "{}", refused.stderr);
+    assert!(!store.db().exists(), "nothing was created");
+    let mut serve = store.spawn(&["serve", "--create", "--bind", "127.0.0.1:0"]);
+    let url = serve.next_line();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert!(store.db().exists());
+    drop(serve);
+    // Now that it exists, `m3 serve` serves it without --create.
+    let mut serve = store.spawn(&["serve", "--bind", "127.0.0.1:0"]);
+    assert!(serve.next_line().starts_with("http://127.0.0.1:"));
+}
+
+#[test]
+fn completions_offer_only_what_the_help_shows_and_db_names_postgres() {
+    let store = Store::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let script = store.m3(&["completions", shell]).expect_code(0).stdout;
+        assert!(!script.contains("mcp-relay"), "{shell}");
+        assert!(!script.contains("announce-change"), "{shell}");
+        assert!(script.contains("doctor"), "{shell}");
+        assert!(script.contains("idempotency-key"), "{shell}");
+    }
+    let help = store.m3(&["--help"]).expect_code(0).stdout;
+    assert!(help.contains("postgres://"), "{help}");
+}
+
+#[test]
+fn stale_signal_sockets_are_removed_when_a_process_listens() {
+    use std::os::unix::net::UnixDatagram;
+    let store = Store::new();
+    let mut submit = managed_run(&shipping_server(""), "book_shipment");
+    submit[1] = "submit".to_owned();
+    let execution = store.m3(&refs(&submit)).expect_code(0).json()["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut dir = store.db().into_os_string();
+    dir.push("-signals");
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // A process killed before it unbound leaves its socket file: nobody listens on it.
+    let stale = dir.join("999999-deadbeef.sock");
+    drop(UnixDatagram::bind(&stale).unwrap());
+    assert!(stale.exists());
+    // Waiting for a result listens for changes: the directory is swept first.
+    store
+        .m3(&["result", &execution, "--timeout", "0.3"])
+        .expect_code(7);
+    assert!(!stale.exists(), "the stale socket is still there");
+}

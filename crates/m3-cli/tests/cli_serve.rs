@@ -63,7 +63,14 @@ fn binding_beyond_loopback_needs_a_token() {
 fn the_guide_runs_against_m3_serve_while_m3_run_waits() {
     let store = Store::new();
     let token = "guide-token-0123456789";
-    let mut serve = store.spawn(&["serve", "--bind", "127.0.0.1:0", "--token", token]);
+    let mut serve = store.spawn(&[
+        "serve",
+        "--create",
+        "--bind",
+        "127.0.0.1:0",
+        "--token",
+        token,
+    ]);
     let page = serve.next_line();
     assert!(
         page.starts_with("http://127.0.0.1:") && page.ends_with(&format!("/?token={token}")),

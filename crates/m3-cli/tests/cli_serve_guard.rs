@@ -123,6 +123,7 @@ fn dns_rebinding_requests_cannot_read_or_answer() {
     let store = Store::new();
     let serve = Serving::start(store.command(&[
         "serve",
+        "--create",
         "--bind",
         "127.0.0.1:0",
         "--allowed-host",
@@ -251,7 +252,14 @@ fn silent_and_half_sent_connections_cannot_starve_healthz_under_a_low_file_limit
             "--db",
         ])
         .arg(store.db())
-        .args(["serve", "--bind", "127.0.0.1:0", "--header-timeout", "1"])
+        .args([
+            "serve",
+            "--create",
+            "--bind",
+            "127.0.0.1:0",
+            "--header-timeout",
+            "1",
+        ])
         .env_remove("M3_DB")
         .stdin(Stdio::null());
     let serve = Serving::start(command);
@@ -279,6 +287,7 @@ fn sigterm_ends_serve_while_a_client_is_stuck_mid_headers() {
     let store = Store::new();
     let serve = Serving::start(store.command(&[
         "serve",
+        "--create",
         "--bind",
         "127.0.0.1:0",
         "--header-timeout",

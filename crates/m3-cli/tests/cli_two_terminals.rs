@@ -221,7 +221,7 @@ fn unknown_executions_and_rounds_exit_8() {
         missing.stderr.lines().next().unwrap_or_default(),
         format!(
             "error[not_found]: no store at {} (give the store with --db PATH or M3_DB; \
-             `m3 run` and `m3 demo` create one)",
+             `m3 run`, `m3 demo` and `m3 serve --create` create one)",
             store.db().display()
         )
     );

@@ -511,6 +511,7 @@ fn m3_serve_and_m3_worker_deliver_with_notify() {
     subscribe(&store, &receiver, &["--events", "round.pending"]);
     let mut serve = store.spawn(&[
         "serve",
+        "--create",
         "--bind",
         "127.0.0.1:0",
         "--notify",

@@ -170,6 +170,10 @@ impl AsyncMcpTestKit {
         if accept_defaults {
             fill_defaults(&current.pending.requests, &mut responses);
         }
+        // The store returns the stored record for a repeat of the same key and responses
+        // (and refuses other responses): a key already there means this call is a replay.
+        let replayed =
+            current.response_idempotency_key.as_deref() == Some(idempotency_key.as_str());
         let actor = actor.unwrap_or_else(|| self.inner.actor.clone());
         let submission = ResponseSubmission::new(responses, idempotency_key).with_actor(actor);
         let record = store
@@ -183,6 +187,7 @@ impl AsyncMcpTestKit {
         Ok(RoundDetails {
             round: record.pending,
             diagnostics,
+            replayed,
         })
     }
 }

@@ -72,6 +72,12 @@ pub struct RoundDetails {
     pub round: PendingElicitationRound,
     /// Status, timestamps, failure and the redacted responses.
     pub diagnostics: RoundDiagnostics,
+    /// From [`AsyncMcpTestKit::answer`](crate::AsyncMcpTestKit::answer): the round already
+    /// held these responses under this idempotency key when it was read, so the call wrote
+    /// nothing and returned the stored answer (a replay). `false` when the call committed
+    /// them, and wherever a round is only read. Two first answers racing with the same key
+    /// and responses may both say `false`; the store keeps one answer either way.
+    pub replayed: bool,
 }
 
 /// A handle on one execution, from [`AsyncAgent::submit`](crate::AsyncAgent::submit)
@@ -425,6 +431,7 @@ impl AsyncExecutionHandle {
         Ok(RoundDetails {
             round: record.pending,
             diagnostics,
+            replayed: false,
         })
     }
 

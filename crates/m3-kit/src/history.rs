@@ -208,6 +208,7 @@ impl AsyncMcpTestKit {
                 details: RoundDetails {
                     round: record.pending,
                     diagnostics,
+                    replayed: false,
                 },
             });
         }

@@ -60,6 +60,9 @@ reasons! {
     InvalidCursor => "invalid_cursor",
     /// A change-feed cursor is beyond the newest record the store ever wrote.
     CursorInFuture => "cursor_in_future",
+    /// An id prefix (as `m3` accepts for execution and round ids) matches more than one
+    /// id; `details.candidates` lists them.
+    AmbiguousId => "ambiguous_id",
     // ---- leases
     /// The presented lease (owner and token) is not the stored one.
     LeaseNotHeld => "lease_not_held",

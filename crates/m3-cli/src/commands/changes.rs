@@ -52,13 +52,16 @@ pub(crate) async fn events(
     db: &Path,
     after: Option<&str>,
     follow: bool,
-    filter: EventFilter,
+    mut filter: EventFilter,
 ) -> Result<(), Failure> {
     let after = after
         .map(str::parse::<Cursor>)
         .transpose()?
         .unwrap_or_default();
     let kit = open_existing_kit(db, false).await?;
+    if let Some(given) = &filter.execution {
+        filter.execution = Some(crate::ids::execution(&kit, given).await?);
+    }
     let outcome = if follow {
         follow_events(out, &kit, after, &filter).await
     } else {
@@ -113,16 +116,7 @@ async fn follow_events(
 /// # Errors
 /// `invalid_argument` for anything else.
 pub(crate) fn parse_before(text: &str, now: OffsetDateTime) -> Result<OffsetDateTime, Failure> {
-    if let Ok(ago) = humantime::parse_duration(text) {
-        return now
-            .checked_sub(time::Duration::try_from(ago).unwrap_or(time::Duration::MAX))
-            .ok_or_else(|| Failure::invalid(format!("--before {text} is before the calendar")));
-    }
-    m3_types::timestamp::parse(text).map_err(|_| {
-        Failure::invalid(format!(
-            "--before takes a duration (30d, 12h, 90m) or an RFC 3339 time, not '{text}'"
-        ))
-    })
+    crate::commands::inspect::parse_when("--before", text, now)
 }
 
 /// `m3 prune --before WHEN [--dry-run]`: removes (or counts) the change records older than

@@ -48,12 +48,10 @@ pub(crate) async fn run(out: Output, db: &Path, interactive: bool) -> Result<(),
         out.say("shipment booked.");
         Ok(())
     } else {
-        Err(Failure {
-            code: "not_booked".to_owned(),
-            message: "the execution completed but the shipment was not booked".to_owned(),
-            details: serde_json::Map::new(),
-            exit: crate::failure::exit::NOT_COMPLETED,
-        })
+        Err(Failure::new(
+            "not_booked",
+            "the execution completed but the shipment was not booked",
+        ))
     }
 }
 

@@ -77,5 +77,5 @@ fn fixture_failure(error: FixtureError) -> Failure {
 
 fn fail(out: Output, failure: Failure) -> ExitCode {
     out.fail(&failure);
-    ExitCode::from(failure.exit)
+    ExitCode::from(failure.exit())
 }

@@ -62,7 +62,7 @@ pub(crate) fn run_http(out: Output, name: &str, era: Era, address: SocketAddr) -
         Ok(()) => ExitCode::from(exit::SUCCESS),
         Err(failure) => {
             out.fail(&failure);
-            ExitCode::from(failure.exit)
+            ExitCode::from(failure.exit())
         }
     }
 }

@@ -5,11 +5,13 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use m3_kit::{AsyncMcpTestKit, StoreUrl};
+use m3_kit::{AsyncMcpTestKit, ListExecutions, StoreUrl};
 use m3_types::{ExecutionOutcome, PendingElicitationRound, timestamp};
 use serde_json::json;
+use time::OffsetDateTime;
 
 use crate::failure::Failure;
+use crate::ids;
 use crate::lease;
 use crate::output::Output;
 use crate::progress::Ticker;
@@ -60,24 +62,77 @@ fn require_store(db: &Path) -> Result<(), Failure> {
         Some(file) if !file.is_file() => {}
         _ => return Ok(()),
     }
-    let mut failure = Failure::other(
+    let label = crate::output::store_label(db);
+    Err(Failure::new(
         "not_found",
         format!(
-            "no store at {} (give the store with --db PATH or M3_DB; `m3 run` and `m3 demo` create one)",
-            crate::output::store_label(db)
+            "no store at {label} (give the store with --db PATH or M3_DB; `m3 run`, `m3 demo` and `m3 serve --create` create one)"
         ),
-    );
-    failure.exit = crate::failure::exit::NOT_FOUND;
-    failure
-        .details
-        .insert("store".into(), json!(crate::output::store_label(db)));
-    failure.details.insert("not_found".into(), json!(true));
-    Err(failure)
+    )
+    .with_detail("store", json!(label)))
 }
 
-pub(crate) async fn executions(out: Output, db: &Path) -> Result<(), Failure> {
+/// The time flag `flag` names with `text`: `DURATION` ago (`30d`, `12h`, `90m`, ...) or an
+/// RFC 3339 time.
+///
+/// # Errors
+/// `invalid_argument` for anything else.
+pub(crate) fn parse_when(
+    flag: &str,
+    text: &str,
+    now: OffsetDateTime,
+) -> Result<OffsetDateTime, Failure> {
+    if let Ok(ago) = humantime::parse_duration(text) {
+        return now
+            .checked_sub(time::Duration::try_from(ago).unwrap_or(time::Duration::MAX))
+            .ok_or_else(|| Failure::invalid(format!("{flag} {text} is before the calendar")));
+    }
+    m3_types::timestamp::parse(text).map_err(|_| {
+        Failure::invalid(format!(
+            "{flag} takes a duration (30d, 12h, 90m) or an RFC 3339 time, not '{text}'"
+        ))
+    })
+}
+
+/// Which executions `m3 executions` lists.
+#[derive(Debug, Default)]
+pub(crate) struct ExecutionFilter {
+    /// At most this many (the oldest the other filters keep).
+    pub(crate) limit: Option<u32>,
+    /// Only executions in this lifecycle state.
+    pub(crate) lifecycle: Option<m3_types::ExecutionStatus>,
+    /// Only executions created at or after this time (`--since` text, parsed here).
+    pub(crate) since: Option<String>,
+}
+
+/// `m3 executions [--limit N] [--lifecycle L] [--since TIME]`: the store's own query
+/// (`ListExecutions`, as the JSON API's list uses) for lifecycle and limit; `--since` filters
+/// the listing by creation time (the store query has no time bound), before the limit.
+pub(crate) async fn executions(
+    out: Output,
+    db: &Path,
+    filter: ExecutionFilter,
+) -> Result<(), Failure> {
+    let since = filter
+        .since
+        .as_deref()
+        .map(|text| parse_when("--since", text, lease::now()))
+        .transpose()?;
     let kit = open_existing_kit(db, true).await?;
-    let summaries = kit.executions().await?;
+    let mut query = ListExecutions::new();
+    if let Some(lifecycle) = filter.lifecycle {
+        query = query.with_lifecycle(lifecycle);
+    }
+    let mut summaries = match (filter.limit, since) {
+        (Some(limit), None) => kit.executions_where(query.with_limit(limit)).await?,
+        _ => kit.executions_where(query).await?,
+    };
+    if let Some(since) = since {
+        summaries.retain(|summary| summary.state.created_at >= since);
+        if let Some(limit) = filter.limit {
+            summaries.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        }
+    }
     if out.is_json() {
         let states: Vec<_> = summaries.iter().map(|s| &s.state).collect();
         out.document(&states)?;
@@ -108,7 +163,7 @@ pub(crate) async fn executions(out: Output, db: &Path) -> Result<(), Failure> {
 
 pub(crate) async fn status(out: Output, db: &Path, execution: &str) -> Result<(), Failure> {
     let kit = open_existing_kit(db, true).await?;
-    let handle = kit.attach(execution).await?;
+    let handle = ids::attach(&kit, execution).await?;
     let state = handle.snapshot().await?;
     if out.is_json() {
         out.document(&state)?;
@@ -157,7 +212,12 @@ async fn pending_rounds(
 ) -> Result<Vec<PendingElicitationRound>, Failure> {
     let mut rounds: Vec<PendingElicitationRound> = Vec::new();
     match execution {
-        Some(execution) => rounds.extend(kit.attach(execution).await?.pending_elicitation().await?),
+        Some(execution) => rounds.extend(
+            ids::attach(kit, execution)
+                .await?
+                .pending_elicitation()
+                .await?,
+        ),
         None => {
             for summary in kit.executions().await? {
                 if summary.pending_rounds == 0 {
@@ -182,6 +242,11 @@ pub(crate) async fn watch_pending(
 ) -> Result<(), Failure> {
     use futures_util::StreamExt;
     let kit = open_existing_kit(db, true).await?;
+    let execution = match execution {
+        Some(given) => Some(ids::execution(&kit, given).await?),
+        None => None,
+    };
+    let execution = execution.as_deref();
     let from = feed_end(&kit).await?;
     let mut listed = HashSet::new();
     out.say(format!(
@@ -254,7 +319,8 @@ pub(crate) async fn result(
     timeout: Option<f64>,
 ) -> Result<(), Failure> {
     let kit = open_existing_kit(db, true).await?;
-    let handle = kit.attach(execution).await?;
+    let handle = ids::attach(&kit, execution).await?;
+    let execution = handle.execution_id();
     let mut ticker = Ticker::start(out.shows_progress(), format!("waiting for {execution}"));
     let outcome = handle.result(timeout.map(Duration::from_secs_f64)).await;
     ticker.stop();
@@ -274,7 +340,8 @@ pub(crate) async fn result(
 
 pub(crate) async fn cancel(out: Output, db: &Path, execution: &str) -> Result<(), Failure> {
     let kit = open_existing_kit(db, true).await?;
-    let handle = kit.attach(execution).await?;
+    let handle = ids::attach(&kit, execution).await?;
+    let execution = handle.execution_id();
     let state = handle.snapshot().await?;
     if let Some(outcome) = state.outcome.filter(|_| state.lifecycle.is_terminal()) {
         // Cancelling a finished execution changes nothing: say so instead of "requested".
@@ -336,7 +403,9 @@ pub(crate) async fn recover(out: Output, db: &Path) -> Result<(), Failure> {
 
 pub(crate) async fn rounds(out: Output, db: &Path, execution: &str) -> Result<(), Failure> {
     let kit = open_existing_kit(db, true).await?;
-    let rounds = kit.attach(execution).await?.rounds().await?;
+    let handle = ids::attach(&kit, execution).await?;
+    let execution = handle.execution_id();
+    let rounds = handle.rounds().await?;
     if out.is_json() {
         out.document(&rounds)?;
     } else if rounds.is_empty() {

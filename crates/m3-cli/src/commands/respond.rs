@@ -4,13 +4,14 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use m3_kit::{AsyncExecutionHandle, AsyncMcpTestKit, RoundAnswer};
-use m3_types::{Actor, ActorSurface, HumanInput, ManagedInputStatus};
+use m3_kit::{AsyncExecutionHandle, RoundAnswer};
+use m3_types::{Actor, ActorSurface, ManagedInputStatus};
 use serde_json::json;
 
 use crate::cli::RespondArgs;
 use crate::commands::inspect::open_existing_kit;
-use crate::failure::{Failure, exit};
+use crate::failure::Failure;
+use crate::ids;
 use crate::lease;
 use crate::output::Output;
 use crate::responses::{ResponseArgs, parse_responses};
@@ -34,8 +35,12 @@ pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(),
     let kit = open_existing_kit(db, true).await?;
     let outcome = async {
         let (handle, round) = match &args.second {
-            Some(round) => (kit.attach(&args.first).await?, round.clone()),
-            None => (find_round(&kit, &args.first).await?, args.first.clone()),
+            Some(round) => {
+                let handle = ids::attach(&kit, &args.first).await?;
+                let round = ids::round(&handle, round).await?;
+                (handle, round)
+            }
+            None => ids::find_round(&kit, &args.first).await?,
         };
         // One read of the round (its lease, and its requests' defaults if asked) and the write.
         let answer = RoundAnswer::new(
@@ -48,6 +53,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(),
         .actor(actor);
         let answered = kit.answer(answer).await?;
         let answered_by = answered.diagnostics.answered_by;
+        let replayed = answered.replayed;
         let picked_up = delivered_within(&handle, &round, DELIVERY_GRACE).await?;
         let held = if picked_up {
             None
@@ -61,6 +67,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(),
                 "round_id": round,
                 "idempotency_key": args.idempotency_key,
                 "committed": true,
+                "replayed": replayed,
                 "picked_up": picked_up,
                 "answered_by": answered_by,
             });
@@ -70,7 +77,12 @@ pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(),
             out.document(&document)?;
         } else {
             out.say(format!(
-                "responses committed to round {round} of execution {}{}",
+                "responses {} to round {round} of execution {}{}",
+                if replayed {
+                    "already committed (replay)"
+                } else {
+                    "committed"
+                },
                 handle.execution_id(),
                 answered_by
                     .as_ref()
@@ -109,36 +121,6 @@ fn read_payload(given: &str) -> Result<String, Failure> {
             .map_err(|error| Failure::invalid(format!("--responses @{path}: {error}"))),
         None => Ok(given.to_owned()),
     }
-}
-
-/// The execution holding round `round_id`, searched in every managed execution of the store;
-/// `not_found` (exit 8) when none has it.
-async fn find_round(
-    kit: &AsyncMcpTestKit,
-    round_id: &str,
-) -> Result<AsyncExecutionHandle, Failure> {
-    for summary in kit.executions().await? {
-        if summary.human_input != HumanInput::Managed {
-            continue;
-        }
-        let handle = kit.attach(&summary.state.execution_id).await?;
-        if handle
-            .rounds()
-            .await?
-            .iter()
-            .any(|round| round.round_id == round_id)
-        {
-            return Ok(handle);
-        }
-    }
-    let mut failure = Failure::invalid(format!(
-        "no execution in this store has round '{round_id}' (give EXECUTION ROUND, see `m3 pending`)"
-    ));
-    failure.code = "managed_input_invalid".to_owned();
-    failure.exit = exit::NOT_FOUND;
-    failure.details.insert("not_found".into(), json!(true));
-    failure.details.insert("round_id".into(), json!(round_id));
-    Err(failure)
 }
 
 /// Whether a worker took the committed answer further (delivered or resolved it) within

@@ -273,7 +273,7 @@ async fn commit_answer(
         Err(error) => {
             let failure = Failure::from(error);
             out.fail(&failure);
-            Ok(failure.exit != crate::failure::exit::INVALID)
+            Ok(failure.exit() != crate::failure::exit::INVALID)
         }
     }
 }

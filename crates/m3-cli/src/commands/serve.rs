@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::ServeArgs;
-use crate::commands::inspect::open_kit;
+use crate::commands::inspect::{open_existing_kit, open_kit};
 use crate::failure::Failure;
 use crate::output::Output;
 
@@ -24,6 +24,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
         max_connections,
         shutdown_grace,
         metrics_token,
+        create,
         notify,
     } = args;
     let token = token.filter(|t| !t.is_empty());
@@ -35,7 +36,12 @@ pub(crate) async fn run(out: Output, db: &Path, args: ServeArgs) -> Result<(), F
     let proxy = trust_proxy_header
         .map(|header| m3_server::TrustedProxy::new(&header, &trust_proxy_from))
         .transpose()?;
-    let kit = open_kit(db, true).await?;
+    // Serving answers and reads: an unknown path is refused unless --create asks for one.
+    let kit = if create {
+        open_kit(db, true).await?
+    } else {
+        open_existing_kit(db, true).await?
+    };
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|e| Failure::other("io_error", format!("cannot bind {bind}: {e}")))?;

@@ -209,6 +209,7 @@ struct Listener {
 impl Listener {
     fn bind(dir: &Path, hub: ChangeHub) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
+        remove_stale_sockets(dir);
         let mut random = [0u8; 4];
         getrandom::fill(&mut random).map_err(std::io::Error::other)?;
         let name = format!(
@@ -250,6 +251,31 @@ impl Drop for Listener {
             let _ = socket.send_to(b"*", &self.path);
         }
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Removes the sockets in `dir` that no process listens on any more (a process killed
+/// before it could unbind leaves its file behind). A socket counts as stale when connecting
+/// to it is refused; connecting sends nothing, so a live listener is not woken. Anything
+/// else (a socket being bound right now, an unreadable directory) is left alone.
+fn remove_stale_sockets(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|ext| ext != "sock") {
+            continue;
+        }
+        let Ok(probe) = UnixDatagram::unbound() else {
+            return;
+        };
+        if let Err(error) = probe.connect(&path)
+            && error.kind() == ErrorKind::ConnectionRefused
+        {
+            tracing::debug!(socket = %path.display(), "removing a stale change-signal socket");
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 
@@ -318,6 +344,28 @@ mod tests {
 
     fn database(dir: &tempfile::TempDir) -> PathBuf {
         dir.path().join("m3.sqlite")
+    }
+
+    #[test]
+    fn binding_removes_the_sockets_of_dead_processes_and_keeps_live_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = database(&dir);
+        let sockets = signal_dir(&path);
+        std::fs::create_dir_all(&sockets).unwrap();
+        let stale = sockets.join("1-dead.sock");
+        drop(UnixDatagram::bind(&stale).unwrap());
+        let live_path = sockets.join("2-live.sock");
+        let live = UnixDatagram::bind(&live_path).unwrap();
+        live.set_nonblocking(true).unwrap();
+        let signal = DatagramSignal::new(&path, true);
+        let _waiter = signal.subscribe(Topic::Queue);
+        assert!(!stale.exists(), "the dead process's socket is removed");
+        assert!(live_path.exists(), "a live socket stays");
+        let mut buf = [0u8; 8];
+        assert!(
+            live.recv(&mut buf).is_err(),
+            "the live listener was not woken"
+        );
     }
 
     /// Two signals on one file stand in for two processes (two hubs, two sockets).
