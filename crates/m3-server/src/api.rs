@@ -231,7 +231,12 @@ async fn respond(
         .accept_defaults(accept_defaults)
         .actor(principal.actor(ActorSurface::Api));
     let details = state.kit.answer(answer).await?;
-    Ok(Json(round_json(&details)?))
+    let mut body = round_json(&details)?;
+    if let Value::Object(map) = &mut body {
+        // Whether this call wrote nothing because the same answer was already stored.
+        map.insert("replayed".to_owned(), Value::Bool(details.replayed));
+    }
+    Ok(Json(body))
 }
 
 async fn cancel(

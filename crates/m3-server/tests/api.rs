@@ -133,6 +133,7 @@ async fn answering_is_respond_elicitation_replay_conflict_invalid_and_redacted()
     assert_eq!(accepted.status, StatusCode::OK, "{}", accepted.body);
     let body = accepted.json();
     assert_eq!(body["status"], "response_validated");
+    assert_eq!(body["replayed"], false, "the first answer commits");
     // A server without a token authenticates nobody, and the record says so.
     assert_eq!(
         body["answered_by"],
@@ -151,6 +152,7 @@ async fn answering_is_respond_elicitation_replay_conflict_invalid_and_redacted()
         .post_json(&path, &answer("1 Main Street", "k1"))
         .await;
     assert_eq!(replay.status, StatusCode::OK, "a replay is 200");
+    assert_eq!(replay.json()["replayed"], true, "and says it is one");
     let conflict = served
         .post_json(&path, &answer("2 Other Street", "k1"))
         .await;
