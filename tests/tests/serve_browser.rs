@@ -18,7 +18,7 @@ use m3_tests::runtime_support::{WAIT, completes, pending};
 use m3_types::{
     ElicitationRequest, FormElicitationRequest, ManagedInputStatus, UrlElicitationRequest,
 };
-use page_support::{Page, object, open, store_round};
+use page_support::{Page, object, open, open_form, store_round, stored_content};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,29 +177,24 @@ async fn url_consent(page: &Page) {
 /// A round with every widget of the subset, answered with the keyboard and
 /// the mouse; the store gets the typed values with their schema types.
 async fn every_widget(page: &Page) {
-    let schema = object(
-        json!({"type": "object", "required": ["name", "email"], "properties": {
-            "name":  {"type": "string", "title": "Name", "description": "As on your passport.", "minLength": 1, "default": "Ada Lovelace"},
-            "email": {"type": "string", "title": "Email", "format": "email"},
-            "born":  {"type": "string", "title": "Born", "format": "date"},
-            "age":   {"type": "integer", "title": "Age", "minimum": 0, "maximum": 150},
-            "agree": {"type": "boolean", "title": "I accept the terms", "default": true},
-            "color": {"type": "string", "title": "Colour", "enum": ["red", "green"], "default": "green"},
-            "hero":  {"type": "string", "title": "Hero", "oneOf": [{"const": "h1", "title": "Superman"}, {"const": "h2", "title": "Wonder Woman"}]},
-            "tools": {"type": "array", "title": "Instruments", "items": {"type": "string", "enum": ["Guitar", "Piano"]}, "default": ["Piano"]}
-        }}),
-    );
-    let round = store_round(
-        &page.kit,
+    let schema = json!({"type": "object", "required": ["name", "email"], "properties": {
+        "name":  {"type": "string", "title": "Name", "description": "As on your passport.", "minLength": 1, "default": "Ada Lovelace"},
+        "email": {"type": "string", "title": "Email", "format": "email"},
+        "born":  {"type": "string", "title": "Born", "format": "date"},
+        "age":   {"type": "integer", "title": "Age", "minimum": 0, "maximum": 150},
+        "agree": {"type": "boolean", "title": "I accept the terms", "default": true},
+        "color": {"type": "string", "title": "Colour", "enum": ["red", "green"], "default": "green"},
+        "hero":  {"type": "string", "title": "Hero", "oneOf": [{"const": "h1", "title": "Superman"}, {"const": "h2", "title": "Wonder Woman"}]},
+        "tools": {"type": "array", "title": "Instruments", "items": {"type": "string", "enum": ["Guitar", "Piano"]}, "default": ["Piano"]}
+    }});
+    let round = open_form(
+        page,
         ("travel", "book_trip"),
-        vec![ElicitationRequest::Form(FormElicitationRequest::new(
-            "profile",
-            "Tell us about the traveller.",
-            schema,
-        ))],
+        "profile",
+        "Tell us about the traveller.",
+        schema,
     )
     .await;
-    page.wait_for_form(&round.round_id).await;
     let form = Page::form(&round.round_id);
     page.browser
         .fill(&form, "profile.email", "ada@example.test")
@@ -222,16 +217,8 @@ async fn every_widget(page: &Page) {
         .click(&format!("{form} button[type=submit]"))
         .await;
     page.wait_for_status(&round.round_id).await;
-    let stored = page
-        .kit
-        .attach(&round.execution_id)
-        .await
-        .unwrap()
-        .round(&round.round_id)
-        .await
-        .unwrap();
     assert_eq!(
-        stored.diagnostics.redacted_responses.unwrap()["profile"]["content"],
+        stored_content(page, &round, "profile").await,
         json!({"name": "Ada Lovelace", "email": "ada@example.test", "age": 36, "agree": true,
                "color": "green", "hero": "h2", "tools": ["Guitar", "Piano"]})
     );

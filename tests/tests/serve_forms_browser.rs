@@ -7,8 +7,7 @@
 
 mod page_support;
 
-use m3_types::{ElicitationRequest, FormElicitationRequest};
-use page_support::{Page, object, open, open_with, store_round};
+use page_support::{Page, open, open_form, open_with, stored_content};
 use serde_json::{Value, json};
 
 const SECRET: &str = "sk-live-do-not-echo";
@@ -52,28 +51,22 @@ async fn assert_accessible(page: &Page, what: &str) {
 }
 
 async fn every_kind_of_field(page: &Page) -> m3_types::PendingElicitationRound {
-    let schema = object(
-        json!({"type": "object", "required": ["api_key", "count"], "properties": {
-            "api_key": {"type": "string", "title": "API key"},
-            "count": {"type": "integer", "title": "Parcels", "minimum": 1, "maximum": 9},
-            "email": {"type": "string", "title": "Email", "format": "email"},
-            "when": {"type": "string", "title": "Pick-up", "format": "date-time"},
-            "extras": {"type": "array", "title": "Extras", "maxItems": 2,
-                       "items": {"type": "string", "enum": ["cheese", "ham", "olives"]}}
-        }}),
-    );
-    let round = store_round(
-        &page.kit,
+    let schema = json!({"type": "object", "required": ["api_key", "count"], "properties": {
+        "api_key": {"type": "string", "title": "API key"},
+        "count": {"type": "integer", "title": "Parcels", "minimum": 1, "maximum": 9},
+        "email": {"type": "string", "title": "Email", "format": "email"},
+        "when": {"type": "string", "title": "Pick-up", "format": "date-time"},
+        "extras": {"type": "array", "title": "Extras", "maxItems": 2,
+                   "items": {"type": "string", "enum": ["cheese", "ham", "olives"]}}
+    }});
+    open_form(
+        page,
         ("probe", "ask"),
-        vec![ElicitationRequest::Form(FormElicitationRequest::new(
-            "probe",
-            "Set up the pick-up.",
-            schema,
-        ))],
+        "probe",
+        "Set up the pick-up.",
+        schema,
     )
-    .await;
-    page.wait_for_form(&round.round_id).await;
-    round
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,23 +195,18 @@ async fn a_round_is_answered_with_the_keyboard_alone() {
     let page = open().await;
     // Fields in alphabetical order, so the tab order is the same whether or not the
     // server's property order is kept.
-    let schema = object(
-        json!({"type": "object", "required": ["city", "street"], "properties": {
-            "city": {"type": "string", "title": "City"},
-            "street": {"type": "string", "title": "Street"}
-        }}),
-    );
-    let round = store_round(
-        &page.kit,
+    let schema = json!({"type": "object", "required": ["city", "street"], "properties": {
+        "city": {"type": "string", "title": "City"},
+        "street": {"type": "string", "title": "Street"}
+    }});
+    let round = open_form(
+        &page,
         ("shipping", "book_shipment"),
-        vec![ElicitationRequest::Form(FormElicitationRequest::new(
-            "address",
-            "Enter the delivery address.",
-            schema,
-        ))],
+        "address",
+        "Enter the delivery address.",
+        schema,
     )
     .await;
-    page.wait_for_form(&round.round_id).await;
     let form = Page::form(&round.round_id);
     page.browser
         .eval("document.activeElement.blur(); return null;")
@@ -238,16 +226,8 @@ async fn a_round_is_answered_with_the_keyboard_alone() {
         .type_keys(&char::from(fantoccini::key::Key::Enter).to_string())
         .await;
     page.wait_for_status(&round.round_id).await;
-    let stored = page
-        .kit
-        .attach(&round.execution_id)
-        .await
-        .unwrap()
-        .round(&round.round_id)
-        .await
-        .unwrap();
     assert_eq!(
-        stored.diagnostics.redacted_responses.unwrap()["address"]["content"],
+        stored_content(&page, &round, "address").await,
         json!({"street": "1 Main Street", "city": "Pune"})
     );
     page.step("answered with the keyboard alone");

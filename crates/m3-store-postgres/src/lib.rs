@@ -49,6 +49,8 @@ mod held_connections;
 mod known_round;
 mod opener;
 mod renew;
+#[cfg(feature = "conformance")]
+mod round_corrupt;
 mod round_create;
 mod rounds;
 mod server_time;

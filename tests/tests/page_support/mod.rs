@@ -179,3 +179,31 @@ pub async fn store_round(
         .unwrap();
     round
 }
+
+/// Stores a round with one form request `key` (`message`, `schema`) and waits until the
+/// open inbox shows it.
+pub async fn open_form(
+    page: &Page,
+    origin: (&str, &str),
+    key: &str,
+    message: &str,
+    schema: Value,
+) -> PendingElicitationRound {
+    let request = m3_types::FormElicitationRequest::new(key, message, object(schema));
+    let round = store_round(&page.kit, origin, vec![ElicitationRequest::Form(request)]).await;
+    page.wait_for_form(&round.round_id).await;
+    round
+}
+
+/// The answer content the store holds for request `key` of `round` (redacted projection).
+pub async fn stored_content(page: &Page, round: &PendingElicitationRound, key: &str) -> Value {
+    let details = page
+        .kit
+        .attach(&round.execution_id)
+        .await
+        .unwrap()
+        .round(&round.round_id)
+        .await
+        .unwrap();
+    details.diagnostics.redacted_responses.unwrap()[key]["content"].clone()
+}
