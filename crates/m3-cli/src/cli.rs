@@ -19,11 +19,31 @@ pub(crate) struct Cli {
     /// Machine output: one JSON document on stdout; failures as one JSON object on stderr.
     #[arg(long, global = true)]
     pub(crate) json: bool,
-    /// More log lines on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, wins).
+    /// More log lines on stderr: -v info, -vv debug, -vvv trace (`M3_LOG`, or else
+    /// `RUST_LOG`, when set, wins).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
+    /// Log lines as plain text (with a timestamp) or as JSON objects, one per line, with
+    /// the fields of the spans they happen in. `M3_LOG` filters them (`RUST_LOG` syntax).
+    #[arg(
+        long,
+        global = true,
+        env = "M3_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub(crate) log_format: LogFormat,
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+/// How log lines on stderr are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// One human-readable line per event, with a UTC timestamp.
+    Text,
+    /// One JSON object per event: timestamp, level, target, fields and the span fields.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

@@ -61,7 +61,11 @@ pub fn main() -> ExitCode {
         cli.command,
         Command::ExampleServer { .. } | Command::ExampleProvider { .. } | Command::McpRelay { .. }
     );
-    commands::init_logging(cli.verbose, if plumbing { "warn" } else { "off" });
+    commands::init_logging(
+        cli.verbose,
+        if plumbing { "warn" } else { "off" },
+        cli.log_format,
+    );
     let command = match run_without_runtime(out, cli.command) {
         Ok(code) => return code,
         Err(command) => command,

@@ -1,22 +1,58 @@
 //! What a command's process sets up before it runs: logging to stderr, and the tokio
 //! runtime of the plumbing commands.
 
-/// Logging to stderr: `RUST_LOG` when set, else `quiet` (the level without `-v`: `off` for
-/// the commands whose stderr carries the one error line or JSON object, `warn` for the
-/// plumbing servers) raised by each `-v` (info, debug, trace). Set once per process.
-pub(crate) fn init_logging(verbose: u8, quiet: &str) {
+use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{Layer as _, fmt};
+
+use crate::cli::LogFormat;
+
+/// Libraries that log whole protocol messages or credentials above `info`: rmcp writes
+/// every JSON-RPC message at `trace` (answers included) and OAuth token results at
+/// `debug`. Their lines stop at `info` whatever `M3_LOG` asks for, so no filter setting
+/// can put a response value or a token in a log line.
+const PAYLOAD_LOGGERS: [&str; 1] = ["rmcp"];
+
+/// Logging to stderr, set once per process. The filter is `M3_LOG` when set, else
+/// `RUST_LOG`, else `quiet` (the level without `-v`: `off` for the commands whose stderr
+/// carries the one error line or JSON object, `warn` for the plumbing servers) raised by
+/// each `-v` (info, debug, trace). Text lines carry a UTC timestamp; JSON lines carry the
+/// timestamp, level, target, the event's fields and the fields of every enclosing span.
+pub(crate) fn init_logging(verbose: u8, quiet: &str, format: LogFormat) {
     let default = match verbose {
         0 => quiet,
         1 => "info",
         2 => "debug",
         _ => "trace",
     };
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
-        )
+    let filter = ["M3_LOG", "RUST_LOG"]
+        .iter()
+        .find_map(|name| {
+            std::env::var(name)
+                .ok()
+                .filter(|value| !value.trim().is_empty())
+        })
+        .and_then(|directives| EnvFilter::try_new(directives).ok())
+        .unwrap_or_else(|| EnvFilter::new(default));
+    let payload_cap = PAYLOAD_LOGGERS.iter().fold(
+        Targets::new().with_default(LevelFilter::TRACE),
+        |targets, target| targets.with_target(*target, LevelFilter::INFO),
+    );
+    let lines = match format {
+        LogFormat::Text => fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .boxed(),
+        LogFormat::Json => fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .with_writer(std::io::stderr)
+            .boxed(),
+    };
+    let _ = tracing_subscriber::registry()
+        .with(lines.with_filter(filter).with_filter(payload_cap))
         .try_init();
 }
 
