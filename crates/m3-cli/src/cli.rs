@@ -499,7 +499,7 @@ fn parse_allowed_host(text: &str) -> Result<m3_server::AllowedHost, String> {
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("given").required(true).multiple(true)
-    .args(["responses", "accept", "accept_url", "decline", "cancel"])))]
+    .args(["responses", "accept", "accept_url", "decline", "cancel", "edit"])))]
 pub(crate) struct RespondArgs {
     /// Execution id (may be omitted: `m3 respond ROUND ...` finds the round's execution).
     #[arg(value_name = "EXECUTION")]
@@ -534,6 +534,13 @@ pub(crate) struct RespondArgs {
     /// (default: the operating-system user running the command).
     #[arg(long = "as", value_name = "NAME")]
     pub(crate) as_principal: Option<String>,
+    /// Write the answer in $VISUAL or $EDITOR: a JSON skeleton of the round's requests
+    /// (defaults filled in, comments allowed), submitted when saved.
+    #[arg(
+        long,
+        conflicts_with_all = ["responses", "accept", "accept_url", "decline", "cancel"]
+    )]
+    pub(crate) edit: bool,
 }
 
 fn parse_concurrency(text: &str) -> Result<usize, String> {

@@ -24,6 +24,7 @@
 mod agent;
 mod cli;
 mod commands;
+mod edit_answer;
 mod failure;
 mod form;
 mod ids;

@@ -66,7 +66,7 @@ pub(crate) fn round(round: &PendingElicitationRound) -> String {
 /// One field of a form, as `m3 pending` prints it: `name: kind, required; rules; default`,
 /// then its title and description when the schema gives them. Enum values show their
 /// titles; a secret field's default is never printed.
-fn field_lines(field: &Field) -> Vec<String> {
+pub(crate) fn field_lines(field: &Field) -> Vec<String> {
     let choices = |choices: &[Choice]| {
         choices
             .iter()

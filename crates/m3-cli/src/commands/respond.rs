@@ -4,12 +4,13 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use m3_kit::{AsyncExecutionHandle, RoundAnswer};
-use m3_types::{Actor, ActorSurface, ManagedInputStatus};
+use m3_kit::{AsyncExecutionHandle, AsyncMcpTestKit, RoundAnswer, RoundDetails};
+use m3_types::{Actor, ActorSurface, Error, ManagedInputStatus, ResponseMap};
 use serde_json::json;
 
 use crate::cli::RespondArgs;
 use crate::commands::inspect::open_existing_kit;
+use crate::edit_answer;
 use crate::failure::Failure;
 use crate::ids;
 use crate::lease;
@@ -21,13 +22,17 @@ use crate::responses::{ResponseArgs, parse_responses};
 const DELIVERY_GRACE: Duration = Duration::from_millis(1500);
 
 pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(), Failure> {
-    let responses = parse_responses(&ResponseArgs {
-        responses: args.responses.as_deref().map(read_payload).transpose()?,
-        accept: args.accept,
-        accept_url: args.accept_url,
-        decline: args.decline,
-        cancel: args.cancel,
-    })?;
+    let given = if args.edit {
+        None
+    } else {
+        Some(parse_responses(&ResponseArgs {
+            responses: args.responses.as_deref().map(read_payload).transpose()?,
+            accept: args.accept.clone(),
+            accept_url: args.accept_url.clone(),
+            decline: args.decline.clone(),
+            cancel: args.cancel.clone(),
+        })?)
+    };
     let actor = match &args.as_principal {
         Some(name) => Actor::new(name.as_str(), ActorSurface::Cli)?,
         None => Actor::of_process_user(ActorSurface::Cli),
@@ -42,65 +47,132 @@ pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(),
             }
             None => ids::find_round(&kit, &args.first).await?,
         };
-        // One read of the round (its lease, and its requests' defaults if asked) and the write.
-        let answer = RoundAnswer::new(
-            handle.execution_id(),
-            &round,
-            responses,
-            &args.idempotency_key,
-        )
-        .accept_defaults(args.accept_defaults)
-        .actor(actor);
-        let answered = kit.answer(answer).await?;
-        let answered_by = answered.diagnostics.answered_by;
-        let replayed = answered.replayed;
-        let picked_up = delivered_within(&handle, &round, DELIVERY_GRACE).await?;
-        let held = if picked_up {
-            None
-        } else {
-            lease::current(&handle).await?
-        };
-        let now = lease::now();
-        if out.is_json() {
-            let mut document = json!({
-                "execution_id": handle.execution_id(),
-                "round_id": round,
-                "idempotency_key": args.idempotency_key,
-                "committed": true,
-                "replayed": replayed,
-                "picked_up": picked_up,
-                "answered_by": answered_by,
-            });
-            if let Some(held) = &held {
-                document["worker_lease"] = lease::json(held, now);
-            }
-            out.document(&document)?;
-        } else {
-            out.say(format!(
-                "responses {} to round {round} of execution {}{}",
-                if replayed {
-                    "already committed (replay)"
-                } else {
-                    "committed"
-                },
+        let answer = |responses| {
+            // One read of the round (its lease, and its requests' defaults if asked) and
+            // the write.
+            RoundAnswer::new(
                 handle.execution_id(),
-                answered_by
-                    .as_ref()
-                    .map(|actor| format!(" (answered by {actor})"))
-                    .unwrap_or_default()
-            ));
-            if let Some(held) = &held {
-                out.say(format!(
-                    "  not picked up yet by the worker: {}",
-                    lease::describe(held, now)
-                ));
-            }
-        }
-        Ok::<_, Failure>(())
+                &round,
+                responses,
+                &args.idempotency_key,
+            )
+            .accept_defaults(args.accept_defaults)
+            .actor(actor.clone())
+        };
+        let answered = match given {
+            Some(responses) => kit.answer(answer(responses)).await?,
+            None => answer_in_editor(&kit, &handle, &round, answer).await?,
+        };
+        report(out, &handle, &round, &args.idempotency_key, &answered).await
     }
     .await;
     kit.close().await?;
     outcome
+}
+
+/// `--edit`: the round's skeleton in the person's editor, submitted when saved; an answer
+/// the store refuses as invalid reopens the editor with the error on top. Saving it
+/// unchanged, or with nothing but comments, gives up (nothing is submitted).
+async fn answer_in_editor(
+    kit: &AsyncMcpTestKit,
+    handle: &AsyncExecutionHandle,
+    round: &str,
+    answer: impl Fn(ResponseMap) -> RoundAnswer,
+) -> Result<RoundDetails, Failure> {
+    let details = handle.round(round).await?;
+    if details.diagnostics.status != ManagedInputStatus::Pending {
+        return Err(Failure::from(Error::managed_input_state(format!(
+            "round {round} is {}, not pending: there is nothing to answer",
+            details.diagnostics.status
+        ))));
+    }
+    let mut shown = edit_answer::skeleton(&details.round);
+    loop {
+        let saved = edit_answer::edit(&shown)?;
+        let attempt = match edit_answer::responses_json(&saved)? {
+            None => {
+                return Err(Failure::invalid(
+                    "--edit: the answer was left empty; nothing was submitted",
+                ));
+            }
+            Some(json) => match parse_responses(&ResponseArgs {
+                responses: Some(json),
+                ..ResponseArgs::default()
+            }) {
+                Ok(responses) => kit.answer(answer(responses)).await.map_err(Failure::from),
+                Err(error) => Err(Failure::from(error)),
+            },
+        };
+        match attempt {
+            Err(error) if is_fixable(&error) && saved != shown => {
+                shown = edit_answer::with_error(&saved, &error);
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Whether an edited answer's failure is one the person can fix by editing again.
+fn is_fixable(error: &Failure) -> bool {
+    matches!(
+        error.code.as_str(),
+        "invalid_argument" | "managed_input_invalid"
+    ) && error.details.get("not_found").is_none()
+}
+
+/// Says what the answer did: committed or replayed, who answered, and whether a worker
+/// picked it up (else the lease that holds it).
+async fn report(
+    out: Output,
+    handle: &AsyncExecutionHandle,
+    round: &str,
+    idempotency_key: &str,
+    answered: &RoundDetails,
+) -> Result<(), Failure> {
+    let answered_by = &answered.diagnostics.answered_by;
+    let replayed = answered.replayed;
+    let picked_up = delivered_within(handle, round, DELIVERY_GRACE).await?;
+    let held = if picked_up {
+        None
+    } else {
+        lease::current(handle).await?
+    };
+    let now = lease::now();
+    if out.is_json() {
+        let mut document = json!({
+            "execution_id": handle.execution_id(),
+            "round_id": round,
+            "idempotency_key": idempotency_key,
+            "committed": true,
+            "replayed": replayed,
+            "picked_up": picked_up,
+            "answered_by": answered_by,
+        });
+        if let Some(held) = &held {
+            document["worker_lease"] = lease::json(held, now);
+        }
+        return out.document(&document);
+    }
+    out.say(format!(
+        "responses {} to round {round} of execution {}{}",
+        if replayed {
+            "already committed (replay)"
+        } else {
+            "committed"
+        },
+        handle.execution_id(),
+        answered_by
+            .as_ref()
+            .map(|actor| format!(" (answered by {actor})"))
+            .unwrap_or_default()
+    ));
+    if let Some(held) = &held {
+        out.say(format!(
+            "  not picked up yet by the worker: {}",
+            lease::describe(held, now)
+        ));
+    }
+    Ok(())
 }
 
 /// `--responses` text: `@FILE` reads a file, `-` standard input, anything else is the JSON.
