@@ -421,6 +421,11 @@ pub(crate) struct RunArgs {
     /// How elicitation requests are handled.
     #[arg(long, value_enum, default_value = "fail")]
     pub(crate) human_input: HumanInputArg,
+    /// Answer elicitation requests from this plan file (JSON, `m3 schema
+    /// ElicitationPlan`): each request gets the first entry that matches it; a request no
+    /// entry matches fails the execution. Not with --human-input managed.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) plan: Option<std::path::PathBuf>,
     /// At most this many input rounds per operation.
     #[arg(long, default_value_t = 10)]
     pub(crate) round_limit: u32,

@@ -131,6 +131,8 @@ mod documentation {
     struct Identity;
     #[doc = include_str!("../../../docs/operations.md")]
     struct Operations;
+    #[doc = include_str!("../../../docs/plans.md")]
+    struct Plans;
 }
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

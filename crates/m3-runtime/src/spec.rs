@@ -1,9 +1,10 @@
 //! What an execution runs, as persisted in the execution store.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use m3_types::{Error, HumanInput, ResponseMap, Result, ServerBinding, ToolSelection};
+pub use m3_types::ElicitationPlan;
+use m3_types::{Error, HumanInput, Result, ServerBinding, ToolSelection};
 use serde::{Deserialize, Serialize};
 
 use crate::selection::AgentSelection;
@@ -16,27 +17,6 @@ pub const DEFAULT_EXECUTION_TIMEOUT: Duration = Duration::from_secs(180);
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Default lease renewal interval: 10 s.
 pub const DEFAULT_RENEW_EVERY: Duration = Duration::from_secs(10);
-
-/// A predefined elicitation plan: the answers given, in order, to the rounds of a
-/// `human_input = fail` execution (no human involved). A round beyond the plan
-/// fails the execution like an unplanned elicitation.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct ElicitationPlan {
-    /// One response map per round, in order.
-    pub rounds: Vec<ResponseMap>,
-}
-
-impl ElicitationPlan {
-    /// A plan answering the rounds with `rounds`, in order.
-    pub fn new(rounds: Vec<ResponseMap>) -> Self {
-        Self { rounds }
-    }
-
-    pub(crate) fn queue(&self) -> VecDeque<ResponseMap> {
-        self.rounds.iter().cloned().collect()
-    }
-}
 
 /// How native prompts outside the selected MCP tools are answered (Codex's
 /// command, file-change and permission approvals). Calls to selected tools are

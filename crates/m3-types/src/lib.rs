@@ -100,6 +100,7 @@ pub mod form;
 pub mod form_input;
 pub mod limits;
 pub mod messages;
+pub mod plan;
 pub mod reason;
 pub mod record;
 pub mod redact;
@@ -125,6 +126,7 @@ pub use execution::{
     ActivityHealth, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput,
 };
 pub use limits::{Limit, LimitExceeded, RoundLimits};
+pub use plan::{ElicitationPlan, PlanEntry};
 pub use reason::{Reason, UnknownReason};
 pub use record::{DeliveryState, ManagedInputLease, ManagedInputRecord, ManagedInputStatus};
 pub use redact::{REDACTED, redact, redact_echoes, redact_responses, redact_with, secret_values};

@@ -3,11 +3,12 @@
 use schemars::{JsonSchema, Schema};
 
 use crate::{
-    Actor, ActorSurface, ChangeRecord, DeliveryState, ElicitationAction, ElicitationRequest,
-    ElicitationResponse, ErrorCode, ErrorInfo, ExecutionOutcome, ExecutionResult, ExecutionState,
-    ExecutionStatus, FormElicitationRequest, HttpServer, HumanInput, ManagedInputLease,
-    ManagedInputRecord, ManagedInputStatus, OperationKind, PendingElicitationRound, ServerBinding,
-    ServerTrust, StdioServer, ToolSelection, UrlElicitationRequest,
+    Actor, ActorSurface, ChangeRecord, DeliveryState, ElicitationAction, ElicitationPlan,
+    ElicitationRequest, ElicitationResponse, ErrorCode, ErrorInfo, ExecutionOutcome,
+    ExecutionResult, ExecutionState, ExecutionStatus, FormElicitationRequest, HttpServer,
+    HumanInput, ManagedInputLease, ManagedInputRecord, ManagedInputStatus, OperationKind,
+    PendingElicitationRound, ServerBinding, ServerTrust, StdioServer, ToolSelection,
+    UrlElicitationRequest,
 };
 
 fn entry<T: JsonSchema>(name: &'static str) -> (&'static str, Schema) {
@@ -72,6 +73,7 @@ pub fn value_schemas() -> Vec<(&'static str, Schema)> {
         entry::<ChangeRecord>("ChangeRecord"),
         entry::<DeliveryState>("DeliveryState"),
         entry::<ElicitationAction>("ElicitationAction"),
+        entry::<ElicitationPlan>("ElicitationPlan"),
         entry::<ElicitationRequest>("ElicitationRequest"),
         entry::<ElicitationResponse>("ElicitationResponse"),
         entry::<ErrorCode>("ErrorCode"),

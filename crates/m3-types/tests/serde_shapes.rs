@@ -594,7 +594,7 @@ fn servers_and_selections_have_json_shapes() {
 #[test]
 fn every_public_value_type_has_a_schema() {
     let schemas = m3_types::value_schemas();
-    assert_eq!(schemas.len(), 26);
+    assert_eq!(schemas.len(), 27);
     let names: Vec<&str> = schemas.iter().map(|(n, _)| *n).collect();
     let mut sorted = names.clone();
     sorted.sort_unstable();
@@ -619,6 +619,13 @@ fn every_public_value_type_has_a_schema() {
             .contains_key("lease")
     );
     assert!(m3_types::value_schema("Nope").is_none());
+    // A plan file validates against the plan schema.
+    let plan = m3_types::value_schema("ElicitationPlan").unwrap();
+    let plan_validator = jsonschema::validator_for(plan.as_value()).unwrap();
+    assert!(plan_validator.is_valid(&serde_json::json!({"version": 1, "entries": [
+        {"request_key": "k", "server": "s", "operation_kind": "tool",
+         "response": {"action": "accept", "content": {"x": 1}}, "uses": 2}]})));
+    assert!(!plan_validator.is_valid(&serde_json::json!({"entries": [{"server": "s"}]})));
     // The schemas validate real values.
     let validator = jsonschema::validator_for(round.as_value()).unwrap();
     assert!(validator.is_valid(&pending_json()));

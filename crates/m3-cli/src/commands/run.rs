@@ -88,6 +88,9 @@ pub(crate) fn submission(args: &RunArgs) -> Result<Submission, Failure> {
     if let Some(tools) = tools {
         options = options.tools(tools);
     }
+    if let Some(path) = &args.plan {
+        options = options.elicitation_plan(m3_types::ElicitationPlan::from_path(path)?);
+    }
     let prompt = args
         .prompt
         .clone()

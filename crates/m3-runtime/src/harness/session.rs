@@ -2,10 +2,11 @@
 //! session runs every operation, answers input rounds according to the
 //! execution's human-input policy, and records every logical operation.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use m3_types::plan::{PlanMatcher, PlanQuestion};
 use m3_types::{
     Clock, Error, OperationKind, PendingElicitationRound, Reason, ResponseMap, Result,
     ServerBinding, ToolSelection,
@@ -36,8 +37,8 @@ const TOOL_LISTING_MAX_PAUSE: Duration = Duration::from_secs(1);
 pub(crate) enum InputPolicy {
     /// `human_input = fail`: no answer; the execution fails (`unexpected_elicitation`).
     Fail,
-    /// A predefined plan answers rounds in order.
-    Plan(VecDeque<ResponseMap>),
+    /// A predefined plan answers each request it matches.
+    Plan(PlanMatcher),
     /// `human_input = managed`: the coordinator persists the round and waits.
     Managed(Arc<Coordinator>),
 }
@@ -457,8 +458,12 @@ impl AgentSession {
             let (responses, managed) = match &mut self.input {
                 InputPolicy::Fail => return Err(unexpected_elicitation(&round)),
                 InputPolicy::Plan(plan) => (
-                    plan.pop_front()
-                        .ok_or_else(|| unexpected_elicitation(&round))?,
+                    plan.answer(&PlanQuestion {
+                        server: round.server(),
+                        operation_kind: round.operation_kind(),
+                        operation_name: round.operation_name(),
+                        requests: round.requests(),
+                    })?,
                     None,
                 ),
                 InputPolicy::Managed(coordinator) => {

@@ -384,7 +384,7 @@ impl Worker {
         let harness = harness?;
         let input = match (coordinator, &spec.elicitation_plan) {
             (Some(coordinator), _) => InputPolicy::Managed(coordinator),
-            (None, Some(plan)) => InputPolicy::Plan(plan.queue()),
+            (None, Some(plan)) => InputPolicy::Plan(plan.matcher()),
             (None, None) => InputPolicy::Fail,
         };
         let mut session = Box::pin(AgentSession::connect(SessionSetup {

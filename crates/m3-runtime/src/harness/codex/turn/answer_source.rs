@@ -1,11 +1,11 @@
 //! Where a round's responses come from (managed round, plan, or `fail`), and the answer
 //! in progress; the turn's event loop and its answer and approval handlers all read these.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use m3_types::plan::PlanMatcher;
 use m3_types::{Error, ResponseMap, Result};
 
 use crate::coordinator::Coordinator;
@@ -20,8 +20,8 @@ pub(super) type Answering = Pin<Box<dyn Future<Output = Result<ResponseMap>> + S
 pub(in super::super) enum Answers<'a> {
     /// `human_input = fail`.
     Fail,
-    /// A predefined plan, one response map per round.
-    Plan(&'a mut VecDeque<ResponseMap>),
+    /// A predefined plan, matched to each request.
+    Plan(&'a mut PlanMatcher),
     /// `human_input = managed`.
     Managed(Arc<Coordinator>),
 }

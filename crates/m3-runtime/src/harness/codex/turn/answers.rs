@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use m3_types::plan::PlanQuestion;
 use m3_types::{
     ElicitationAction, ElicitationRequest, ElicitationResponse, Error, PendingElicitationRound,
     ResponseMap, Result,
@@ -23,13 +24,16 @@ impl Turn<'_> {
         let future: Answering = match &mut self.context.answers {
             Answers::Fail => return Ok(()),
             Answers::Plan(plan) => {
-                let next = plan.pop_front();
-                Box::pin(async move {
-                    next.ok_or_else(|| {
-                        Error::protocol("the elicitation plan has no answer for this round")
-                            .with_detail("reason", "unexpected_elicitation")
-                    })
-                })
+                let Some(op) = self.tracker.operations.get(round.operation) else {
+                    return Err(Error::protocol("observed round has no operation"));
+                };
+                let answers = plan.answer(&PlanQuestion {
+                    server: &round.server,
+                    operation_kind: op.operation_kind,
+                    operation_name: &op.operation_name,
+                    requests: &round.requests,
+                });
+                Box::pin(async move { answers })
             }
             Answers::Managed(coordinator) => {
                 let coordinator = Arc::clone(coordinator);

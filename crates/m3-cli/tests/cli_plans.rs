@@ -1,0 +1,112 @@
+//! `m3 run --plan FILE`: a plan file answers each elicitation request with the entry that
+//! matches it (server, operation, request key), whatever order the agent asks in; a request
+//! no entry matches fails the execution with reason `plan_no_match`, naming the closest
+//! entry; a plan with managed input, or a file that is not a plan, is refused at submission.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{Store, shipping_server};
+use serde_json::{Value, json};
+
+fn write(store: &Store, name: &str, value: &Value) -> PathBuf {
+    let path = store.dir.path().join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(value).unwrap()).unwrap();
+    path
+}
+
+/// A script calling the gift shipment (one round: `shipping_address` and `gift_message`),
+/// then the verified shipment (`shipping_address`, then the `verification` URL).
+fn script(store: &Store) -> PathBuf {
+    write(
+        store,
+        "script.json",
+        &json!({"steps": [
+            {"call": "shipping:book_gift_shipment", "arguments": {"weight_kg": 1}},
+            {"call": "shipping:book_verified_shipment", "arguments": {"weight_kg": 2}}
+        ]}),
+    )
+}
+
+/// Entries listed in another order than the agent asks, each scoped to its server.
+fn plan() -> Value {
+    json!({"version": 1, "entries": [
+        {"server": "shipping", "operation_kind": "tool", "operation_name": "book_verified_shipment",
+         "request_key": "verification", "response": {"action": "accept"}},
+        {"server": "shipping", "request_key": "gift_message",
+         "response": {"action": "accept", "content": {"message": "Happy birthday"}}},
+        {"server": "shipping", "operation_kind": "tool", "request_key": "shipping_address",
+         "response": {"action": "accept", "content": {"street": "1 Main Street", "city": "Pune"}},
+         "uses": 2}
+    ]})
+}
+
+fn run(store: &Store, plan: &Path, extra: &[&str]) -> common::Done {
+    let script = script(store);
+    let mut args = vec![
+        "--json".to_owned(),
+        "run".to_owned(),
+        "--server".to_owned(),
+        shipping_server(""),
+        "--script".to_owned(),
+        script.display().to_string(),
+        "--plan".to_owned(),
+        plan.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    store.m3(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[test]
+fn a_plan_answers_each_request_by_what_asks_not_by_order() {
+    let store = Store::new();
+    let plan = write(&store, "plan.json", &plan());
+    let done = run(&store, &plan, &[]).expect_code(0);
+    assert!(
+        done.stdout.contains("Gift shipment booked."),
+        "{}",
+        done.stdout
+    );
+    assert!(
+        done.stdout.contains("Verified shipment booked."),
+        "{}",
+        done.stdout
+    );
+}
+
+#[test]
+fn a_request_no_entry_matches_fails_naming_the_closest_entry() {
+    let store = Store::new();
+    let mut plan = plan();
+    // The address entry now answers only once: the second shipment's address is unanswered.
+    plan["entries"][2]["uses"] = json!(1);
+    let plan = write(&store, "plan.json", &plan);
+    let done = run(&store, &plan, &[]).expect_code(9);
+    let error: Value = serde_json::from_str(done.stderr.trim()).unwrap();
+    let cause = &error["error"]["details"]["error"];
+    assert_eq!(cause["details"]["reason"], "plan_no_match", "{error}");
+    assert_eq!(cause["details"]["request_key"], "shipping_address");
+    assert_eq!(cause["details"]["closest_entry"], 2);
+    assert_eq!(cause["details"]["differs_in"], json!(["uses"]));
+    let message = cause["message"].as_str().unwrap();
+    assert!(message.contains("book_verified_shipment"), "{message}");
+}
+
+#[test]
+fn a_plan_with_managed_input_or_a_bad_file_is_refused() {
+    let store = Store::new();
+    let file = write(&store, "plan.json", &plan());
+    let done = run(&store, &file, &["--human-input", "managed"]).expect_code(3);
+    assert!(done.stderr.contains("invalid_argument"), "{}", done.stderr);
+    let bad = write(&store, "bad.json", &json!({"version": 2, "entries": []}));
+    let done = run(&store, &bad, &[]).expect_code(3);
+    assert!(done.stderr.contains("version 2"), "{}", done.stderr);
+    let both = write(
+        &store,
+        "both.json",
+        &json!({"entries": plan()["entries"], "rounds": [{}]}),
+    );
+    run(&store, &both, &[]).expect_code(3);
+}
