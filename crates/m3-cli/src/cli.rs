@@ -37,6 +37,24 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// `m3 plans ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PlansCommand {
+    /// Write the answered rounds of a managed execution as a plan (JSON) that `m3 run
+    /// --plan` replays: to --output FILE (readable only by you) or stdout.
+    Record {
+        /// The execution whose answers become the plan.
+        #[arg(long, value_name = "ID")]
+        execution: String,
+        /// The plan file (default: stdout).
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Allow writing the answers' values (secrets) into the plan.
+        #[arg(long)]
+        include_values: bool,
+    },
+}
+
 /// How log lines on stderr are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum LogFormat {
@@ -153,6 +171,18 @@ pub(crate) enum Command {
     Rounds {
         /// Execution id.
         execution: String,
+        /// Instead of listing the rounds, write the answered ones as a plan file that
+        /// `--plan` replays (needs --include-values: the plan holds the answers).
+        #[arg(long, value_name = "FILE")]
+        export_plan: Option<PathBuf>,
+        /// Allow writing the answers' values (secrets) into the plan file.
+        #[arg(long, requires = "export_plan")]
+        include_values: bool,
+    },
+    /// Elicitation plans: record one from the answers of a managed execution.
+    Plans {
+        #[command(subcommand)]
+        command: PlansCommand,
     },
     /// Serve the HTTP API and the answer page over the store (until SIGINT/SIGTERM).
     Serve(ServeArgs),

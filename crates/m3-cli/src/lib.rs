@@ -161,7 +161,25 @@ async fn run_store_command(out: Output, db: &Path, command: Command) -> Result<(
         Command::Prune { before, dry_run } => {
             commands::changes::prune(out, db, &before, dry_run).await
         }
-        Command::Rounds { execution } => commands::inspect::rounds(out, db, &execution).await,
+        Command::Rounds {
+            execution,
+            export_plan,
+            include_values,
+        } => match export_plan {
+            // An export prints what it wrote instead of the list (one document with --json).
+            Some(file) => {
+                commands::plans::record(out, db, &execution, Some(&file), include_values).await
+            }
+            None => commands::inspect::rounds(out, db, &execution).await,
+        },
+        Command::Plans {
+            command:
+                cli::PlansCommand::Record {
+                    execution,
+                    output,
+                    include_values,
+                },
+        } => commands::plans::record(out, db, &execution, output.as_deref(), include_values).await,
         Command::Webhooks { command } => commands::webhooks::webhooks(out, db, command).await,
         Command::Notify(args) => commands::webhooks::notify(out, db, args).await,
         Command::Links { command } => commands::webhooks::links(out, db, command).await,

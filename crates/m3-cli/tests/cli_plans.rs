@@ -110,3 +110,167 @@ fn a_plan_with_managed_input_or_a_bad_file_is_refused() {
     );
     run(&store, &both, &[]).expect_code(3);
 }
+
+/// `(tool, answered, city)` of each call the shipping server logged: its side of the story.
+fn calls(path: &Path) -> Vec<(Value, Value, Value)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let call: Value = serde_json::from_str(line).unwrap();
+            (
+                call["tool"].clone(),
+                call["answered"].clone(),
+                call["city"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn logged(log: &Path) -> String {
+    format!(
+        "shipping='{}' example-server shipping --era 2026-07-28 --call-log '{}'",
+        common::m3_bin(),
+        log.display()
+    )
+}
+
+/// The next `round_pending` line of a running `m3 --json run`.
+fn next_round(run: &mut common::Running) -> String {
+    loop {
+        let line = run.next_json();
+        if line["type"] == "round_pending" {
+            return line["round_id"].as_str().unwrap().to_owned();
+        }
+    }
+}
+
+#[test]
+fn answers_given_by_hand_are_recorded_and_replayed_with_the_same_outcome() {
+    record_and_replay(&Store::new());
+}
+
+#[test]
+fn answers_given_by_hand_are_recorded_and_replayed_on_postgres() {
+    record_and_replay(&Store::postgres());
+}
+
+fn record_and_replay(store: &Store) {
+    let script = script(store);
+    let by_hand = store.dir.path().join("by-hand.jsonl");
+    let server = logged(&by_hand);
+    let script_arg = script.display().to_string();
+    let mut run = store.spawn(&[
+        "--json",
+        "run",
+        "--server",
+        &server,
+        "--script",
+        &script_arg,
+        "--human-input",
+        "managed",
+    ]);
+    let execution = run.next_json()["execution_id"].as_str().unwrap().to_owned();
+    let answers: [&[&str]; 3] = [
+        &[
+            "--accept",
+            r#"shipping_address={"street": "1 Main Street", "city": "Pune"}"#,
+            "--accept",
+            r#"gift_message={"message": "Happy birthday"}"#,
+        ],
+        &[
+            "--accept",
+            r#"shipping_address={"street": "2 Side Road", "city": "Goa"}"#,
+        ],
+        &["--accept-url", "verification"],
+    ];
+    for (index, answer) in answers.iter().enumerate() {
+        let round = next_round(&mut run);
+        let key = format!("hand-{index}");
+        let mut args = vec!["respond", &execution, &round, "--idempotency-key", &key];
+        args.extend_from_slice(answer);
+        store.m3(&args).expect_code(0);
+    }
+    run.finish().expect_code(0);
+
+    // Without --include-values nothing is written.
+    let file = store.dir.path().join("recorded.json");
+    let file_arg = file.display().to_string();
+    let refused = store
+        .m3(&[
+            "plans",
+            "record",
+            "--execution",
+            &execution,
+            "--output",
+            &file_arg,
+        ])
+        .expect_code(3);
+    assert!(
+        refused.stderr.contains("--include-values"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!file.exists());
+    let done = store
+        .m3(&[
+            "plans",
+            "record",
+            "--execution",
+            &execution,
+            "--output",
+            &file_arg,
+            "--include-values",
+        ])
+        .expect_code(0);
+    assert!(done.stderr.starts_with("warning: "), "{}", done.stderr);
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(plan["entries"].as_array().unwrap().len(), 4, "{plan}");
+    assert!(
+        plan["entries"][0]["schema_digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    // `m3 rounds --export-plan` writes the same plan.
+    let exported = store.dir.path().join("exported.json");
+    let exported_arg = exported.display().to_string();
+    store
+        .m3(&[
+            "rounds",
+            &execution,
+            "--export-plan",
+            &exported_arg,
+            "--include-values",
+        ])
+        .expect_code(0);
+    assert_eq!(
+        std::fs::read_to_string(&exported).unwrap(),
+        std::fs::read_to_string(&file).unwrap()
+    );
+
+    // The replay: no person, the same calls and answers on the server's side.
+    let replayed = store.dir.path().join("replayed.jsonl");
+    let done = store
+        .m3(&[
+            "--json",
+            "run",
+            "--server",
+            &logged(&replayed),
+            "--script",
+            &script_arg,
+            "--plan",
+            &file_arg,
+        ])
+        .expect_code(0);
+    assert!(
+        done.stdout.contains("Verified shipment booked."),
+        "{}",
+        done.stdout
+    );
+    assert_eq!(calls(&replayed), calls(&by_hand));
+    assert!(calls(&by_hand).len() >= 5, "{:?}", calls(&by_hand));
+}

@@ -107,6 +107,11 @@ impl AsyncExecutionHandle {
         }
     }
 
+    /// The kit this handle reads through (for the handle's methods in other modules).
+    pub(crate) fn kit(&self) -> &KitInner {
+        &self.kit
+    }
+
     fn seen_pending(&self) -> std::sync::MutexGuard<'_, Option<(String, LeaseRef)>> {
         // Only a cache: a panicking holder cannot leave it half-written.
         self.seen_pending

@@ -64,6 +64,7 @@ mod kit;
 pub mod metrics;
 pub mod notify;
 mod options;
+mod plan_export;
 mod shared;
 mod store_backends;
 

@@ -622,9 +622,11 @@ fn every_public_value_type_has_a_schema() {
     // A plan file validates against the plan schema.
     let plan = m3_types::value_schema("ElicitationPlan").unwrap();
     let plan_validator = jsonschema::validator_for(plan.as_value()).unwrap();
-    assert!(plan_validator.is_valid(&serde_json::json!({"version": 1, "entries": [
+    assert!(
+        plan_validator.is_valid(&serde_json::json!({"version": 1, "entries": [
         {"request_key": "k", "server": "s", "operation_kind": "tool",
-         "response": {"action": "accept", "content": {"x": 1}}, "uses": 2}]})));
+         "response": {"action": "accept", "content": {"x": 1}}, "uses": 2}]}))
+    );
     assert!(!plan_validator.is_valid(&serde_json::json!({"entries": [{"server": "s"}]})));
     // The schemas validate real values.
     let validator = jsonschema::validator_for(round.as_value()).unwrap();

@@ -7,6 +7,7 @@ pub(crate) mod example_provider;
 pub(crate) mod example_server;
 pub(crate) mod inspect;
 pub(crate) mod mcp_relay;
+pub(crate) mod plans;
 mod process;
 pub(crate) mod respond;
 pub(crate) mod run;
