@@ -330,7 +330,7 @@ async fn a_token_guards_the_api_and_the_page() {
     assert_eq!(page.status, StatusCode::OK);
     assert!(
         page.body
-            .contains(&format!("data-round-id=\"{}\"", round.round_id))
+            .contains(&format!("data-inbox-round=\"{}\"", round.round_id))
     );
     // An answer with the token is recorded as its principal, whatever the body claims.
     let mut claimed = answer("1 Main Street", "k");
