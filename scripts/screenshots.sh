@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the answer page's screenshots in docs/screenshots from the browser tests
-# (headless Chromium, as scripts/test.sh runs them): the inbox and forms at a desktop
+# (headless Chromium, as scripts/test.sh runs them): the inbox list, forms, the executions
+# list and an execution's timeline at a desktop
 # and a phone width, in light and dark mode. Run it after a change to the page, and
 # commit the pictures it writes.
 set -euo pipefail
@@ -9,5 +10,5 @@ cd "$root"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/m3-rs/target}"
 export M3_SCREENSHOT_DIR="$root/docs/screenshots"
 mkdir -p "$M3_SCREENSHOT_DIR"
-cargo nextest run -p m3-tests --test serve_forms_browser --test serve_browser --no-fail-fast
+cargo nextest run -p m3-tests --test serve_forms_browser --test serve_browser --test serve_inbox_browser --no-fail-fast
 ls -1 "$M3_SCREENSHOT_DIR"

@@ -60,6 +60,7 @@ mod blocking;
 mod command_path;
 mod handle;
 mod history;
+mod inbox;
 mod kit;
 pub mod metrics;
 pub mod notify;
@@ -73,6 +74,7 @@ pub use answer::RoundAnswer;
 pub use blocking::{Agent, Changes, ExecutionHandle, McpTestKit, McpTestKitBuilder};
 pub use handle::{AsyncExecutionHandle, RoundDetails, RoundDiagnostics};
 pub use history::{HISTORY_PAGE_MAX, HistoryEntry, HistoryPage, HistoryQuery, HistoryStatus};
+pub use inbox::InboxPage;
 pub use kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
 pub use m3_runtime::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, DEFAULT_CONCURRENCY,
@@ -86,7 +88,8 @@ pub use m3_store::store_now;
 pub use m3_store::subscriptions;
 pub use m3_store::tokens;
 pub use m3_store::{
-    ChangePage, ExecutionEvent, ExecutionLease, ListExecutions, PruneChanges, Pruned, StoreUrl,
+    ChangePage, ExecutionEvent, ExecutionLease, ListExecutions, PENDING_PAGE_MAX, PendingQuery,
+    PendingSort, PruneChanges, Pruned, StoreUrl,
 };
 /// The m3-types values a kit program names (servers, policies, requests, responses, states,
 /// errors), re-exported so one `use m3_kit::...` line suffices.

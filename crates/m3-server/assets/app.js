@@ -25,13 +25,27 @@
       "/rounds/" + encodeURIComponent(roundId);
   }
 
-  function find(roundId) {
+  function findIn(attribute, roundId) {
     if (!inbox) { return null; }
-    var all = inbox.querySelectorAll("[data-round-id]");
+    var all = inbox.querySelectorAll("[" + attribute + "]");
     for (var i = 0; i < all.length; i++) {
-      if (all[i].getAttribute("data-round-id") === roundId) { return all[i]; }
+      if (all[i].getAttribute(attribute) === roundId) { return all[i]; }
     }
     return null;
+  }
+
+  // A round's form (or status) element, and its summary line in the inbox list.
+  function find(roundId) { return findIn("data-round-id", roundId); }
+  function item(roundId) { return findIn("data-inbox-round", roundId); }
+
+  // The count in the heading and the tab title ("(3) Pending rounds · m3").
+  function count(delta) {
+    var shown = document.getElementById("count");
+    if (!shown) { return; }
+    var n = Math.max(0, parseInt(shown.getAttribute("data-count"), 10) + delta);
+    shown.setAttribute("data-count", String(n));
+    shown.textContent = "(" + n + ")";
+    document.title = document.title.replace(/^\(\d+\)/, "(" + n + ")");
   }
 
   function parse(html) {
@@ -49,8 +63,34 @@
 
   function updateEmpty() {
     var empty = document.getElementById("empty");
-    if (empty && inbox) { empty.hidden = inbox.querySelector("[data-round-id]") !== null; }
+    if (empty && inbox) {
+      empty.hidden = inbox.querySelector("[data-round-id], [data-inbox-round]") !== null;
+    }
   }
+
+  // Selecting a round in the list opens its form below its line (the link is the
+  // round's page, which is where it goes without this script); selecting again closes it.
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest ? event.target.closest("a.open") : null;
+    var line = link && link.closest("li[data-inbox-round]");
+    if (!line || event.ctrlKey || event.metaKey || event.shiftKey) { return; }
+    event.preventDefault();
+    var open = line.querySelector("[data-round-id]");
+    if (open) {
+      open.remove();
+      link.setAttribute("aria-expanded", "false");
+      return;
+    }
+    fragment(line.getAttribute("data-execution-id"), line.getAttribute("data-inbox-round"))
+      .then(function (html) {
+        var element = html && parse(html);
+        if (!element || line.querySelector("[data-round-id]")) { return; }
+        line.appendChild(element);
+        link.setAttribute("aria-expanded", "true");
+        var first = element.querySelector("input:not([type=hidden]), select, textarea");
+        if (first) { first.focus(); }
+      });
+  });
 
   // Submit in place: the server answers with the round's new element (its
   // status, or the form again with the errors next to the fields).
@@ -84,27 +124,51 @@
   var cursor = body.getAttribute("data-cursor");
   if (cursor) { url += "?after=" + encodeURIComponent(cursor); }
   var source = new EventSource(url, { withCredentials: true });
+  // Leaving the page ends the stream at once: a browser allows few connections per
+  // host, and a stream left open would hold one while the next page loads.
+  window.addEventListener("pagehide", function () { source.close(); });
 
+  // New rounds join the top of the plain first page (newest first, no filter); other
+  // views keep their rounds until reloaded.
+  var live = inbox.getAttribute("data-live") === "true";
   source.addEventListener("round.pending", function (event) {
     var data = JSON.parse(event.data);
-    if (find(data.round_id)) { return; }
-    fragment(data.execution_id, data.round_id).then(function (html) {
-      var element = html && parse(html);
-      if (!element || find(data.round_id)) { return; }
-      if (element.getAttribute("data-round-status") !== "pending") { return; }
-      inbox.insertBefore(element, inbox.firstElementChild);
-      updateEmpty();
-    });
+    if (!live || item(data.round_id)) { return; }
+    fetch(roundUrl(data.execution_id, data.round_id), {
+      credentials: "same-origin",
+      headers: { "X-M3-Fragment": "item" }
+    }).then(function (response) { return response.status === 200 ? response.text() : null; })
+      .then(function (html) {
+        var element = html && parse(html);
+        if (!element || item(data.round_id)) { return; }
+        inbox.insertBefore(element, inbox.firstElementChild);
+        count(1);
+        updateEmpty();
+      });
   });
 
   function leave(element) {
-    window.setTimeout(function () { element.remove(); updateEmpty(); }, 3000);
+    window.setTimeout(function () {
+      var line = element.closest("li[data-inbox-round]") || element;
+      line.remove();
+      updateEmpty();
+    }, 3000);
   }
 
   ["round.answered", "round.resolved", "round.failed"].forEach(function (kind) {
     source.addEventListener(kind, function (event) {
       var data = JSON.parse(event.data);
+      var line = item(data.round_id);
+      if (line && !line.hasAttribute("data-left")) {
+        line.setAttribute("data-left", "true");
+        count(-1);
+      }
       var element = find(data.round_id);
+      if (!element && line) {
+        line.setAttribute("data-round-status", data.round ? data.round.status : "answered");
+        if (kind !== "round.answered") { leave(line); }
+        return;
+      }
       if (!element) { return; }
       if (element.tagName === "FORM") {
         // Answered elsewhere: show its status instead of a stale form.

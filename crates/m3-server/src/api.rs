@@ -7,7 +7,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json};
-use m3_kit::{HistoryQuery, HistoryStatus, ListExecutions, RoundAnswer, RoundDetails};
+use m3_kit::{
+    HistoryQuery, HistoryStatus, ListExecutions, PENDING_PAGE_MAX, PendingQuery, PendingSort,
+    RoundAnswer, RoundDetails,
+};
 use m3_types::{ActorSurface, Cursor, ElicitationResponse, ExecutionStatus, ResponseMap};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -116,9 +119,58 @@ struct RoundsQuery {
     before: String,
     #[serde(default)]
     limit: String,
+    #[serde(default)]
+    offset: String,
+    #[serde(default)]
+    sort: String,
+    #[serde(default)]
+    operation: String,
+    #[serde(default)]
+    q: String,
 }
 
 impl RoundsQuery {
+    /// Whether a pending listing asks for a page (any of `server`, `operation`, `q`,
+    /// `sort`, `offset`, `limit`); without them it is the whole inbox as an array.
+    fn pages_pending(&self) -> bool {
+        [
+            &self.server,
+            &self.operation,
+            &self.q,
+            &self.sort,
+            &self.offset,
+            &self.limit,
+        ]
+        .iter()
+        .any(|value| !value.is_empty())
+    }
+
+    fn pending(&self) -> ApiResult<PendingQuery> {
+        let count = |name: &str, value: &str, default: usize| -> ApiResult<usize> {
+            if value.is_empty() {
+                return Ok(default);
+            }
+            value
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("{name} '{value}' is not a count")))
+        };
+        let offset = count("offset", &self.offset, 0)?;
+        let limit = count("limit", &self.limit, PENDING_PAGE_MAX)?;
+        let mut query = PendingQuery::new()
+            .sort(PendingSort::parse(&self.sort)?)
+            .page(offset, limit);
+        if !self.server.is_empty() {
+            query = query.server(self.server.clone());
+        }
+        if !self.operation.is_empty() {
+            query = query.operation(self.operation.clone());
+        }
+        if !self.q.is_empty() {
+            query = query.text(self.q.clone());
+        }
+        Ok(query)
+    }
+
     fn history(&self) -> ApiResult<HistoryQuery> {
         let mut query = HistoryQuery::new().status(HistoryStatus::parse(&self.status)?);
         if !self.server.is_empty() {
@@ -144,6 +196,17 @@ async fn inbox(
     State(state): State<Shared>,
     ApiQuery(query): ApiQuery<RoundsQuery>,
 ) -> ApiResult<Json<Value>> {
+    if (query.status.is_empty() || query.status == "pending") && query.pages_pending() {
+        let pending = query.pending()?;
+        let page = state.kit.pending_page(&pending).await?;
+        let end = pending.offset.saturating_add(page.rounds.len());
+        let next = (end < page.total).then_some(end);
+        return Ok(Json(json!({
+            "rounds": to_json(&page.rounds)?,
+            "total": page.total,
+            "next_offset": next,
+        })));
+    }
     if query.status.is_empty() || query.status == "pending" {
         return Ok(Json(to_json(&state.kit.pending_rounds().await?)?));
     }

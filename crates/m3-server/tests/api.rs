@@ -67,6 +67,30 @@ async fn reads_list_executions_rounds_and_the_inbox() {
         [first.round_id.as_str(), second.round_id.as_str()],
         "oldest first"
     );
+    // A page of the inbox: filtered, searched, sorted and limited, with the total and
+    // the offset of the next page.
+    let page = served
+        .get("/api/v1/rounds?status=pending&sort=newest&limit=1")
+        .await
+        .json();
+    assert_eq!(page["total"], json!(2));
+    assert_eq!(page["next_offset"], json!(1));
+    assert_eq!(page["rounds"][0]["round_id"], json!(second.round_id));
+    let last = served.get("/api/v1/rounds?offset=1&limit=1").await.json();
+    assert_eq!(last["rounds"][0]["round_id"], json!(first.round_id));
+    assert_eq!(last["next_offset"], Value::Null);
+    let searched = served.get("/api/v1/rounds?q=BOOK_ship").await.json();
+    assert_eq!(searched["total"], json!(2));
+    let none = served.get("/api/v1/rounds?operation=nothing").await.json();
+    assert_eq!(none, json!({"rounds": [], "total": 0, "next_offset": null}));
+    for bad in ["sort=sideways", "limit=0", "limit=501"] {
+        let refused = served.get(&format!("/api/v1/rounds?{bad}")).await;
+        assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    }
+    assert_eq!(
+        served.get("/api/v1/rounds?offset=-1").await.status,
+        StatusCode::BAD_REQUEST
+    );
     // Another status pages through the answer history instead (none resolved yet).
     let resolved = served.get("/api/v1/rounds?status=resolved").await;
     assert_eq!(resolved.status, StatusCode::OK);
@@ -330,7 +354,7 @@ async fn a_token_guards_the_api_and_the_page() {
     assert_eq!(page.status, StatusCode::OK);
     assert!(
         page.body
-            .contains(&format!("data-round-id=\"{}\"", round.round_id))
+            .contains(&format!("data-inbox-round=\"{}\"", round.round_id))
     );
     // An answer with the token is recorded as its principal, whatever the body claims.
     let mut claimed = answer("1 Main Street", "k");

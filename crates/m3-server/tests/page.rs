@@ -48,7 +48,24 @@ async fn the_inbox_renders_every_widget_of_the_subset() {
     assert_eq!(page.status, StatusCode::OK);
     let csp = page.headers["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("script-src 'self'"));
-    let html = page.body;
+    // The inbox lists the round as one summary line (with the count in the tab title);
+    // its form is on the round's own page (and opens in place on the inbox with the script).
+    assert!(page.body.contains("<title>(1) Pending rounds · m3</title>"));
+    assert!(page.body.contains(&format!(
+        "data-inbox-round=\"{}\" data-execution-id=\"{}\"",
+        round.round_id, round.execution_id
+    )));
+    assert!(
+        !page.body.contains("<form class=\"round\""),
+        "no form in the list"
+    );
+    let html = served
+        .get(&format!(
+            "/executions/{}/rounds/{}",
+            round.execution_id, round.round_id
+        ))
+        .await
+        .body;
     assert!(html.contains(&format!(
         "data-round-id=\"{}\" data-execution-id=\"{}\"",
         round.round_id, round.execution_id
@@ -100,11 +117,17 @@ async fn every_value_is_escaped() {
             schema,
         ))])
         .await;
-    let html = served.get("/").await.body;
-    assert!(!html.contains("<script>alert"), "{html}");
-    assert!(!html.contains("<img src=x"));
-    assert!(!html.contains("<b>bold"));
-    assert!(html.contains("&lt;script&gt;alert(4)&lt;/script&gt;&lt;b&gt;bold&lt;/b&gt;"));
+    let round_page = format!(
+        "/executions/{}/rounds/{}",
+        round.execution_id, round.round_id
+    );
+    for path in ["/", round_page.as_str()] {
+        let html = served.get(path).await.body;
+        assert!(!html.contains("<script>alert"), "{html}");
+        assert!(!html.contains("<img src=x"));
+        assert!(!html.contains("<b>bold"));
+        assert!(html.contains("&lt;script&gt;alert(4)&lt;/script&gt;&lt;b&gt;bold&lt;/b&gt;"));
+    }
     let execution = served
         .get(&format!("/executions/{}", round.execution_id))
         .await;
@@ -227,27 +250,30 @@ async fn decline_and_url_consent_need_no_content() {
 async fn a_url_request_shows_its_full_host_in_punycode_before_consent() {
     let served = serve(|b| b).await;
     // "аpple" with a Cyrillic "а": looks like the Latin name, is another host.
-    served
+    let lookalike = served
         .round(vec![url_request("https://\u{430}pple.example/verify?x=1")])
         .await;
-    served
+    let plain = served
         .round(vec![url_request("https://plain.example:8443/verify")])
         .await;
-    let page = served.get("/").await;
-    assert_eq!(page.status, StatusCode::OK);
+    let mut body = String::new();
+    for round in [lookalike, plain] {
+        let page = served
+            .get(&format!(
+                "/executions/{}/rounds/{}",
+                round.execution_id, round.round_id
+            ))
+            .await;
+        assert_eq!(page.status, StatusCode::OK);
+        body.push_str(&page.body);
+    }
     assert!(
-        page.body.contains("data-host=\"xn--pple-43d.example\""),
-        "{}",
-        page.body
+        body.contains("data-host=\"xn--pple-43d.example\""),
+        "{body}"
     );
     assert!(
-        page.body.contains("(displayed as \u{430}pple.example)"),
-        "{}",
-        page.body
+        body.contains("(displayed as \u{430}pple.example)"),
+        "{body}"
     );
-    assert!(
-        page.body.contains("data-host=\"plain.example\""),
-        "{}",
-        page.body
-    );
+    assert!(body.contains("data-host=\"plain.example\""), "{body}");
 }

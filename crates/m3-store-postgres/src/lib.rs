@@ -52,6 +52,7 @@ mod renew;
 #[cfg(feature = "conformance")]
 mod round_corrupt;
 mod round_create;
+mod round_pending;
 mod rounds;
 mod server_time;
 mod signal;

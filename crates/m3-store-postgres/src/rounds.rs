@@ -33,8 +33,8 @@ use m3_store::managed_input::rules::{
 };
 use m3_store::signal::{Change, ChangeKind, ChangeSignal};
 use m3_store::{
-    CreateRound, LeaseRef, ManagedInputStore, RenewRoundLeases, RoundChange, RoundOp, RoundRef,
-    RoundScan, UnreadableRound,
+    CreateRound, LeaseRef, ManagedInputStore, PendingPage, PendingQuery, RenewRoundLeases,
+    RoundChange, RoundOp, RoundRef, RoundScan, UnreadableRound,
 };
 
 /// How often a write re-reads and decides again when a concurrent writer changed the round
@@ -534,6 +534,10 @@ impl ManagedInputStore for PgManagedInputStore {
             }
         }
         Ok(scan)
+    }
+
+    async fn pending_page(&self, query: &PendingQuery) -> Result<PendingPage> {
+        self.pending_page_impl(query).await
     }
 
     async fn renew_leases(

@@ -96,8 +96,9 @@ pub use clock::{store_now, truncate_to_stored_precision};
 pub use combined::CombinedStore;
 pub use managed_input::{
     ClaimRound, CreateRound, DEFAULT_ROUND_LIMIT, LeaseRef, ManagedInputStore,
-    ManagedInputStoreExt, RenewRoundLeases, ResponseSubmission, RoundChange, RoundFailure, RoundOp,
-    RoundRef, RoundScan, UnreadableRound,
+    ManagedInputStoreExt, PENDING_PAGE_MAX, PendingPage, PendingQuery, PendingSort,
+    RenewRoundLeases, ResponseSubmission, RoundChange, RoundFailure, RoundOp, RoundRef, RoundScan,
+    UnreadableRound,
 };
 pub use open::{StoreUrl, open};
 #[cfg(feature = "sqlite")]

@@ -50,8 +50,9 @@ mod reworded {
     use m3_store::{
         AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, CreateRound, ExecutionChange,
         ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore,
-        FinishExecution, ListExecutions, ManagedInputStore, NewExecution, RenewLeases,
-        RenewRoundLeases, RoundChange, RoundRef, RoundScan, TerminalizeExpired, Terminalized,
+        FinishExecution, ListExecutions, ManagedInputStore, NewExecution, PendingPage,
+        PendingQuery, RenewLeases, RenewRoundLeases, RoundChange, RoundRef, RoundScan,
+        TerminalizeExpired, Terminalized,
     };
     use m3_store::{ChangePage, PruneChanges, Pruned};
     use m3_types::{Clock, Cursor, Error, ManagedInputRecord, Result};
@@ -90,6 +91,9 @@ mod reworded {
         ) -> Result<Vec<Result<ManagedInputRecord>>> {
             let outcomes = r(self.0.renew_leases(batch).await)?;
             Ok(outcomes.into_iter().map(r).collect())
+        }
+        async fn pending_page(&self, query: &PendingQuery) -> Result<PendingPage> {
+            r(self.0.pending_page(query).await)
         }
         async fn write_round(&self, change: RoundChange) -> Result<ManagedInputRecord> {
             r(self.0.write_round(change).await)

@@ -53,12 +53,26 @@ impl Page {
         format!("form[data-round-id=\"{round_id}\"]")
     }
 
-    /// Waits for round `round_id` to appear in the open inbox (no reload).
+    /// The summary line of round `round_id` in the inbox list.
+    pub fn line(round_id: &str) -> String {
+        format!("li[data-inbox-round=\"{round_id}\"]")
+    }
+
+    /// Waits for round `round_id` to appear in the open inbox's list (no reload), then
+    /// selects it there so its form opens below its line.
     pub async fn wait_for_form(&self, round_id: &str) {
-        let css = Self::form(round_id);
+        let line = Self::line(round_id);
         self.browser
             .wait_until(
                 &format!("round {round_id} in the inbox"),
+                &format!("return document.querySelector('{line}') !== null;"),
+            )
+            .await;
+        let css = Self::form(round_id);
+        self.browser.click(&format!("{line} a.open")).await;
+        self.browser
+            .wait_until(
+                &format!("the form of round {round_id}"),
                 &format!("return document.querySelector('{css}') !== null;"),
             )
             .await;

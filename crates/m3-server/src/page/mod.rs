@@ -1,11 +1,13 @@
-//! The answer page: the inbox (`/`), one round (`/executions/{e}/rounds/{r}`,
+//! The answer page: the inbox (`/`, a summary list), the executions (`/executions`), one round (`/executions/{e}/rounds/{r}`,
 //! also the target of its form's plain post), the execution page, and the
 //! assets. A request with `X-M3-Fragment: 1` gets only the round's element
 //! (the script's live inbox and in-place submit use it).
 
 mod coerce;
 mod execution;
+mod executions;
 mod history;
+mod inbox;
 mod link;
 mod render;
 mod widgets;
@@ -34,7 +36,8 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; st
 /// The page routes.
 pub(crate) fn routes(state: Shared) -> Router {
     Router::new()
-        .route("/", get(inbox))
+        .route("/", get(inbox::page))
+        .route("/executions", get(executions::page))
         .route("/answered", get(history::page))
         .route("/executions/{execution_id}", get(execution::page))
         .route(
@@ -72,31 +75,6 @@ async fn asset(body: &'static str, kind: &'static str) -> Response {
     ([(header::CONTENT_TYPE, kind)], body).into_response()
 }
 
-async fn inbox(State(state): State<Shared>) -> Response {
-    let base = &state.base_path;
-    let loaded = async {
-        let cursor = crate::events::latest_cursor(&state.kit).await?.to_string();
-        let mut rounds = state.kit.pending_rounds().await?;
-        rounds.reverse();
-        Ok::<_, m3_types::Error>((cursor, rounds))
-    };
-    let (cursor, rounds) = match loaded.await {
-        Ok(loaded) => loaded,
-        Err(error) => return error_page(base, &ApiError::from(error)),
-    };
-    let main = html! {
-        h1 { "Waiting for an answer" }
-        (render::nothing_pending(!rounds.is_empty()))
-        section id="inbox" aria-live="polite" {
-            @for round in &rounds { (render::round_form(base, round, &RoundView::default())) }
-        }
-    };
-    html_response(
-        StatusCode::OK,
-        render::layout(base, "m3 inbox", Some(&cursor), main),
-    )
-}
-
 async fn round_page(
     State(state): State<Shared>,
     Path((execution_id, round_id)): Path<(String, String)>,
@@ -111,6 +89,13 @@ async fn round_page(
         Ok(details) => details,
         Err(error) => return error_page(base, &ApiError::from(error)),
     };
+    if headers.get("x-m3-fragment").is_some_and(|v| v == "item") {
+        // The inbox's summary line of a round that just became pending (the live list).
+        if details.diagnostics.status != m3_types::ManagedInputStatus::Pending {
+            return html_response(StatusCode::NO_CONTENT, html! {});
+        }
+        return html_response(StatusCode::OK, inbox::item(base, &details.round));
+    }
     let element = render::round(base, &details, &RoundView::default());
     if wants_fragment(&headers) {
         return html_response(StatusCode::OK, element);

@@ -33,6 +33,8 @@ pub(super) fn layout(base: &str, title: &str, cursor: Option<&str>, main: Markup
                         a href={(base) "/"} { "m3 inbox" }
                         " · "
                         a href={(base) "/answered"} { "Answered" }
+                        " · "
+                        a href={(base) "/executions"} { "Executions" }
                     }
                 }
                 main { (main) }
@@ -208,7 +210,7 @@ pub(super) fn answered_by(actor: &m3_types::Actor) -> Markup {
 }
 
 /// "3 s ago" style age (the exact time in the element's `datetime`).
-fn age(at: OffsetDateTime) -> Markup {
+pub(super) fn age(at: OffsetDateTime) -> Markup {
     let seconds = (OffsetDateTime::now_utc() - at).whole_seconds().max(0);
     let text = match seconds {
         0..60 => format!("{seconds} s ago"),
@@ -223,12 +225,6 @@ pub(super) fn encode(segment: &str) -> String {
     form_urlencoded::byte_serialize(segment.as_bytes())
         .collect::<String>()
         .replace('+', "%20")
-}
-
-/// Pretty JSON as escaped text.
-pub(super) fn json_text(value: &serde_json::Value) -> Markup {
-    let text = serde_json::to_string_pretty(value).unwrap_or_default();
-    html! { pre { (text) } }
 }
 
 /// An empty marker for the inbox's "nothing pending" line.

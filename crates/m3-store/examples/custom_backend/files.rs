@@ -177,6 +177,33 @@ impl Directory {
         }
     }
 
+    /// The id of every execution that has a rounds directory (the pending-round listing
+    /// reads them all).
+    ///
+    /// # Errors
+    /// `storage_error` if the directory cannot be listed.
+    pub(crate) fn round_executions(&self) -> Result<Vec<String>> {
+        let dir = self.root.join(ROUNDS);
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(io_error("cannot list", &dir, error)),
+        };
+        let mut ids = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(|e| io_error("cannot list", &dir, e))?.path();
+            let id = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(decode_id);
+            if let Some(id) = id.filter(|_| path.is_dir()) {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
     /// Takes the directory's lock (exclusive for a mutation, shared for a read), waiting
     /// for it. Blocks the thread: call it from `spawn_blocking`. An exclusive locker first
     /// finishes a commit that a crashed process left in the journal; a shared one that

@@ -15,8 +15,8 @@ use m3_store::managed_input::rules::{
 };
 use m3_store::signal::{Announce, Change, ChangeKind};
 use m3_store::{
-    CreateRound, LeaseRef, ManagedInputStore, RenewRoundLeases, RoundChange, RoundRef, RoundScan,
-    UnreadableRound,
+    CreateRound, LeaseRef, ManagedInputStore, PendingPage, PendingQuery, RenewRoundLeases,
+    RoundChange, RoundRef, RoundScan, UnreadableRound,
 };
 use m3_types::{Actor, Error, ManagedInputRecord, Reason, Result};
 use serde::{Deserialize, Serialize};
@@ -281,6 +281,25 @@ impl ManagedInputStore for DirectoryStore {
             }
             scan.rounds.sort_by_key(|record| record.round_index);
             Ok(scan)
+        })
+        .await
+    }
+
+    /// Reads every execution's round files and keeps the page with the shared rules (a
+    /// directory of files has no index to ask).
+    async fn pending_page(&self, query: &PendingQuery) -> Result<PendingPage> {
+        query.validate()?;
+        let query = query.clone();
+        self.read(move |locked, _| {
+            let mut pending = Vec::new();
+            for execution_id in locked.dir().round_executions()? {
+                for (_, path) in locked.dir().round_files(&execution_id)? {
+                    if let Stored::Round(_, record) = stored_round(locked, &path)? {
+                        pending.push(*record);
+                    }
+                }
+            }
+            Ok(query.select(pending))
         })
         .await
     }

@@ -43,6 +43,7 @@ pub mod create;
 pub mod execution;
 mod fixture;
 mod harness;
+pub mod inbox;
 pub mod leases;
 mod outcome;
 pub mod responses;
@@ -199,6 +200,9 @@ pub const CASES: &[(&str, Case)] = store_cases![
     corruption::corrupt_timestamp_is_a_stored_validation_error,
     corruption::corrupt_redacted_projection_is_a_validation_error,
     corruption::one_unreadable_round_does_not_hide_the_others,
+    inbox::pending_page_lists_only_pending_rounds,
+    inbox::pending_page_filters_and_searches,
+    inbox::pending_page_sorts_and_pages,
 ];
 
 /// Cases that exercise the factory itself.

@@ -8,6 +8,7 @@ use m3_types::{ManagedInputRecord, Result};
 use serde_json::{Map, Value};
 
 use super::change::{RoundChange, RoundOp};
+use super::pending::{PendingPage, PendingQuery};
 use super::request::{
     ClaimRound, CreateRound, LeaseRef, RenewRoundLeases, ResponseSubmission, RoundFailure, RoundRef,
 };
@@ -141,6 +142,19 @@ pub trait ManagedInputStore: Debug + Send + Sync + 'static {
     async fn list_rounds(&self, execution_id: &str) -> Result<Vec<ManagedInputRecord>> {
         Ok(self.scan_rounds(execution_id).await?.into_readable())
     }
+
+    /// One page of the pending rounds of every execution (the inbox): the rounds whose
+    /// status is `pending` that `query` admits, in its order, `query.offset` skipped and
+    /// at most `query.limit` kept, with the number that match
+    /// ([`PendingQuery`] states the rules; [`PendingQuery::select`] applies them to
+    /// records read in any order). Rows that do not decode are skipped. A plain read:
+    /// read only the pending rounds, never every round of the store.
+    ///
+    /// # Errors
+    /// `invalid_argument` for a limit of 0 or over
+    /// [`PENDING_PAGE_MAX`](super::pending::PENDING_PAGE_MAX)
+    /// ([`PendingQuery::validate`]); `storage_error`.
+    async fn pending_page(&self, query: &PendingQuery) -> Result<PendingPage>;
 
     /// Renews many round leases in one call: for each `(round, lease)` of `batch.leases` the
     /// outcome [`renew`](Self::renew) would give, in the same order (`outcomes[i]` belongs

@@ -22,8 +22,8 @@ use crate::managed_input::rules::{
 };
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind};
 use crate::{
-    CreateRound, LeaseRef, ManagedInputStore, RenewRoundLeases, RoundChange, RoundRef, RoundScan,
-    UnreadableRound,
+    CreateRound, LeaseRef, ManagedInputStore, PendingPage, PendingQuery, RenewRoundLeases,
+    RoundChange, RoundRef, RoundScan, UnreadableRound,
 };
 
 /// One stored round: the record (or why it cannot be read), its redacted projection and
@@ -239,6 +239,18 @@ impl ManagedInputStore for MemoryManagedInputStore {
         }
         scan.rounds.sort_by_key(|record| record.round_index);
         Ok(scan)
+    }
+
+    async fn pending_page(&self, query: &PendingQuery) -> Result<PendingPage> {
+        query.validate()?;
+        let pending: Vec<ManagedInputRecord> = self
+            .lock()
+            .values()
+            .filter_map(|slot| slot.record.as_ref().ok())
+            .filter(|record| record.status == m3_types::ManagedInputStatus::Pending)
+            .cloned()
+            .collect();
+        Ok(query.select(pending))
     }
 
     /// The whole batch under one lock: one atomic step.

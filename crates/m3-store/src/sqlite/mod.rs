@@ -37,7 +37,10 @@ pub use options::{
 pub use store::SqliteManagedInputStore;
 
 use crate::signal::{Announce, Change, ChangeKind};
-use crate::{CreateRound, ManagedInputStore, RenewRoundLeases, RoundChange, RoundRef, RoundScan};
+use crate::{
+    CreateRound, ManagedInputStore, PendingPage, PendingQuery, RenewRoundLeases, RoundChange,
+    RoundRef, RoundScan,
+};
 
 #[async_trait]
 impl ManagedInputStore for SqliteManagedInputStore {
@@ -56,6 +59,10 @@ impl ManagedInputStore for SqliteManagedInputStore {
 
     async fn scan_rounds(&self, execution_id: &str) -> Result<RoundScan> {
         self.scan_rounds_impl(execution_id).await
+    }
+
+    async fn pending_page(&self, query: &PendingQuery) -> Result<PendingPage> {
+        self.pending_page_impl(query).await
     }
 
     async fn renew_leases(

@@ -15,7 +15,7 @@ use crate::managed_input::rules::{
     PreparedRound, lease_expiry, prepare_create, replay_create, require_round, require_text,
     round_index_taken,
 };
-use crate::{CreateRound, RoundRef, RoundScan, UnreadableRound};
+use crate::{CreateRound, PendingPage, PendingQuery, RoundRef, RoundScan, UnreadableRound};
 
 /// `BEGIN IMMEDIATE`, the insert and `COMMIT` in one script (one round trip).
 const INSERT_ROUND: &str = concat!(
@@ -29,6 +29,13 @@ const LIST_ROUNDS: &str = concat!(
     "SELECT ",
     record_columns!(),
     " FROM m3_managed_input_rounds WHERE execution_id=? ORDER BY round_index"
+);
+
+/// The pending rounds of every execution (the inbox page is selected from them).
+const LIST_PENDING: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    " FROM m3_managed_input_rounds WHERE status='pending'"
 );
 
 const SELECT_ROUND: &str = concat!(
@@ -106,6 +113,19 @@ impl SqliteManagedInputStore {
             }
         }
         Ok(scan)
+    }
+
+    /// Reads the pending rows only and keeps the page with the shared rules.
+    pub(crate) async fn pending_page_impl(&self, query: &PendingQuery) -> Result<PendingPage> {
+        query.validate()?;
+        self.ensure_schema().await?;
+        let mut reader = self.inner().reader().await?;
+        let rows = sqlx::query(LIST_PENDING)
+            .fetch_all(&mut *reader)
+            .await
+            .map_err(|e| storage("cannot list the pending managed-input rounds", e))?;
+        reader.done();
+        Ok(query.select(rows.iter().filter_map(|row| decode_record(row).ok())))
     }
 
     pub(crate) async fn redacted_responses_impl(
