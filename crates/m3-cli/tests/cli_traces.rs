@@ -270,3 +270,65 @@ fn spans_reach_an_otlp_receiver_with_their_parents_and_no_answer() {
         );
     }
 }
+
+#[test]
+fn serve_exports_one_span_per_request_with_its_route_template_and_status() {
+    let store = Store::new();
+    let receiver = Receiver::start(store.db().parent().unwrap());
+    let mut command = store.command(&["serve", "--create", "--bind", "127.0.0.1:0"]);
+    command
+        .stderr(Stdio::piped())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint);
+    let mut serve = Running::start(command);
+    let url = serve.next_line().trim_end_matches('/').to_owned();
+    let missing = "01NOSUCHEXECUTION000000000";
+    let status = |path: &str| -> String {
+        let output = Command::new("curl")
+            .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}"])
+            .arg(format!("{url}{path}"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    assert_eq!(status("/api/v1/executions"), "200");
+    assert_eq!(status(&format!("/api/v1/executions/{missing}")), "404");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(serve.child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    serve.finish();
+    // Flushed at exit: both requests are there.
+    let spans = wait_until(Duration::from_secs(10), "the request spans", || {
+        let spans: Vec<Value> = json_lines(&receiver.out)
+            .into_iter()
+            .filter(|s| s["name"] == "m3.http.request")
+            .collect();
+        (spans.len() >= 2).then_some(spans)
+    });
+    let seen: Vec<(String, String, String)> = spans
+        .iter()
+        .map(|s| {
+            let attribute =
+                |key: &str| s["attributes"][key].as_str().unwrap_or_default().to_owned();
+            (
+                attribute("http.request.method"),
+                attribute("http.route"),
+                attribute("http.response.status_code"),
+            )
+        })
+        .collect();
+    for expected in [
+        ("GET", "/api/v1/executions", "200"),
+        ("GET", "/api/v1/executions/{execution_id}", "404"),
+    ] {
+        let expected = (
+            expected.0.to_owned(),
+            expected.1.to_owned(),
+            expected.2.to_owned(),
+        );
+        assert!(seen.contains(&expected), "{expected:?} in {seen:?}");
+    }
+    let raw = std::fs::read_to_string(&receiver.out).unwrap();
+    assert!(!raw.contains(missing), "the raw path reached a span: {raw}");
+}

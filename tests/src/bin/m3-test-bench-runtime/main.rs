@@ -101,6 +101,7 @@ async fn main() -> Result<(), Error> {
         }
         Some("smoke") => {
             respond_everywhere(2, None).await?;
+            traces::bench(2)?;
             notify_everywhere(2, 5, None).await?;
             events_everywhere(3, None).await?;
             let dir = tempfile::tempdir()?;

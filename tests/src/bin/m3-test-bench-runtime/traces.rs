@@ -1,7 +1,8 @@
 //! `traces [ROUNDS]`: submit -> visible (the store lifecycle of a managed execution) and
 //! respond -> MCP retry, in one process, with tracing off and with the OTLP exporter on
 //! (pointed at `tests/peers/otlp_receiver.py`), each in a child of this binary (a process
-//! has one global subscriber), alternated off/on twice; prints both and the difference
+//! has one global subscriber), in the order off, on, on, off three times (each child runs
+//! `ROUNDS` executions); prints both and the difference
 //! against the target (on at most 5% slower). Metrics are recorded in both (always on).
 
 use std::process::{Command, Stdio};
@@ -62,7 +63,7 @@ fn install_exporter() -> Result<SdkTracerProvider, Error> {
     Ok(provider)
 }
 
-/// Parent: starts the receiver, runs the children off/on twice, prints the comparison.
+/// Parent: starts the receiver, runs the children (ABBA, three times), prints the comparison.
 pub(crate) fn bench(rounds: usize) -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let spans = dir.path().join("spans.jsonl");
@@ -85,7 +86,8 @@ pub(crate) fn bench(rounds: usize) -> Result<(), Error> {
     )?;
     let exe = std::env::current_exe()?;
     let (mut off, mut on) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
-    for mode in ["off", "on", "off", "on"] {
+    // ABBA, three times: a load that drifts during the run weighs on both alike.
+    for mode in ["off", "on", "on", "off"].repeat(3) {
         let mut command = Command::new(&exe);
         command.args(["traces-child", mode, &rounds.to_string()]);
         command.env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
