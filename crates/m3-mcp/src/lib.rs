@@ -97,6 +97,7 @@ mod raw;
 mod record;
 mod request;
 mod shared;
+mod trace_context;
 mod transport;
 pub mod wire;
 
@@ -107,6 +108,7 @@ pub use operation::{InputRound, OperationProgress};
 pub use options::{ConnectOptions, DEFAULT_MAX_FRAME_BYTES, DEFAULT_ROUND_LIMIT, ProtocolEra};
 pub use record::{AttemptOutcome, LogicalOperation, OperationAttempt, RoundExchange};
 pub use request::{LEGACY_REQUEST_KEY, OperationRequest, ResumeRequest};
+pub use trace_context::TraceContext;
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.
 #[cfg(doctest)]

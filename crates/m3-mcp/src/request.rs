@@ -4,6 +4,8 @@
 use m3_types::{OperationKind, ResponseMap};
 use serde_json::{Map, Value};
 
+use super::trace_context::TraceContext;
+
 /// The request key of every legacy-era round.
 pub const LEGACY_REQUEST_KEY: &str = "elicitation";
 
@@ -16,6 +18,7 @@ pub struct OperationRequest {
     pub(crate) arguments: Option<Map<String, Value>>,
     pub(crate) round_limit: Option<u32>,
     pub(crate) logical_operation_id: Option<String>,
+    pub(crate) trace_context: Option<TraceContext>,
 }
 
 impl OperationRequest {
@@ -41,6 +44,7 @@ impl OperationRequest {
             arguments,
             round_limit: None,
             logical_operation_id: None,
+            trace_context: None,
         }
     }
 
@@ -54,6 +58,18 @@ impl OperationRequest {
     pub fn with_logical_operation_id(mut self, id: impl Into<String>) -> Self {
         self.logical_operation_id = Some(id.into());
         self
+    }
+
+    /// Send `context` (`traceparent`, `tracestate`) in the `_meta` of every request of
+    /// this operation, its retries included.
+    pub fn with_trace_context(mut self, context: TraceContext) -> Self {
+        self.trace_context = Some(context);
+        self
+    }
+
+    /// The trace context the operation's requests carry, if any.
+    pub fn trace_context(&self) -> Option<&TraceContext> {
+        self.trace_context.as_ref()
     }
 
     /// Tool, prompt or resource.

@@ -52,6 +52,7 @@ pub mod relay;
 mod selection;
 mod spec;
 mod store_retry;
+mod telemetry;
 mod trace;
 mod worker;
 
@@ -65,6 +66,7 @@ pub use spec::{
     DEFAULT_EXECUTION_TIMEOUT, DEFAULT_LEASE, DEFAULT_RENEW_EVERY, DEFAULT_ROUND_LIMIT,
     ElicitationPlan, ExecutionSpec, PermissionPolicy,
 };
+pub use telemetry::{execution_trace_id, execution_trace_id_hex};
 pub use trace::ExecutionTrace;
 pub use worker::{
     DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_POLL, DRAINED_REASON, DrainReport,

@@ -17,6 +17,7 @@ use m3_kit::AsyncMcpTestKit;
 use m3_kit::metrics::Metrics;
 use m3_types::{Error, Result};
 use tokio::net::TcpListener;
+use tracing::Instrument;
 
 use crate::error::ApiResult;
 use crate::state::Shared;
@@ -45,7 +46,8 @@ async fn exposition(kit: &AsyncMcpTestKit, headers: &HeaderMap) -> Result<Respon
 
 /// Counts and times every request in `m3_http_requests_total` and
 /// `m3_http_request_duration_seconds`, labelled with the matched route template (never the
-/// raw path, which may carry ids or an answer link's token), `unmatched` otherwise.
+/// raw path, which may carry ids or an answer link's token), `unmatched` otherwise; and
+/// runs it in an `m3.http.request` span with the same route and its status.
 pub(crate) async fn record(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let route = request
@@ -53,7 +55,14 @@ pub(crate) async fn record(request: Request, next: Next) -> Response {
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
     let method = request.method().as_str().to_owned();
-    let response = next.run(request).await;
+    let span = tracing::info_span!(
+        "m3.http.request",
+        http.route = %route,
+        http.request.method = %method,
+        http.response.status_code = tracing::field::Empty,
+    );
+    let response = next.run(request).instrument(span.clone()).await;
+    span.record("http.response.status_code", response.status().as_u16());
     Metrics::global().observe_http_request(
         &route,
         &method,

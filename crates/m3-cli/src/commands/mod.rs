@@ -14,6 +14,7 @@ pub(crate) mod run;
 pub(crate) mod schema;
 pub(crate) mod serve;
 pub(crate) mod submit;
+mod telemetry;
 pub(crate) mod tokens;
 pub(crate) mod webhooks;
 pub(crate) mod worker;

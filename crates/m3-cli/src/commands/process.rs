@@ -6,6 +6,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{Layer as _, fmt};
 
+use super::telemetry::TelemetryGuard;
 use crate::cli::LogFormat;
 
 /// Libraries that log whole protocol messages or credentials above `info`: rmcp writes
@@ -19,7 +20,14 @@ const PAYLOAD_LOGGERS: [&str; 1] = ["rmcp"];
 /// carries the one error line or JSON object, `warn` for the plumbing servers) raised by
 /// each `-v` (info, debug, trace). Text lines carry a UTC timestamp; JSON lines carry the
 /// timestamp, level, target, the event's fields and the fields of every enclosing span.
-pub(crate) fn init_logging(verbose: u8, quiet: &str, format: LogFormat) {
+/// With `traces` (a long-running command), also the OpenTelemetry exporter when the
+/// `OTEL_EXPORTER_OTLP_*ENDPOINT` variables ask for it; keep the guard to flush it at exit.
+pub(crate) fn init_logging(
+    verbose: u8,
+    quiet: &str,
+    format: LogFormat,
+    traces: bool,
+) -> Option<TelemetryGuard> {
     let default = match verbose {
         0 => quiet,
         1 => "info",
@@ -51,9 +59,13 @@ pub(crate) fn init_logging(verbose: u8, quiet: &str, format: LogFormat) {
             .with_writer(std::io::stderr)
             .boxed(),
     };
+    // The exporter has its own filter (m3's spans), whatever the log filter says.
+    let (exporter, guard) = super::telemetry::otlp_layer(traces).unzip();
     let _ = tracing_subscriber::registry()
+        .with(exporter)
         .with(lines.with_filter(filter).with_filter(payload_cap))
         .try_init();
+    guard
 }
 
 /// A tokio runtime for the plumbing commands (example servers, provider, relay) that run

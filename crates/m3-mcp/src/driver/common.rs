@@ -21,6 +21,7 @@ use super::super::fault::wait_for_fault;
 use super::super::record::{AttemptOutcome, LogicalOperation, OperationAttempt};
 use super::super::request::OperationRequest;
 use super::super::shared::Shared;
+use super::super::trace_context::TraceContext;
 use super::super::wire::{self, Answer, Origin, Secrets};
 use super::legacy_call::{LegacyCall, LegacyPending};
 
@@ -56,6 +57,8 @@ pub(crate) struct Driver {
     pub(crate) record: LogicalOperation,
     pub(super) legacy: Option<LegacyCall>,
     pub(super) waited: Duration,
+    /// Sent in the `_meta` of every request of the operation.
+    trace_context: Option<TraceContext>,
 }
 
 pub(super) fn new_driver(shared: Arc<Shared>, request: OperationRequest) -> Result<Driver> {
@@ -104,6 +107,7 @@ pub(super) fn new_driver(shared: Arc<Shared>, request: OperationRequest) -> Resu
         record,
         legacy: None,
         waited: Duration::ZERO,
+        trace_context: request.trace_context,
     })
 }
 
@@ -260,10 +264,14 @@ impl Driver {
         if let Some(error) = self.shared.fault_error() {
             return Err(error);
         }
+        let mut options = PeerRequestOptions::no_options();
+        if let Some(context) = &self.trace_context {
+            options = options.with_meta(context.request_meta());
+        }
         match self
             .shared
             .peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .send_request_with_option(request, options)
             .await
         {
             Ok(handle) => Ok(handle),

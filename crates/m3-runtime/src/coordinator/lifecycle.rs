@@ -124,7 +124,7 @@ impl Coordinator {
     ///
     /// Returns the unredacted responses, with the round in `delivery_started`; the caller
     /// sends them and runs [`Coordinator::record_delivery`] meanwhile.
-    #[instrument(skip_all, fields(execution.id = %pending.execution_id, round.id = %pending.round_id), err)]
+    #[instrument(name = "m3.round.wait", skip_all, fields(execution.id = %pending.execution_id, round.id = %pending.round_id), err)]
     pub(crate) async fn await_round(
         &self,
         pending: PendingElicitationRound,

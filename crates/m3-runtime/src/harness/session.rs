@@ -13,9 +13,11 @@ use m3_types::{
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::coordinator::Coordinator;
 use crate::spec::PermissionPolicy;
+use crate::telemetry;
 use crate::trace::MarkedRound;
 use m3_mcp::{
     CompletedOperation, ConnectOptions, InputRound, LogicalOperation, McpConnection,
@@ -411,16 +413,27 @@ impl AgentSession {
                 .with_detail("server", server)
         })?;
         let logical_operation_id = m3_types::new_id();
+        let span = tracing::info_span!(
+            "m3.mcp.operation",
+            mcp.server = %server,
+            mcp.method = mcp_method(request.kind()),
+            mcp.operation = %request.name(),
+            logical_operation.id = %logical_operation_id,
+            execution.id = %self.execution_id,
+        );
+        let trace_context =
+            telemetry::operation_trace_context(&span, &self.execution_id, &logical_operation_id);
         let request = request
             .with_logical_operation_id(logical_operation_id.clone())
-            .with_round_limit(self.round_limit.saturating_add(1));
+            .with_round_limit(self.round_limit.saturating_add(1))
+            .with_trace_context(trace_context);
         *self
             .log
             .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner) =
             Some((Arc::clone(&connection), logical_operation_id.clone()));
-        let result = self.drive(&connection, request).await;
+        let result = self.drive(&connection, request).instrument(span).await;
         self.log.finish(&connection, &logical_operation_id);
         let done = result?;
         let text = done.text();
@@ -469,15 +482,19 @@ impl AgentSession {
                 InputPolicy::Managed(coordinator) => {
                     let coordinator = Arc::clone(coordinator);
                     let pending = self.pending_round(&mut round, &coordinator)?;
+                    let round_id = pending.round_id.clone();
                     let parameters = round.record().arguments.clone().unwrap_or_default();
                     let delivery = coordinator.await_round(pending, parameters).await?;
                     delivered = true;
-                    (delivery.responses, Some(coordinator))
+                    (delivery.responses, Some((coordinator, round_id)))
                 }
             };
             progress = match managed {
                 None => Box::pin(round.respond(responses)).await?,
-                Some(coordinator) => Box::pin(deliver(&coordinator, round, responses)).await?,
+                Some((coordinator, round_id)) => {
+                    let span = tracing::info_span!("m3.round.delivery", round.id = %round_id);
+                    Box::pin(deliver(&coordinator, round, responses).instrument(span)).await?
+                }
             };
         }
     }
@@ -526,6 +543,15 @@ async fn deliver(
             coordinator.fail_round(&error).await;
             Err(error)
         }
+    }
+}
+
+/// The MCP method of an operation kind, for its span.
+fn mcp_method(kind: OperationKind) -> &'static str {
+    match kind {
+        OperationKind::Tool => "tools/call",
+        OperationKind::Prompt => "prompts/get",
+        OperationKind::Resource => "resources/read",
     }
 }
 

@@ -14,7 +14,7 @@ use m3_types::{
     messages,
 };
 use tokio_util::sync::CancellationToken;
-use tracing::instrument;
+use tracing::Instrument;
 
 use super::background;
 use crate::coordinator::{Coordinator, CoordinatorSettings, ResponseNotifier, RoundPendingHook};
@@ -22,6 +22,7 @@ use crate::harness::{AgentSession, Harness, InputPolicy, OperationLog, SessionSe
 use crate::lease::LeaseKeeper;
 use crate::spec::ExecutionSpec;
 use crate::store_retry;
+use crate::telemetry;
 use crate::trace::ExecutionTrace;
 
 /// Runs executions stored in an [`ExecutionStore`].
@@ -166,16 +167,19 @@ impl Worker {
     /// another worker; `managed_input_state` when it already finished;
     /// `invalid_argument` for a spec this runtime cannot run; `storage_error`.
     /// Failures of the execution itself are not errors: they are its outcome.
-    #[instrument(skip(self, cancel), fields(execution.id = %execution_id), err)]
     pub async fn run(
         &self,
         execution_id: &str,
         cancel: CancellationToken,
     ) -> Result<ExecutionRecord> {
-        let (record, spec) = self.load(execution_id).await?;
-        let lease = self.claim(&record, &spec).await?;
-        drop(record);
-        self.drive(spec, lease, cancel, CancellationToken::new())
+        let run = async {
+            let (record, spec) = self.load(execution_id).await?;
+            let lease = self.claim(&record, &spec).await?;
+            drop(record);
+            self.drive(spec, lease, cancel, CancellationToken::new())
+                .await
+        };
+        run.instrument(telemetry::execution_span(execution_id))
             .await
     }
 
@@ -190,8 +194,19 @@ impl Worker {
     ///
     /// # Errors
     /// As [`run`](Self::run).
-    #[instrument(skip_all, fields(execution.id = %claimed.record.execution_id), err)]
     pub async fn run_claimed(
+        &self,
+        claimed: ClaimedExecution,
+        cancel: CancellationToken,
+        drained: CancellationToken,
+    ) -> Result<ExecutionRecord> {
+        let span = telemetry::execution_span(&claimed.record.execution_id);
+        self.run_claimed_in_span(claimed, cancel, drained)
+            .instrument(span)
+            .await
+    }
+
+    async fn run_claimed_in_span(
         &self,
         claimed: ClaimedExecution,
         cancel: CancellationToken,

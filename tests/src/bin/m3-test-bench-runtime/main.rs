@@ -17,6 +17,9 @@
 //! - `notify [ROUNDS] [--db URL]`: a round committed -> a local receiver has the webhook
 //!   POST of an in-process notifier, one at a time; then 1,000 rounds created at once -> all
 //!   delivered; on SQLite and (as for `respond`) PostgreSQL;
+//! - `traces [ROUNDS]`: submit -> visible and respond -> MCP retry in one process with
+//!   tracing off and with the OTLP exporter on (to `tests/peers/otlp_receiver.py`): at most
+//!   5% slower;
 //! - `smoke`: every benchmark in a tiny configuration (scripts/test.sh: keeps them running,
 //!   asserts no timing).
 //!
@@ -31,6 +34,7 @@ mod notify;
 mod respond;
 mod respond_http;
 mod stats;
+mod traces;
 mod worker;
 
 type Error = Box<dyn std::error::Error>;
@@ -91,15 +95,20 @@ async fn main() -> Result<(), Error> {
                 .unwrap_or(200);
             notify_everywhere(rounds, notify::BURST, db.as_deref()).await
         }
+        Some("traces") => traces::bench(number(1, 200)?),
+        Some("traces-child") => {
+            traces::child(args.get(1).map(String::as_str) == Some("on"), number(2, 200)?).await
+        }
         Some("smoke") => {
             respond_everywhere(2, None).await?;
+            traces::bench(2)?;
             notify_everywhere(2, 5, None).await?;
             events_everywhere(3, None).await?;
             let dir = tempfile::tempdir()?;
             worker::submit_to_start(dir.path(), 2).await?;
             worker::waiting_at_once(dir.path(), 3).await
         }
-        _ => Err("usage: m3-test-bench-runtime respond [ROUNDS] [--db URL] | events [COMMITS] [--db URL] | notify [ROUNDS] [--db URL] | worker [STARTS] [WAITING] | smoke".into()),
+        _ => Err("usage: m3-test-bench-runtime respond [ROUNDS] [--db URL] | events [COMMITS] [--db URL] | notify [ROUNDS] [--db URL] | worker [STARTS] [WAITING] | traces [ROUNDS] | smoke".into()),
     }
 }
 

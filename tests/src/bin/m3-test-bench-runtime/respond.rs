@@ -146,9 +146,9 @@ fn retry_started(result: &m3_types::ExecutionResult) -> Result<OffsetDateTime, E
 
 /// The latencies of one path: submit -> visible and respond -> retry, in ms.
 #[derive(Default)]
-struct Series {
-    visible: Vec<f64>,
-    retry: Vec<f64>,
+pub(crate) struct Series {
+    pub(crate) visible: Vec<f64>,
+    pub(crate) retry: Vec<f64>,
 }
 
 /// Runs `rounds` executions answered in this process, then `rounds` answered by a child
@@ -213,7 +213,11 @@ fn options(exe: &str) -> SubmitOptions {
         .human_input(HumanInput::Managed)
 }
 
-async fn same_process(agent: &AsyncAgent, exe: &str, rounds: usize) -> Result<Series, Error> {
+pub(crate) async fn same_process(
+    agent: &AsyncAgent,
+    exe: &str,
+    rounds: usize,
+) -> Result<Series, Error> {
     let mut series = Series::default();
     for _ in 0..rounds {
         let submitted = OffsetDateTime::now_utc();
