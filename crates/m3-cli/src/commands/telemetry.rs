@@ -72,6 +72,9 @@ pub(crate) fn otlp_layer(wanted: bool) -> Option<(TraceLayer, TelemetryGuard)> {
         .build();
     let tracer = provider.tracer(SERVICE_NAME);
     let layer = tracing_opentelemetry::layer()
+        // Busy/idle timing reads the clock on every poll of an instrumented future; a
+        // waiting round is polled often and nobody reads those two attributes.
+        .with_tracked_inactivity(false)
         .with_tracer(tracer)
         // The documented `m3.*` spans only: the store's and rmcp's spans would make a root
         // (a trace of its own) of every poll outside an execution.
