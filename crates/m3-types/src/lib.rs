@@ -113,7 +113,7 @@ pub mod timestamp;
 pub mod validation;
 
 pub use actor::{ACTOR_NAME_MAX_CHARS, Actor, ActorSurface};
-pub use canonical::{canonical_eq, canonical_json};
+pub use canonical::{canonical_eq, canonical_json, ordered_json};
 pub use change::{ChangeRecord, ChangeRecordKind, Cursor, ExecutionChangeState, RoundChangeState};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use elicitation::{
