@@ -4,6 +4,7 @@
 //! (the script's live inbox and in-place submit use it).
 
 mod coerce;
+mod context;
 mod execution;
 mod history;
 mod link;
@@ -76,7 +77,7 @@ async fn inbox(State(state): State<Shared>) -> Response {
     let base = &state.base_path;
     let loaded = async {
         let cursor = crate::events::latest_cursor(&state.kit).await?.to_string();
-        let mut rounds = state.kit.pending_rounds().await?;
+        let mut rounds = state.kit.pending_rounds_in_context().await?;
         rounds.reverse();
         Ok::<_, m3_types::Error>((cursor, rounds))
     };
@@ -88,7 +89,10 @@ async fn inbox(State(state): State<Shared>) -> Response {
         h1 { "Waiting for an answer" }
         (render::nothing_pending(!rounds.is_empty()))
         section id="inbox" aria-live="polite" {
-            @for round in &rounds { (render::round_form(base, round, &RoundView::default())) }
+            @for pending in &rounds {
+                @let view = RoundView { context: Some(&pending.context), ..RoundView::default() };
+                (render::round_form(base, &pending.round, &view))
+            }
         }
     };
     html_response(
@@ -169,6 +173,7 @@ async fn answer(
                 errors: Some(&placed),
                 idempotency_key: Some(&key),
                 action: None,
+                context: Some(&details.diagnostics.context),
             };
             let element = if details.diagnostics.status == m3_types::ManagedInputStatus::Pending {
                 render::round_form(&base, &details.round, &view)
