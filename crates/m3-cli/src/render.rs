@@ -2,7 +2,8 @@
 
 use m3_kit::RoundDiagnostics;
 use m3_types::{
-    ElicitationRequest, ExecutionResult, ExecutionState, PendingElicitationRound, timestamp,
+    ElicitationRequest, ExecutionResult, ExecutionState, PendingElicitationRound, RoundContext,
+    timestamp,
 };
 use serde_json::Value;
 
@@ -31,6 +32,15 @@ pub(crate) fn snapshot(out: Output, state: &ExecutionState) -> String {
 /// One pending round: where it comes from and what each request asks. Every text the server
 /// or the store supplied is [`escape`]d; a URL request also names its host.
 pub(crate) fn round(round: &PendingElicitationRound) -> String {
+    round_in_context(round, None)
+}
+
+/// [`round`] with its context (the agent's prompt and the operation's arguments, already
+/// redacted) between the header and the requests, as `m3 pending` prints it.
+pub(crate) fn round_in_context(
+    round: &PendingElicitationRound,
+    context: Option<&RoundContext>,
+) -> String {
     let mut lines = vec![format!(
         "round {} of execution {}: {} {} {} asks ({} request{})",
         escape(&round.round_id),
@@ -43,6 +53,9 @@ pub(crate) fn round(round: &PendingElicitationRound) -> String {
     )];
     if let Some(deadline) = round.deadline {
         lines.push(format!("  deadline {}", timestamp::format(deadline)));
+    }
+    if let Some(context) = context {
+        lines.extend(context_lines(context));
     }
     for (key, request) in &round.requests {
         let key = escape(key);
@@ -61,6 +74,26 @@ pub(crate) fn round(round: &PendingElicitationRound) -> String {
         }
     }
     lines.join("\n")
+}
+
+/// `  prompt: ...` and `  arguments:` with one `      name: value` line each (a string as
+/// itself, anything else as compact JSON), in the order the agent gave them.
+fn context_lines(context: &RoundContext) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(prompt) = &context.prompt {
+        lines.push(format!("  prompt: {}", escape(prompt)));
+    }
+    if !context.arguments.is_empty() {
+        lines.push("  arguments:".to_owned());
+        for (name, value) in &context.arguments {
+            let shown = match value {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            lines.push(format!("      {}: {}", escape(name), escape(&shown)));
+        }
+    }
+    lines
 }
 
 /// One field of a form, as `m3 pending` prints it: `name: kind, required; rules; default`,

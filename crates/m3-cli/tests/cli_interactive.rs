@@ -57,7 +57,7 @@ fn a_person_fills_in_the_form_after_invalid_input() {
     p.send_line("1 Main Street").unwrap();
     p.exp_string("city (required, text): ").unwrap();
     p.send_line("Pune").unwrap();
-    p.exp_string("[shipping_address] accept: city = \"Pune\", street = \"1 Main Street\"")
+    p.exp_string("[shipping_address] accept: street = \"1 Main Street\", city = \"Pune\"")
         .unwrap();
     p.exp_string("Commit these responses? [y]es").unwrap();
     p.send_line("y").unwrap();

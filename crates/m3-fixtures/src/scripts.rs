@@ -47,15 +47,16 @@ fn schema(build: Result<ElicitationSchema, &'static str>) -> Result<ElicitationS
 }
 
 fn address_params() -> Result<ElicitRequestParams, ErrorData> {
-    Ok(form(
-        SHIPPING_ADDRESS_MESSAGE,
-        schema(
-            ElicitationSchema::builder()
-                .required_string("street")
-                .required_string("city")
-                .build(),
-        )?,
-    ))
+    let mut address = schema(
+        ElicitationSchema::builder()
+            .required_string("street")
+            .required_string("city")
+            .build(),
+    )?;
+    // The builder keeps properties by name; an address is asked street first, as people
+    // write it (and as a form that is not in alphabetical order, which m3 must keep).
+    address.property_order = Some(vec!["street".to_owned(), "city".to_owned()]);
+    Ok(form(SHIPPING_ADDRESS_MESSAGE, address))
 }
 
 pub(crate) fn address_round() -> Round {

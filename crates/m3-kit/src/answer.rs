@@ -183,7 +183,9 @@ impl AsyncMcpTestKit {
         // A repeat keeps the first answer's actor: read what the store kept.
         let answered_by = store.answered_by(&round).await?;
         let redacted = redacted_projection(&record)?;
-        let diagnostics = RoundDiagnostics::of(&record, redacted, answered_by);
+        let prompt =
+            crate::context::execution_prompt(&*self.inner.store, &round.execution_id).await?;
+        let diagnostics = RoundDiagnostics::of(&record, redacted, answered_by, prompt.as_deref());
         Ok(RoundDetails {
             round: record.pending,
             diagnostics,

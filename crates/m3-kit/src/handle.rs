@@ -16,6 +16,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
+use crate::context::{execution_prompt, round_context};
 use crate::shared::KitInner;
 
 /// Diagnostics of one round (never the raw responses).
@@ -61,6 +62,9 @@ pub struct RoundDiagnostics {
     /// Who answered (`None` before an answer, or for one given without an actor, as the
     /// Python original gives them).
     pub answered_by: Option<Actor>,
+    /// What the round decides on: the operation's arguments and the agent's prompt,
+    /// redacted (see [`RoundContext`](m3_types::RoundContext)).
+    pub context: m3_types::RoundContext,
 }
 
 /// One round with its requests and its redacted diagnostics, from
@@ -404,9 +408,10 @@ impl AsyncExecutionHandle {
             return Ok(Vec::new());
         }
         let store = self.kit.store.managed_input_store().await?;
+        let prompt = execution_prompt(&*self.kit.store, &self.execution_id).await?;
         let mut out = Vec::new();
         for record in store.list_rounds(&self.execution_id).await? {
-            out.push(diagnostics(&*store, &record).await?);
+            out.push(diagnostics(&*store, &record, prompt.as_deref()).await?);
         }
         Ok(out)
     }
@@ -432,7 +437,8 @@ impl AsyncExecutionHandle {
             .get_round(&RoundRef::new(self.execution_id.clone(), round_id))
             .await?
             .ok_or_else(missing)?;
-        let diagnostics = diagnostics(&*store, &record).await?;
+        let prompt = execution_prompt(&*self.kit.store, &self.execution_id).await?;
+        let diagnostics = diagnostics(&*store, &record, prompt.as_deref()).await?;
         Ok(RoundDetails {
             round: record.pending,
             diagnostics,
@@ -502,6 +508,7 @@ async fn wait_until(
 pub(crate) async fn diagnostics(
     store: &dyn ManagedInputStore,
     r: &ManagedInputRecord,
+    prompt: Option<&str>,
 ) -> Result<RoundDiagnostics> {
     let round = RoundRef::of(r);
     let redacted_responses = store.redacted_responses(&round).await?;
@@ -509,15 +516,22 @@ pub(crate) async fn diagnostics(
         Some(_) => store.answered_by(&round).await?,
         None => None,
     };
-    Ok(RoundDiagnostics::of(r, redacted_responses, answered_by))
+    Ok(RoundDiagnostics::of(
+        r,
+        redacted_responses,
+        answered_by,
+        prompt,
+    ))
 }
 
 impl RoundDiagnostics {
-    /// The diagnostics of round `r` with its stored redacted projection.
+    /// The diagnostics of round `r` with its stored redacted projection, of an execution
+    /// whose agent was given `prompt`.
     pub(crate) fn of(
         r: &ManagedInputRecord,
         redacted_responses: Option<Map<String, Value>>,
         answered_by: Option<Actor>,
+        prompt: Option<&str>,
     ) -> Self {
         Self {
             round_id: r.pending.round_id.clone(),
@@ -537,6 +551,7 @@ impl RoundDiagnostics {
             response_idempotency_key: r.response_idempotency_key.clone(),
             redacted_responses,
             answered_by,
+            context: round_context(r, prompt),
         }
     }
 }

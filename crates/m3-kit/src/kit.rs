@@ -280,6 +280,25 @@ impl AsyncMcpTestKit {
     ///
     /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
     pub async fn pending_rounds(&self) -> Result<Vec<PendingElicitationRound>> {
+        Ok(self
+            .pending_rounds_in_context()
+            .await?
+            .into_iter()
+            .map(|pending| pending.round)
+            .collect())
+    }
+
+    /// [`pending_rounds`](Self::pending_rounds), each with its context: the operation's
+    /// arguments and the agent's prompt, redacted (what the page shows above a form and
+    /// `m3 pending` prints).
+    ///
+    /// # Errors
+    /// `storage_error`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads; dropping the future (a lost `select!` branch) changes nothing.
+    pub async fn pending_rounds_in_context(&self) -> Result<Vec<crate::PendingRound>> {
         let records = self
             .inner
             .store
@@ -291,16 +310,19 @@ impl AsyncMcpTestKit {
                 continue;
             }
             let store = self.inner.store.managed_input_store().await?;
+            let prompt = crate::context::spec_prompt(&record.spec);
             pending.extend(
                 store
                     .list_rounds(&record.execution_id)
                     .await?
                     .into_iter()
                     .filter(|r| r.status == ManagedInputStatus::Pending)
-                    .map(|r| r.pending),
+                    .map(|r| crate::PendingRound::of(r, prompt)),
             );
         }
-        pending.sort_by(|a, b| (a.created_at, &a.round_id).cmp(&(b.created_at, &b.round_id)));
+        pending.sort_by(|a, b| {
+            (a.round.created_at, &a.round.round_id).cmp(&(b.round.created_at, &b.round.round_id))
+        });
         Ok(pending)
     }
 

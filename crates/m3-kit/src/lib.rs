@@ -58,6 +58,7 @@ mod agent;
 mod answer;
 mod blocking;
 mod command_path;
+mod context;
 mod handle;
 mod history;
 mod inbox;
@@ -72,6 +73,7 @@ mod store_backends;
 pub use agent::AsyncAgent;
 pub use answer::RoundAnswer;
 pub use blocking::{Agent, Changes, ExecutionHandle, McpTestKit, McpTestKitBuilder};
+pub use context::PendingRound;
 pub use handle::{AsyncExecutionHandle, RoundDetails, RoundDiagnostics};
 pub use history::{HISTORY_PAGE_MAX, HistoryEntry, HistoryPage, HistoryQuery, HistoryStatus};
 pub use inbox::InboxPage;
@@ -97,7 +99,7 @@ pub use m3_types::{
     Actor, ActorSurface, ChangeRecord, ChangeRecordKind, Cursor, ElicitationAction,
     ElicitationRequest, ElicitationResponse, Error, ExecutionOutcome, ExecutionResult,
     ExecutionState, ExecutionStatus, HumanInput, PendingElicitationRound, ResponseMap, Result,
-    StdioServer,
+    RoundContext, StdioServer,
 };
 pub use options::{HumanInputValue, SubmitOptions};
 pub use store_backends::{open_store, register_store_backends};

@@ -116,7 +116,7 @@ fn typed_params(
     if let (Some(object), Ok(Value::Object(mut meta))) =
         (params.as_object_mut(), serde_json::to_value(&context.meta))
     {
-        meta.remove("progressToken");
+        meta.shift_remove("progressToken");
         if !meta.is_empty() {
             object.insert("_meta".to_owned(), Value::Object(meta));
         }

@@ -208,7 +208,9 @@ async fn inbox(
         })));
     }
     if query.status.is_empty() || query.status == "pending" {
-        return Ok(Json(to_json(&state.kit.pending_rounds().await?)?));
+        return Ok(Json(to_json(
+            &state.kit.pending_rounds_in_context().await?,
+        )?));
     }
     let page = state.kit.history(&query.history()?).await?;
     let mut rounds = Vec::with_capacity(page.entries.len());

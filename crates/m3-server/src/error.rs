@@ -13,7 +13,9 @@ pub(crate) struct ApiError {
     pub(crate) status: StatusCode,
     pub(crate) code: String,
     pub(crate) message: String,
-    pub(crate) details: Map<String, Value>,
+    /// Boxed: with serde_json's `preserve_order` a `Map` is an `IndexMap`, and the error
+    /// stays small enough to return by value.
+    pub(crate) details: Box<Map<String, Value>>,
 }
 
 impl ApiError {
@@ -23,7 +25,7 @@ impl ApiError {
             status,
             code: code.to_owned(),
             message: message.into(),
-            details: Map::new(),
+            details: Box::default(),
         }
     }
 
@@ -74,7 +76,7 @@ impl From<Error> for ApiError {
             status,
             code: error.code().to_owned(),
             message: error.message().to_owned(),
-            details: error.details().clone(),
+            details: Box::new(error.details().clone()),
         }
     }
 }

@@ -18,8 +18,29 @@ pub const MAX_JSON_DEPTH: usize = 128;
 /// nesting deeper than [`MAX_JSON_DEPTH`].
 pub fn canonical_json(value: &Value) -> Result<String> {
     let mut out = String::new();
-    write_value(value, &mut out, 0)?;
+    write_value(value, &mut out, 0, KeyOrder::Sorted)?;
     Ok(out)
+}
+
+/// Writes `value` as [`canonical_json`] does (compact, non-ASCII kept, same limits) but with
+/// object keys in the order the value holds them: the stored form of what a server sent (a
+/// form's properties in the server's order), which equality still compares canonically.
+///
+/// # Errors
+/// As [`canonical_json`].
+pub fn ordered_json(value: &Value) -> Result<String> {
+    let mut out = String::new();
+    write_value(value, &mut out, 0, KeyOrder::AsHeld)?;
+    Ok(out)
+}
+
+/// How [`write_value`] orders an object's keys.
+#[derive(Clone, Copy)]
+enum KeyOrder {
+    /// By code point (canonical).
+    Sorted,
+    /// As the map holds them (insertion order, `serde_json`'s `preserve_order`).
+    AsHeld,
 }
 
 /// Whether `a` and `b` have the same canonical JSON (false when either cannot be encoded).
@@ -34,7 +55,7 @@ fn invalid() -> Error {
     Error::managed_input_validation(crate::messages::INVALID_JSON)
 }
 
-fn write_value(value: &Value, out: &mut String, depth: usize) -> Result<()> {
+fn write_value(value: &Value, out: &mut String, depth: usize, order: KeyOrder) -> Result<()> {
     if depth > MAX_JSON_DEPTH {
         return Err(invalid().with_detail("reason", "nesting too deep"));
     }
@@ -54,13 +75,15 @@ fn write_value(value: &Value, out: &mut String, depth: usize) -> Result<()> {
                 if i > 0 {
                     out.push(',');
                 }
-                write_value(item, out, depth + 1)?;
+                write_value(item, out, depth + 1, order)?;
             }
             out.push(']');
         }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
+            if matches!(order, KeyOrder::Sorted) {
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+            }
             out.push('{');
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
@@ -68,7 +91,7 @@ fn write_value(value: &Value, out: &mut String, depth: usize) -> Result<()> {
                 }
                 write_string(key, out)?;
                 out.push(':');
-                write_value(item, out, depth + 1)?;
+                write_value(item, out, depth + 1, order)?;
             }
             out.push('}');
         }

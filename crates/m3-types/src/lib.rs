@@ -70,6 +70,8 @@
 //!   [`limits::MAX_ANSWER_BYTES`], [`limits::RoundLimits`]), so stored data always reads back.
 //! - [`canonical`], [`redact`](mod@redact), [`clock`], [`timestamp`]: canonical JSON for payload
 //!   equality, the diagnostic projection, injectable clocks, fixed-width UTC timestamp text.
+//! - [`context`]: [`RoundContext`], what a round decides on (the operation's arguments and
+//!   the agent's prompt), redacted when it is built.
 //! - [`schema`]: JSON Schemas of every public value type.
 //!
 //! Serde shapes are those of the Python original (sf-m3 0.3.1): snake_case names, every
@@ -93,6 +95,7 @@ pub mod actor;
 pub mod canonical;
 pub mod change;
 pub mod clock;
+pub mod context;
 pub mod elicitation;
 pub mod error;
 pub mod execution;
@@ -114,9 +117,10 @@ pub mod timestamp;
 pub mod validation;
 
 pub use actor::{ACTOR_NAME_MAX_CHARS, Actor, ActorSurface};
-pub use canonical::{canonical_eq, canonical_json};
+pub use canonical::{canonical_eq, canonical_json, ordered_json};
 pub use change::{ChangeRecord, ChangeRecordKind, Cursor, ExecutionChangeState, RoundChangeState};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use context::RoundContext;
 pub use elicitation::{
     ElicitationAction, ElicitationMode, ElicitationRequest, ElicitationResponse,
     FormElicitationRequest, OperationKind, ResponseMap, UrlElicitationRequest,

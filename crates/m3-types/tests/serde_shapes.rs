@@ -639,8 +639,10 @@ const PYTHON_RECORD: &str = r#"{"created_at": "2026-01-01T00:00:00Z", "delivered
 fn same_keys(a: &Value, b: &Value, path: &str) {
     match (a, b) {
         (Value::Object(a), Value::Object(b)) => {
-            let ka: Vec<&String> = a.keys().collect();
-            let kb: Vec<&String> = b.keys().collect();
+            // The same set of keys: struct fields serialize in declaration order, Python's
+            // dump sorts them.
+            let ka: std::collections::BTreeSet<&String> = a.keys().collect();
+            let kb: std::collections::BTreeSet<&String> = b.keys().collect();
             assert_eq!(ka, kb, "keys at {path}");
             for (k, v) in a {
                 same_keys(v, &b[k], &format!("{path}.{k}"));

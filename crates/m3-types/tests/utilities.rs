@@ -6,7 +6,8 @@
 )]
 
 use m3_types::{
-    Clock, ManualClock, SystemClock, canonical_eq, canonical_json, redact, redact_with, timestamp,
+    Clock, ManualClock, SystemClock, canonical_eq, canonical_json, ordered_json, redact,
+    redact_with, timestamp,
 };
 use serde_json::{Value, json};
 use time::Duration;
@@ -121,6 +122,36 @@ fn canonical_json_sorts_keys_compactly() {
         &json!({"action": "decline"}),
         &json!({"action": "cancel"})
     ));
+}
+
+#[test]
+fn ordered_json_keeps_the_held_order_and_canonical_json_still_sorts() {
+    // With serde_json's `preserve_order` (enabled workspace-wide) a parsed object keeps the
+    // order it was written in; only the canonical form sorts.
+    let v: serde_json::Value =
+        serde_json::from_str(r#"{"street": "é", "city": {"z": 1, "a": [2.5]}, "apt": null}"#)
+            .unwrap();
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["street", "city", "apt"]);
+    assert_eq!(
+        ordered_json(&v).unwrap(),
+        r#"{"street":"é","city":{"z":1,"a":[2.5]},"apt":null}"#
+    );
+    assert_eq!(
+        canonical_json(&v).unwrap(),
+        r#"{"apt":null,"city":{"a":[2.5],"z":1},"street":"é"}"#
+    );
+    let reordered = json!({"apt": null, "city": {"a": [2.5], "z": 1}, "street": "é"});
+    assert!(canonical_eq(&v, &reordered));
+    assert_eq!(v, reordered, "equality of values ignores order");
+    let mut deep = json!(1);
+    for _ in 0..200 {
+        deep = json!({"k": deep});
+    }
+    assert_eq!(
+        ordered_json(&deep).unwrap_err().code(),
+        "managed_input_invalid"
+    );
 }
 
 #[test]

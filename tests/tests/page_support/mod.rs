@@ -100,10 +100,17 @@ pub async fn open() -> Page {
 
 /// [`open`] with extra Chromium arguments (for example a dark colour scheme).
 pub async fn open_with(extra_args: &[&str]) -> Page {
+    open_on(None, extra_args).await
+}
+
+/// [`open_with`] on the store at `database` (a `postgres://` URL, for example) instead of
+/// a fresh SQLite file.
+pub async fn open_on(database: Option<&str>, extra_args: &[&str]) -> Page {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
+    let sqlite = dir.path().join("m3.sqlite");
     let kit = AsyncMcpTestKit::builder()
-        .database(dir.path().join("m3.sqlite"))
+        .database(database.map_or(sqlite, std::path::PathBuf::from))
         .build()
         .await
         .unwrap();

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use m3_kit::{AsyncMcpTestKit, ListExecutions, StoreUrl};
+use m3_kit::{AsyncExecutionHandle, AsyncMcpTestKit, ListExecutions, StoreUrl};
 use m3_types::{ExecutionOutcome, PendingElicitationRound, timestamp};
 use serde_json::json;
 use time::OffsetDateTime;
@@ -196,35 +196,51 @@ pub(crate) async fn pending(
             crate::output::store_label(db)
         ));
     } else {
-        for round in &rounds {
-            out.say(render::round(round));
-            out.say(format!("  {}", render::respond_hint(round)));
+        for listed in &rounds {
+            out.say(render::round_in_context(
+                &listed.round,
+                Some(&listed.context),
+            ));
+            out.say(format!("  {}", render::respond_hint(&listed.round)));
         }
     }
     kit.close().await?;
     Ok(())
 }
 
+/// A pending round with its context, as `m3 pending` lists it (JSON: the round's fields
+/// plus `context`).
+#[derive(serde::Serialize)]
+struct Listed {
+    #[serde(flatten)]
+    round: PendingElicitationRound,
+    context: m3_kit::RoundContext,
+}
+
+/// The pending round of `handle`, if any, with its context.
+async fn pending_of(handle: &AsyncExecutionHandle) -> Result<Option<Listed>, Failure> {
+    let Some(round) = handle.pending_elicitation().await? else {
+        return Ok(None);
+    };
+    let context = handle.round(&round.round_id).await?.diagnostics.context;
+    Ok(Some(Listed { round, context }))
+}
+
 /// The pending rounds of `execution`, or of every execution.
 async fn pending_rounds(
     kit: &AsyncMcpTestKit,
     execution: Option<&str>,
-) -> Result<Vec<PendingElicitationRound>, Failure> {
-    let mut rounds: Vec<PendingElicitationRound> = Vec::new();
+) -> Result<Vec<Listed>, Failure> {
+    let mut rounds = Vec::new();
     match execution {
-        Some(execution) => rounds.extend(
-            ids::attach(kit, execution)
-                .await?
-                .pending_elicitation()
-                .await?,
-        ),
+        Some(execution) => rounds.extend(pending_of(&ids::attach(kit, execution).await?).await?),
         None => {
             for summary in kit.executions().await? {
                 if summary.pending_rounds == 0 {
                     continue;
                 }
                 let handle = kit.attach(&summary.state.execution_id).await?;
-                rounds.extend(handle.pending_elicitation().await?);
+                rounds.extend(pending_of(&handle).await?);
             }
         }
     }
@@ -253,9 +269,10 @@ pub(crate) async fn watch_pending(
         "watching for pending rounds (store {}); Ctrl-C stops",
         crate::output::store_label(db)
     ));
-    for round in pending_rounds(&kit, execution).await? {
+    for pending in pending_rounds(&kit, execution).await? {
+        let round = &pending.round;
         listed.insert((round.execution_id.clone(), round.round_id.clone()));
-        print_pending(&out, &round)?;
+        print_pending(&out, &pending)?;
     }
     let mut changes = std::pin::pin!(kit.changes(from));
     let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
@@ -276,13 +293,10 @@ pub(crate) async fn watch_pending(
             continue;
         }
         let handle = kit.attach(&record.execution_id).await?;
-        if let Some(round) = handle
-            .pending_elicitation()
-            .await?
-            .into_iter()
-            .find(|round| round.round_id == round_id)
+        if let Some(pending) = pending_of(&handle).await?
+            && pending.round.round_id == round_id
         {
-            print_pending(&out, &round)?;
+            print_pending(&out, &pending)?;
         }
     }
     kit.close().await?;
@@ -302,12 +316,15 @@ async fn feed_end(kit: &AsyncMcpTestKit) -> Result<m3_kit::Cursor, Failure> {
 }
 
 /// One pending round, as `m3 pending` prints it.
-fn print_pending(out: &Output, round: &PendingElicitationRound) -> Result<(), Failure> {
+fn print_pending(out: &Output, pending: &Listed) -> Result<(), Failure> {
     if out.is_json() {
-        out.json_line(round)?;
+        out.json_line(pending)?;
     } else {
-        out.say(render::round(round));
-        out.say(format!("  {}", render::respond_hint(round)));
+        out.say(render::round_in_context(
+            &pending.round,
+            Some(&pending.context),
+        ));
+        out.say(format!("  {}", render::respond_hint(&pending.round)));
     }
     Ok(())
 }

@@ -68,8 +68,8 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
         }
     }
 
-    /// Asks a form request: first the action, then (on accept) each field, in the order of
-    /// [`ordered_fields`] (`None`: the person gave up).
+    /// Asks a form request: first the action, then (on accept) each field, in the schema's
+    /// property order, the server's (`None`: the person gave up).
     ///
     /// # Errors
     /// Only I/O errors.
@@ -78,7 +78,7 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
         request: &FormElicitationRequest,
         mut check: impl FnMut(&Map<String, Value>) -> Result<(), String>,
     ) -> io::Result<Option<ElicitationResponse>> {
-        let fields = ordered_fields(&request.requested_schema);
+        let fields = fields(&request.requested_schema);
         self.line(&format!(
             "[{}] {}",
             escape(&request.request_key),
@@ -230,26 +230,6 @@ impl<R: LineInput, W: Write> Prompter<R, W> {
             }
         }
     }
-}
-
-/// The fields of `schema` in the order the server gave them as far as it survives storage:
-/// rounds are stored as canonical JSON (sorted keys, byte-compatible with the Python
-/// implementation), which keeps arrays in order but not object keys. So the properties the
-/// server lists in `required` come first, in that order, then the others by name.
-pub(crate) fn ordered_fields(schema: &Map<String, Value>) -> Vec<Field> {
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|names| names.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let mut fields = fields(schema);
-    fields.sort_by_key(|field| {
-        required
-            .iter()
-            .position(|name| *name == field.name)
-            .unwrap_or(usize::MAX)
-    });
-    fields
 }
 
 fn response_for(action: ElicitationAction) -> ElicitationResponse {

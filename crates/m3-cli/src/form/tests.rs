@@ -6,7 +6,6 @@ use m3_types::{
 };
 use serde_json::{Value, json};
 
-use super::prompt::ordered_fields;
 use super::*;
 
 fn address() -> FormElicitationRequest {
@@ -51,16 +50,19 @@ fn accept_fills_every_field() {
 }
 
 #[test]
-fn required_fields_come_first_in_their_order_then_the_others_by_name() {
-    let schema = json!({"type": "object", "required": ["zip", "city"], "properties": {
-        "note": {"type": "string"}, "city": {"type": "string"},
-        "apt": {"type": "string"}, "zip": {"type": "string"}
-    }});
-    let names: Vec<String> = ordered_fields(schema.as_object().unwrap())
+fn fields_are_asked_in_the_servers_property_order() {
+    // Not by name, not required first: the order the schema lists its properties in.
+    let schema: serde_json::Value = serde_json::from_str(
+        r#"{"type": "object", "required": ["zip", "city"], "properties": {
+            "note": {"type": "string"}, "city": {"type": "string"},
+            "apt": {"type": "string"}, "zip": {"type": "string"}}}"#,
+    )
+    .unwrap();
+    let names: Vec<String> = m3_types::form::fields(schema.as_object().unwrap())
         .into_iter()
         .map(|field| field.name)
         .collect();
-    assert_eq!(names, ["zip", "city", "apt", "note"]);
+    assert_eq!(names, ["note", "city", "apt", "zip"]);
 }
 
 #[test]
@@ -334,7 +336,7 @@ fn the_summary_hides_fields_the_schema_marks_secret() {
     );
     assert!(
         output.contains(
-            "[login] accept: city = \"Pune\", code = \"[REDACTED]\", memo = \"[REDACTED]\""
+            "[login] accept: code = \"[REDACTED]\", memo = \"[REDACTED]\", city = \"Pune\""
         ),
         "{output}"
     );

@@ -20,7 +20,8 @@ pub(super) fn round_parameters(
         "inputResponses",
         "input_responses",
     ] {
-        parameters.remove(key);
+        // `shift_remove` keeps the other parameters in the order they were given.
+        parameters.shift_remove(key);
     }
     parameters.insert(
         "logical_operation_id".into(),

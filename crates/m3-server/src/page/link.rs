@@ -71,6 +71,7 @@ pub(super) async fn page(State(state): State<Shared>, Path(token): Path<String>)
     let action = action(&state, &token);
     let view = RoundView {
         action: Some(&action),
+        context: Some(&details.diagnostics.context),
         ..RoundView::default()
     };
     let main = html! { section id="inbox" { (render::round_form(&state.base_path, &details.round, &view)) } };
@@ -120,6 +121,7 @@ pub(super) async fn answer(
                 errors: Some(&placed),
                 idempotency_key: Some(&key),
                 action: Some(&action),
+                context: Some(&details.diagnostics.context),
             };
             let form = render::round_form(&base, &details.round, &view);
             (status_of(&error), form)

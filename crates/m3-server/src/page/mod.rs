@@ -4,6 +4,7 @@
 //! (the script's live inbox and in-place submit use it).
 
 mod coerce;
+mod context;
 mod execution;
 mod executions;
 mod history;
@@ -154,6 +155,7 @@ async fn answer(
                 errors: Some(&placed),
                 idempotency_key: Some(&key),
                 action: None,
+                context: Some(&details.diagnostics.context),
             };
             let element = if details.diagnostics.status == m3_types::ManagedInputStatus::Pending {
                 render::round_form(&base, &details.round, &view)

@@ -6,11 +6,14 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use m3_kit::RoundDetails;
 use m3_types::form::fields;
-use m3_types::{ElicitationRequest, ManagedInputStatus, PendingElicitationRound, timestamp};
+use m3_types::{
+    ElicitationRequest, ManagedInputStatus, PendingElicitationRound, RoundContext, timestamp,
+};
 use maud::{DOCTYPE, Markup, html};
 use time::OffsetDateTime;
 
 use super::coerce::{PageErrors, Submitted};
+use super::context::context_block;
 use super::widgets::{self, FieldContext};
 use crate::error::ApiError;
 
@@ -46,20 +49,27 @@ pub(super) fn layout(base: &str, title: &str, cursor: Option<&str>, main: Markup
 /// A pending round as a form, or an answered one as its status.
 pub(super) fn round(base: &str, details: &RoundDetails, view: &RoundView<'_>) -> Markup {
     if details.diagnostics.status == ManagedInputStatus::Pending {
-        round_form(base, &details.round, view)
+        let view = RoundView {
+            context: Some(&details.diagnostics.context),
+            ..*view
+        };
+        round_form(base, &details.round, &view)
     } else {
         answered(base, details)
     }
 }
 
-/// What a form shows besides the round: typed values, errors, the idempotency key.
-#[derive(Default)]
+/// What a form shows besides the round: typed values, errors, the idempotency key, the
+/// round's context.
+#[derive(Default, Clone, Copy)]
 pub(super) struct RoundView<'a> {
     pub(super) submitted: Option<&'a Submitted>,
     pub(super) errors: Option<&'a PageErrors>,
     pub(super) idempotency_key: Option<&'a str>,
     /// Where the form posts (default: the round's own address).
     pub(super) action: Option<&'a str>,
+    /// The operation's arguments and the agent's prompt, shown above the requests.
+    pub(super) context: Option<&'a RoundContext>,
 }
 
 /// `<form data-round-id data-execution-id>` with one element per request.
@@ -95,6 +105,7 @@ pub(super) fn round_form(
             @if let Some(message) = view.errors.and_then(|e| e.round.as_deref()) {
                 p class="alert" role="alert" { (message) }
             }
+            @if let Some(context) = view.context { (context_block(context)) }
             input type="hidden" name="idempotency_key" value=(key);
             @for (request_key, request) in &round.requests {
                 (request_block(&round.round_id, request_key, request, view))

@@ -45,6 +45,7 @@ mod fixture;
 mod harness;
 pub mod inbox;
 pub mod leases;
+pub mod order;
 mod outcome;
 pub mod responses;
 #[cfg(feature = "sqlite")]
@@ -114,6 +115,8 @@ pub const CASES: &[(&str, Case)] = store_cases![
     create::reads_reject_empty_identifiers,
     create::list_rounds_orders_by_round_index_within_one_execution,
     create::a_second_store_reads_the_same_round,
+    order::create_round_keeps_the_servers_property_order,
+    order::create_round_replay_in_another_key_order_is_the_same_round,
     responses::submit_moves_pending_to_response_validated,
     responses::submit_rejects_missing_keys_and_keeps_the_round_pending,
     responses::submit_rejects_unexpected_keys,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use m3_types::{Reason, Result, canonical_json};
+use m3_types::{Reason, Result, canonical_json, ordered_json};
 use serde_json::Value;
 use time::OffsetDateTime;
 
@@ -140,6 +140,14 @@ pub fn lease_expiry(now: OffsetDateTime, duration: Duration) -> Result<OffsetDat
 /// payload and the form replays are compared in.
 pub fn json_text(value: &Value) -> Result<String> {
     canonical_json(value).map_err(|source| {
+        invalid("managed input contains invalid JSON", Reason::InvalidRound).with_source(source)
+    })
+}
+
+/// As [`json_text`] but with object keys in the order the value holds them (a server's
+/// order): the stored form of a round's requests and parameters.
+pub fn ordered_json_text(value: &Value) -> Result<String> {
+    ordered_json(value).map_err(|source| {
         invalid("managed input contains invalid JSON", Reason::InvalidRound).with_source(source)
     })
 }

@@ -6,7 +6,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::arguments::{
-    json_text, lease_expiry, optional_text, require_lease_duration, require_text, to_json_value,
+    json_text, lease_expiry, optional_text, ordered_json_text, require_lease_duration,
+    require_text, to_json_value,
 };
 use super::errors::invalid;
 use super::token::new_lease_token;
@@ -21,10 +22,15 @@ pub struct PreparedRound {
     pub request: CreateRound,
     /// The lease token: the request's, or a fresh [`new_lease_token`].
     pub lease_token: String,
-    /// Canonical JSON of the pending round.
+    /// The pending round as stored: compact JSON in the order the server sent it
+    /// ([`m3_types::ordered_json`]), so that a form keeps its fields' order.
     pub pending_json: String,
-    /// Canonical JSON of the operation parameters.
+    /// The operation parameters as stored (compact JSON, in the order given).
     pub parameters_json: String,
+    /// Canonical JSON of the pending round: what a replay is compared in.
+    pub pending_canonical: String,
+    /// Canonical JSON of the operation parameters: what a replay is compared in.
+    pub parameters_canonical: String,
 }
 
 impl PreparedRound {
@@ -107,8 +113,12 @@ pub fn prepare_create(request: CreateRound) -> Result<PreparedRound> {
     ] {
         optional_text(value.as_deref(), label)?;
     }
-    let pending_json = json_text(&to_json_value(&request.pending)?)?;
-    let parameters_json = json_text(&Value::Object(request.operation_parameters.clone()))?;
+    let pending = to_json_value(&request.pending)?;
+    let parameters = Value::Object(request.operation_parameters.clone());
+    let pending_canonical = json_text(&pending)?;
+    let parameters_canonical = json_text(&parameters)?;
+    let pending_json = ordered_json_text(&pending)?;
+    let parameters_json = ordered_json_text(&parameters)?;
     let lease_token = match &request.lease_token {
         Some(token) => token.clone(),
         None => new_lease_token()?,
@@ -118,11 +128,14 @@ pub fn prepare_create(request: CreateRound) -> Result<PreparedRound> {
         lease_token,
         pending_json,
         parameters_json,
+        pending_canonical,
+        parameters_canonical,
     })
 }
 
 /// Whether a stored round carries exactly the data of a replayed `create_round` (its
-/// idempotency rule).
+/// idempotency rule). Payloads compare canonically: a replay whose objects list their keys
+/// in another order is the same round.
 ///
 /// # Errors
 /// `managed_input_invalid` if the stored record does not encode.
@@ -130,7 +143,7 @@ pub fn same_round(current: &ManagedInputRecord, new: &PreparedRound) -> Result<b
     let request = &new.request;
     let current_pending = json_text(&to_json_value(&current.pending)?)?;
     let current_parameters = json_text(&Value::Object(current.operation_parameters.clone()))?;
-    Ok(current_pending == new.pending_json
+    Ok(current_pending == new.pending_canonical
         && current.round_index == request.round_index
         && current.round_limit == request.round_limit
         && current.lease.owner_id == request.owner_id
@@ -140,7 +153,7 @@ pub fn same_round(current: &ManagedInputRecord, new: &PreparedRound) -> Result<b
         && current.delivery_idempotency_key == request.delivery_idempotency_key
         && current.session_id == request.session_id
         && current.turn_id == request.turn_id
-        && current_parameters == new.parameters_json)
+        && current_parameters == new.parameters_canonical)
 }
 
 /// The outcome of a `create_round` that met an existing round with the same key: the stored

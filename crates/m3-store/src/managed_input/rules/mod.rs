@@ -28,8 +28,8 @@ mod writes;
 
 pub use arguments::{
     check_claim_args, check_fail_args, check_fail_recovery_args, check_lease_args,
-    check_renew_args, check_submit_args, json_text, lease_expiry, optional_text, require_lease,
-    require_lease_duration, require_round, require_text, to_json_value,
+    check_renew_args, check_submit_args, json_text, lease_expiry, optional_text, ordered_json_text,
+    require_lease, require_lease_duration, require_round, require_text, to_json_value,
 };
 pub use create::{PreparedRound, prepare_create, replay_create, round_index_taken, same_round};
 pub use errors::{missing_round, raced, stored_invalid};

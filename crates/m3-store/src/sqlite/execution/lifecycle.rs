@@ -66,7 +66,10 @@ impl SqliteExecutionStore {
     ) -> Result<ExecutionRecord> {
         require_non_empty(&execution_id, "execution_id")?;
         let id = execution_id.as_str();
-        let spec_json = to_canonical(&new.spec)?;
+        // Stored in the order given (a script's call arguments are shown in the agent's
+        // order); a replay is compared canonically.
+        let spec_canonical = to_canonical(&new.spec)?;
+        let spec_json = m3_types::ordered_json(&new.spec)?;
         let now = self.now();
         let mut tx = self.begin_write().await?;
         let result = async {
@@ -77,7 +80,12 @@ impl SqliteExecutionStore {
                     .await
                     .map_err(|e| storage("could not read the execution", e))?;
             if let Some((stored_spec, stored_human_input)) = existing {
-                if stored_spec == spec_json && stored_human_input == new.human_input.as_str() {
+                let stored_canonical = serde_json::from_str(&stored_spec)
+                    .ok()
+                    .and_then(|stored| m3_types::canonical_json(&stored).ok());
+                if stored_canonical.as_deref() == Some(spec_canonical.as_str())
+                    && stored_human_input == new.human_input.as_str()
+                {
                     return fetch_existing(&mut tx, id).await;
                 }
                 return Err(error::id_conflict(id));
