@@ -186,6 +186,13 @@ async fn the_inbox_is_accessible_in_dark_mode() {
     every_kind_of_field(&page).await;
     assert_accessible(&page, "the inbox with a form of every kind (dark)").await;
     page.browser.screenshots_at_widths("form-dark").await;
+    // The answered view (its filter form, list and empty state) in dark mode too.
+    page.browser
+        .client
+        .goto(&format!("{}/answered", page.base))
+        .await
+        .unwrap();
+    assert_accessible(&page, "the answered rounds (dark)").await;
     page.shutdown.cancel();
 }
 

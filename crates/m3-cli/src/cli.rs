@@ -537,14 +537,28 @@ fn parse_allowed_host(text: &str) -> Result<m3_server::AllowedHost, String> {
     .args(["responses", "accept", "accept_url", "decline", "cancel", "edit"])))]
 pub(crate) struct RespondArgs {
     /// Execution id (may be omitted: `m3 respond ROUND ...` finds the round's execution).
-    #[arg(value_name = "EXECUTION")]
-    pub(crate) first: String,
+    #[arg(value_name = "EXECUTION", required_unless_present = "all")]
+    pub(crate) first: Option<String>,
     /// Round id.
     #[arg(value_name = "ROUND")]
     pub(crate) second: Option<String>,
-    /// The idempotency key: the same key with the same responses succeeds again.
+    /// The idempotency key: the same key with the same responses succeeds again (with
+    /// --all, the prefix of each round's key: PREFIX-ROUND).
     #[arg(long, value_name = "KEY")]
     pub(crate) idempotency_key: String,
+    /// Answer every pending round the filters select with the same responses, each round
+    /// on its own (one failing does not stop the others); a summary at the end.
+    #[arg(long, conflicts_with_all = ["first", "second", "edit"])]
+    pub(crate) all: bool,
+    /// With --all: only rounds from this server.
+    #[arg(long, value_name = "NAME", requires = "all")]
+    pub(crate) server: Option<String>,
+    /// With --all: only rounds of this tool or prompt name (or resource URI).
+    #[arg(long, value_name = "NAME", requires = "all")]
+    pub(crate) operation: Option<String>,
+    /// With --all: only rounds of this execution (an id or a unique prefix).
+    #[arg(long, value_name = "ID", requires = "all")]
+    pub(crate) execution: Option<String>,
     /// All responses: {"KEY": {"action": ..., "content": ..., "meta": ...}, ...}; @FILE reads
     /// them from a file, - from standard input.
     #[arg(long, value_name = "JSON|@FILE|-")]

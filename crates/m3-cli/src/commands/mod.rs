@@ -10,6 +10,7 @@ pub(crate) mod mcp_relay;
 pub(crate) mod plans;
 mod process;
 pub(crate) mod respond;
+mod respond_all;
 pub(crate) mod run;
 pub(crate) mod schema;
 pub(crate) mod serve;

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::cli::RespondArgs;
 use crate::commands::inspect::open_existing_kit;
+use crate::commands::respond_all;
 use crate::edit_answer;
 use crate::failure::Failure;
 use crate::ids;
@@ -37,15 +38,24 @@ pub(crate) async fn run(out: Output, db: &Path, args: RespondArgs) -> Result<(),
         Some(name) => Actor::new(name.as_str(), ActorSurface::Cli)?,
         None => Actor::of_process_user(ActorSurface::Cli),
     };
+    if args.all {
+        let responses =
+            given.ok_or_else(|| Failure::usage("--all cannot be combined with --edit"))?;
+        return respond_all::run(out, db, &args, responses, actor).await;
+    }
+    let first = args
+        .first
+        .clone()
+        .ok_or_else(|| Failure::usage("give the round to answer (or --all)"))?;
     let kit = open_existing_kit(db, true).await?;
     let outcome = async {
         let (handle, round) = match &args.second {
             Some(round) => {
-                let handle = ids::attach(&kit, &args.first).await?;
+                let handle = ids::attach(&kit, &first).await?;
                 let round = ids::round(&handle, round).await?;
                 (handle, round)
             }
-            None => ids::find_round(&kit, &args.first).await?,
+            None => ids::find_round(&kit, &first).await?,
         };
         let answer = |responses| {
             // One read of the round (its lease, and its requests' defaults if asked) and
