@@ -34,6 +34,7 @@ mod notify_args;
 mod output;
 mod progress;
 mod render;
+mod respond_args;
 mod responses;
 mod servers;
 mod terminal;
