@@ -6,10 +6,11 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{STEP, Store, managed_raw_run, managed_run, raw_server, refs, shipping_server};
+use common::{
+    STEP, Store, curl_json, managed_raw_run, managed_run, raw_server, refs, shipping_server,
+};
 use serde_json::{Value, json};
 
 const ORDER: [&str; 4] = ["street", "city", "country", "apt"];
@@ -54,19 +55,6 @@ fn assert_in_order(positions: &[usize], text: &str) {
         positions.windows(2).all(|w| w[0] < w[1]),
         "fields out of the server's order in:\n{text}"
     );
-}
-
-fn curl_json(url: &str, token: &str) -> Value {
-    let output = Command::new("curl")
-        .args(["-fsS", "-H", &format!("Authorization: Bearer {token}"), url])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 fn server_order_everywhere(store: &Store) {

@@ -6,10 +6,9 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{STEP, Store, raw_server, refs};
+use common::{STEP, Store, curl_json, raw_server, refs};
 use serde_json::{Value, json};
 
 const SECRET: &str = "sk-live-0123456789";
@@ -32,19 +31,6 @@ fn run_args(server: &str) -> Vec<String> {
     ]
     .map(str::to_owned)
     .to_vec()
-}
-
-fn curl_json(url: &str, token: &str) -> Value {
-    let output = Command::new("curl")
-        .args(["-fsS", "-H", &format!("Authorization: Bearer {token}"), url])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 /// The context as every surface must show it.

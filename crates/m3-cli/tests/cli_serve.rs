@@ -8,7 +8,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{STEP, Store, managed_run, refs, shipping_server};
+use common::{STEP, Store, curl_json, managed_run, refs, shipping_server};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -33,19 +33,6 @@ fn shell_blocks() -> Vec<String> {
         }
     }
     blocks
-}
-
-fn curl_json(url: &str, token: &str) -> serde_json::Value {
-    let output = Command::new("curl")
-        .args(["-fsS", "-H", &format!("Authorization: Bearer {token}"), url])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 #[test]

@@ -364,3 +364,17 @@ pub async fn cells_outside_responses(db: &Path) -> Vec<(String, String, String)>
     }
     cells
 }
+
+/// `GET url` with a bearer token through `curl` (as the docs show it): the JSON body.
+pub fn curl_json(url: &str, token: &str) -> Value {
+    let output = Command::new("curl")
+        .args(["-fsS", "-H", &format!("Authorization: Bearer {token}"), url])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
