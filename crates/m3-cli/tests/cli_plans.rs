@@ -274,3 +274,124 @@ fn record_and_replay(store: &Store) {
     assert_eq!(calls(&replayed), calls(&by_hand));
     assert!(calls(&by_hand).len() >= 5, "{:?}", calls(&by_hand));
 }
+
+const GUIDE: &str = include_str!("../../../docs/plans.md");
+
+/// The fenced block after each `<!-- NAME -->` line of the guide, as `(NAME, block)`.
+fn marked_blocks() -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut lines = GUIDE.lines();
+    while let Some(line) = lines.next() {
+        let Some(marker) = line
+            .strip_prefix("<!-- ")
+            .and_then(|rest| rest.strip_suffix(" -->"))
+        else {
+            continue;
+        };
+        assert!(lines.next().unwrap().starts_with("```"), "{marker}");
+        let block: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+        blocks.push((marker.to_owned(), block.join("\n")));
+    }
+    blocks
+}
+
+/// One step of the guide's CI job: its name and shell text (`None` for `uses:` steps).
+struct CiStep {
+    name: String,
+    run: Option<String>,
+}
+
+/// The guide's CI job, parsed as YAML: the job's environment and its steps.
+fn ci_job(text: &str) -> (Vec<(String, String)>, Vec<CiStep>) {
+    let docs = yaml_rust2::YamlLoader::load_from_str(text).unwrap();
+    let job = &docs[0]["jobs"]["replay"];
+    let env = job["env"]
+        .as_hash()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().unwrap().to_owned(),
+                v.as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let steps = job["steps"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|step| CiStep {
+            name: step["name"]
+                .as_str()
+                .or(step["uses"].as_str())
+                .unwrap()
+                .to_owned(),
+            run: step["run"].as_str().map(str::to_owned),
+        })
+        .collect();
+    (env, steps)
+}
+
+/// Runs one step's shell text in `dir` as the CI runner would, `m3` on the `PATH`.
+fn run_step(dir: &Path, env: &[(String, String)], step: &CiStep) -> std::process::Output {
+    let bin_dir = Path::new(common::m3_bin()).parent().unwrap();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
+    std::process::Command::new("bash")
+        .args(["-eo", "pipefail", "-c", step.run.as_deref().unwrap()])
+        .current_dir(dir)
+        .env_remove("M3_DB")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("PATH", path)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_ci_job_in_the_guide_replays_the_recorded_answers_and_catches_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut job = None;
+    for (marker, block) in marked_blocks() {
+        if let Some(file) = marker.strip_prefix("ci-example-file: ") {
+            let path = dir.path().join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, block).unwrap();
+        } else if marker == "ci-example-job" {
+            job = Some(ci_job(&block));
+        }
+    }
+    let (env, steps) = job.expect("the guide has its CI job");
+    assert_eq!(steps.len(), 4, "checkout, doctor, replay, executions");
+    for step in &steps {
+        match &step.run {
+            Some(run) => assert!(run.trim_start().starts_with("m3 "), "{run}"),
+            None => assert_eq!(step.name, "actions/checkout@v4"),
+        }
+        if step.run.is_none() {
+            continue;
+        }
+        let output = run_step(dir.path(), &env, step);
+        assert!(
+            output.status.success(),
+            "step {:?}: {}{}",
+            step.name,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let listed = run_step(dir.path(), &env, &steps[3]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("completed"));
+
+    // The server now asks a question the recording never answered: the replay fails.
+    let answers = dir.path().join("tests/mcp/answers.json");
+    let mut plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(&answers).unwrap()).unwrap();
+    plan["entries"].as_array_mut().unwrap().remove(1);
+    std::fs::write(&answers, plan.to_string()).unwrap();
+    let failed = run_step(dir.path(), &env, &steps[2]);
+    assert_eq!(failed.status.code(), Some(9));
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        stderr.contains("plan_no_match") && stderr.contains("gift_message"),
+        "{stderr}"
+    );
+}
