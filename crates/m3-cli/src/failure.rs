@@ -29,6 +29,10 @@ pub(crate) mod exit {
     pub(crate) const NOT_COMPLETED: u8 = 9;
     /// Interrupted by Ctrl-C (SIGINT): 128 + 2, as shells report it.
     pub(crate) const INTERRUPTED: u8 = 130;
+    /// Stopped by SIGTERM: 128 + 15.
+    pub(crate) const TERMINATED: u8 = 143;
+    /// Stopped by SIGHUP: 128 + 1.
+    pub(crate) const HUNG_UP: u8 = 129;
 }
 
 /// The stable code of a command-line usage error.
@@ -53,6 +57,8 @@ pub(crate) const EXIT_CODES: &[(&str, u8)] = &[
     (NOT_COMPLETED_CODE, exit::NOT_COMPLETED),
     ("not_booked", exit::NOT_COMPLETED),
     ("interrupted", exit::INTERRUPTED),
+    ("terminated", exit::TERMINATED),
+    ("hung_up", exit::HUNG_UP),
 ];
 
 /// The exit status of error code `code`: its row of [`EXIT_CODES`], else [`exit::OTHER`].
@@ -144,6 +150,20 @@ impl Failure {
         let mut failure = Self::new(
             "interrupted",
             format!("interrupted: execution {execution_id} was asked to cancel"),
+        );
+        failure.details = details;
+        failure
+    }
+
+    /// SIGTERM or SIGHUP (`signal`) stopped `m3 run`/`m3 demo`: `code` is `terminated` or
+    /// `hung_up` (exit 143 or 129).
+    pub(crate) fn stopped_by(code: &str, signal: &str, execution_id: &str) -> Self {
+        let mut details = Map::new();
+        details.insert("execution_id".into(), json!(execution_id));
+        details.insert("signal".into(), json!(signal));
+        let mut failure = Self::new(
+            code,
+            format!("stopped by {signal}: execution {execution_id} was asked to cancel"),
         );
         failure.details = details;
         failure

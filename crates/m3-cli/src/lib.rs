@@ -37,6 +37,7 @@ mod render;
 mod respond_args;
 mod responses;
 mod servers;
+mod stop_signal;
 mod terminal;
 
 use std::path::Path;

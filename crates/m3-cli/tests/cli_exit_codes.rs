@@ -131,46 +131,47 @@ fn every_documented_error_code_exits_with_its_documented_status() {
         ]),
     );
 
-    // Ctrl-C: `interrupted`; the round it left failed takes no answer; the result is not
-    // `completed`.
-    let mut run = store.spawn(&refs(&managed_run(&shipping_server(""), "book_shipment")));
-    let cancelled = run.next_json()["execution_id"].as_str().unwrap().to_owned();
-    let failed_round = run.next_json()["round_id"].as_str().unwrap().to_owned();
-    kill(
-        Pid::from_raw(i32::try_from(run.child.id()).unwrap()),
-        Signal::SIGINT,
-    )
-    .unwrap();
-    let interrupted = run.finish();
-    let line = interrupted
-        .stderr
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_owned();
-    seen.record(
-        "run interrupted",
-        &Done {
-            code: interrupted.code,
-            stdout: String::new(),
-            stderr: line,
-        },
-    );
-    seen.record(
-        "respond failed round",
-        &respond(&[
-            &cancelled,
-            &failed_round,
-            "--idempotency-key",
-            "b",
-            "--responses",
-            ADDRESS,
-        ]),
-    );
-    seen.record(
-        "result cancelled",
-        &store.m3(&["--json", "result", &cancelled]),
-    );
+    // Ctrl-C, SIGTERM, SIGHUP: `interrupted`, `terminated`, `hung_up`; the round each left
+    // failed takes no answer; the result is not `completed`.
+    for (signal, key) in [
+        (Signal::SIGINT, "b"),
+        (Signal::SIGTERM, "c"),
+        (Signal::SIGHUP, "d"),
+    ] {
+        let mut run = store.spawn(&refs(&managed_run(&shipping_server(""), "book_shipment")));
+        let cancelled = run.next_json()["execution_id"].as_str().unwrap().to_owned();
+        let failed_round = run.next_json()["round_id"].as_str().unwrap().to_owned();
+        kill(
+            Pid::from_raw(i32::try_from(run.child.id()).unwrap()),
+            signal,
+        )
+        .unwrap();
+        let stopped = run.finish();
+        let line = stopped.stderr.lines().last().unwrap_or_default().to_owned();
+        seen.record(
+            &format!("run stopped by {signal}"),
+            &Done {
+                code: stopped.code,
+                stdout: String::new(),
+                stderr: line,
+            },
+        );
+        seen.record(
+            "respond failed round",
+            &respond(&[
+                &cancelled,
+                &failed_round,
+                "--idempotency-key",
+                key,
+                "--responses",
+                ADDRESS,
+            ]),
+        );
+        seen.record(
+            "result cancelled",
+            &store.m3(&["--json", "result", &cancelled]),
+        );
+    }
 
     let documented = documented();
     let skipped: BTreeMap<&str, &str> = NOT_PROVOKED.into_iter().collect();

@@ -23,6 +23,7 @@ use crate::output::Output;
 use crate::progress::Ticker;
 use crate::render;
 use crate::servers::{ServerFlags, parse_servers};
+use crate::stop_signal::{StopSignal, StopSignals};
 
 /// How often the foreground loop looks for a new round or the end of the execution.
 const POLL: Duration = Duration::from_millis(20);
@@ -158,9 +159,11 @@ pub(crate) enum Answer {
 }
 
 /// Prints each new pending round, answers it as `answer` says, and returns the final result.
-/// Ctrl-C requests cancellation of the execution, follows it to its end and then fails with
-/// `interrupted` (exit 130); a second Ctrl-C stops following at once (the execution is then
-/// cancelled by its worker's end, or failed by recovery once the lease expires).
+/// Ctrl-C, SIGTERM or SIGHUP requests cancellation of the execution, so no round of it takes
+/// an answer nobody would deliver, follows it to its end and then fails with `interrupted`,
+/// `terminated` or `hung_up` (exit 130, 143, 129); a second signal stops following at once
+/// (the execution is then cancelled by its worker's end, or failed by recovery once the
+/// lease expires).
 pub(crate) async fn follow(
     out: Output,
     handle: &AsyncExecutionHandle,
@@ -168,9 +171,8 @@ pub(crate) async fn follow(
 ) -> Result<ExecutionResult, Failure> {
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut ticker = Ticker::start(out.shows_progress(), "running");
-    let mut interrupted = false;
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+    let mut stopped_by: Option<StopSignal> = None;
+    let mut signals = StopSignals::install()?;
     loop {
         if let Some(round) = handle.pending_elicitation().await?
             && seen.insert(round.round_id.clone())
@@ -194,27 +196,28 @@ pub(crate) async fn follow(
         }
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
-            _ = &mut ctrl_c => {
-                if interrupted {
-                    return Err(Failure::interrupted(handle.execution_id()));
+            signal = signals.next() => {
+                if let Some(first) = stopped_by {
+                    return Err(first.failure(handle.execution_id()));
                 }
-                interrupted = true;
+                stopped_by = Some(signal);
                 ticker.stop();
-                out.say("interrupted: cancelling the execution (Ctrl-C again to stop waiting)");
-                // A fresh wait for the second Ctrl-C (a finished future is never polled again).
-                ctrl_c.set(tokio::signal::ctrl_c());
+                out.say(format!(
+                    "{}: cancelling the execution (Ctrl-C again to stop waiting)",
+                    signal.name()
+                ));
                 tokio::select! {
                     cancelled = handle.cancel() => cancelled?,
-                    _ = &mut ctrl_c => return Err(Failure::interrupted(handle.execution_id())),
+                    _ = signals.next() => return Err(signal.failure(handle.execution_id())),
                 }
             }
         }
     }
     ticker.stop();
     let result = handle.result(None).await?;
-    if interrupted {
+    if let Some(signal) = stopped_by {
         print_result(out, &result)?;
-        return Err(Failure::interrupted(handle.execution_id()));
+        return Err(signal.failure(handle.execution_id()));
     }
     Ok(result)
 }
