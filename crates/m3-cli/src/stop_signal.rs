@@ -43,48 +43,69 @@ impl StopSignal {
 #[derive(Debug)]
 pub(crate) struct StopSignals {
     #[cfg(unix)]
-    streams: [(StopSignal, tokio::signal::unix::Signal); 3],
+    streams: Vec<(StopSignal, tokio::signal::unix::Signal)>,
 }
 
 impl StopSignals {
-    /// Installs the handlers.
+    /// Installs handlers for Ctrl-C and SIGTERM (a long-running service: SIGHUP keeps its
+    /// usual meaning, so `nohup` still protects it).
     ///
     /// # Errors
     /// `io_error` when the operating system refuses a handler.
-    #[cfg(unix)]
-    pub(crate) fn install() -> Result<Self, Failure> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let install = |kind: SignalKind| {
-            signal(kind)
-                .map_err(|e| Failure::new("io_error", format!("cannot handle a stop signal: {e}")))
-        };
-        Ok(Self {
-            streams: [
-                (StopSignal::Interrupt, install(SignalKind::interrupt())?),
-                (StopSignal::Terminate, install(SignalKind::terminate())?),
-                (StopSignal::HangUp, install(SignalKind::hangup())?),
-            ],
-        })
+    pub(crate) fn service() -> Result<Self, Failure> {
+        Self::install(&[StopSignal::Interrupt, StopSignal::Terminate])
     }
 
-    /// Installs the handler (Ctrl-C only off Unix).
+    /// Installs handlers for Ctrl-C, SIGTERM and SIGHUP (a foreground run, which must not
+    /// die with its terminal while its round takes answers).
     ///
     /// # Errors
-    /// Never off Unix.
+    /// `io_error` when the operating system refuses a handler.
+    pub(crate) fn foreground() -> Result<Self, Failure> {
+        Self::install(&[
+            StopSignal::Interrupt,
+            StopSignal::Terminate,
+            StopSignal::HangUp,
+        ])
+    }
+
+    #[cfg(unix)]
+    fn install(which: &[StopSignal]) -> Result<Self, Failure> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let streams = which
+            .iter()
+            .map(|&stop| {
+                let kind = match stop {
+                    StopSignal::Interrupt => SignalKind::interrupt(),
+                    StopSignal::Terminate => SignalKind::terminate(),
+                    StopSignal::HangUp => SignalKind::hangup(),
+                };
+                let stream = signal(kind).map_err(|e| {
+                    Failure::new("io_error", format!("cannot handle {}: {e}", stop.name()))
+                })?;
+                Ok((stop, stream))
+            })
+            .collect::<Result<_, Failure>>()?;
+        Ok(Self { streams })
+    }
+
     #[cfg(not(unix))]
-    pub(crate) fn install() -> Result<Self, Failure> {
+    fn install(_which: &[StopSignal]) -> Result<Self, Failure> {
         Ok(Self {})
     }
 
     /// The next stop signal.
     #[cfg(unix)]
     pub(crate) async fn next(&mut self) -> StopSignal {
-        let [(a, first), (b, second), (c, third)] = &mut self.streams;
-        tokio::select! {
-            _ = first.recv() => *a,
-            _ = second.recv() => *b,
-            _ = third.recv() => *c,
-        }
+        std::future::poll_fn(|cx| {
+            for (stop, stream) in &mut self.streams {
+                if stream.poll_recv(cx).is_ready() {
+                    return std::task::Poll::Ready(*stop);
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await
     }
 
     /// The next stop signal.

@@ -52,8 +52,10 @@ fn an_execution_queued_by_a_process_that_is_gone_runs_on_a_later_worker() {
     let mut later = worker(&store, &[]);
     let claimed = wait_for_event(&mut later, "claimed", Some(&execution));
     let round = pending_round(&store, &execution);
-    // The worker says which round waits, by id only.
-    let waiting = wait_for_event(&mut later, "round_pending", Some(&execution));
+    // The worker says which round waits, by id only, and when.
+    let mut waiting = wait_for_event(&mut later, "round_pending", Some(&execution));
+    let at = waiting.as_object_mut().unwrap().remove("at").unwrap();
+    assert!(m3_types::timestamp::parse(at.as_str().unwrap()).is_ok(), "{at}");
     assert_eq!(
         waiting,
         serde_json::json!({"type": "round_pending", "execution_id": execution, "round_id": round})
@@ -166,4 +168,50 @@ async fn a_long_lived_kit_sees_a_recovery_without_reopening_the_store() {
         .unwrap_err();
     assert_eq!(late.code(), "managed_input_state");
     kit.close().await.unwrap();
+}
+
+#[test]
+fn a_second_sigterm_fails_what_still_runs_closed_at_once() {
+    let store = Store::new();
+    let server = logged_server(&file(&store, "calls.jsonl"), "");
+    let mut pool = worker(&store, &["--drain-timeout", "600"]);
+    wait_for_event(&mut pool, "started", None);
+    let waiting = submit(&store, &server, &book());
+    let round = pending_round(&store, &waiting);
+    signal(&pool, Signal::SIGTERM);
+    let draining = wait_for_event(&mut pool, "draining", None);
+    assert_eq!(
+        (
+            draining["running"].as_u64(),
+            draining["seconds_left"].as_f64()
+        ),
+        (Some(1), Some(600.0))
+    );
+    assert!(
+        draining["at"].as_str().unwrap().starts_with("20"),
+        "{draining}"
+    );
+    // The countdown comes every 5 s; the second signal does not wait for the 600 s.
+    let countdown = wait_for_event(&mut pool, "drain_countdown", None);
+    assert!(
+        countdown["seconds_left"].as_u64().unwrap() < 600,
+        "{countdown}"
+    );
+    signal(&pool, Signal::SIGTERM);
+    let forced = wait_for_event(&mut pool, "drain_forced", None);
+    assert_eq!(forced["signal"], "SIGTERM");
+    let stopped = wait_for_event(&mut pool, "stopped", None);
+    assert_eq!(
+        stopped["failed_closed"],
+        serde_json::json!([waiting.clone()])
+    );
+    let done = pool.finish();
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let row = execution_row(&store.db(), &waiting).unwrap();
+    assert_eq!(
+        row.error_code.as_deref(),
+        Some("managed_input_recovery_unavailable")
+    );
+    let late = answer(&store, &waiting, &round).expect_code(5);
+    assert_eq!(late.error_code(), "managed_input_state");
 }

@@ -172,7 +172,7 @@ pub(crate) async fn follow(
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut ticker = Ticker::start(out.shows_progress(), "running");
     let mut stopped_by: Option<StopSignal> = None;
-    let mut signals = StopSignals::install()?;
+    let mut signals = StopSignals::foreground()?;
     loop {
         if let Some(round) = handle.pending_elicitation().await?
             && seen.insert(round.round_id.clone())

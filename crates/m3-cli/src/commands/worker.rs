@@ -4,13 +4,18 @@
 use std::path::Path;
 use std::time::Duration;
 
-use m3_kit::{AsyncMcpTestKit, PoolEvent, PoolOptions, SweepOptions};
+use m3_kit::{AsyncMcpTestKit, DrainReport, PoolEvent, PoolOptions, SweepOptions, WorkerPool};
 use serde_json::json;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::cli::WorkerArgs;
-use crate::commands::serve::signal;
 use crate::failure::Failure;
 use crate::output::Output;
+use crate::stop_signal::StopSignals;
+
+/// How often a drain says how long the running executions have left.
+const COUNTDOWN_EVERY: Duration = Duration::from_secs(5);
 
 pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), Failure> {
     let mut sweep =
@@ -52,29 +57,17 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
         }
         None => None,
     };
-    let stopping = signal();
-    tokio::pin!(stopping);
+    let mut signals = StopSignals::service()?;
     loop {
         tokio::select! {
-            () = &mut stopping => break,
+            _ = signals.next() => break,
             event = events.recv() => match event {
                 Some(event) => report_event(out, &event)?,
                 None => break,
             },
         }
     }
-    out_event(out, "draining", json!({"running": pool.running()}))?;
-    let drain = pool.shutdown();
-    tokio::pin!(drain);
-    let drained = loop {
-        tokio::select! {
-            report = &mut drain => break report,
-            Some(event) = events.recv() => report_event(out, &event)?,
-        }
-    };
-    while let Ok(event) = events.try_recv() {
-        report_event(out, &event)?;
-    }
+    let drained = drain(out, &pool, &mut events, &mut signals, args.drain_timeout).await?;
     notifier_stop.cancel();
     if let Some(notifier) = notifier {
         let _ = notifier.await;
@@ -89,6 +82,46 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
     )?;
     kit.close().await?;
     Ok(())
+}
+
+/// The drain after the first stop signal: running executions get `drain_timeout` seconds,
+/// a countdown says how long is left, and a second signal fails the rest closed at once.
+async fn drain(
+    out: Output,
+    pool: &WorkerPool,
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<PoolEvent>,
+    signals: &mut StopSignals,
+    drain_timeout: f64,
+) -> Result<DrainReport, Failure> {
+    let until = Instant::now() + Duration::from_secs_f64(drain_timeout);
+    out_event(
+        out,
+        "draining",
+        json!({"running": pool.running(), "seconds_left": drain_timeout}),
+    )?;
+    out.say("(SIGTERM or Ctrl-C again: fail what still runs closed now)");
+    let force = CancellationToken::new();
+    let drain = pool.shutdown_or(force.clone().cancelled_owned());
+    tokio::pin!(drain);
+    let mut countdown = tokio::time::interval_at(Instant::now() + COUNTDOWN_EVERY, COUNTDOWN_EVERY);
+    let report = loop {
+        tokio::select! {
+            report = &mut drain => break report,
+            Some(event) = events.recv() => report_event(out, &event)?,
+            _ = countdown.tick() => {
+                let left = until.saturating_duration_since(Instant::now()).as_secs();
+                out_event(out, "drain_countdown", json!({"running": pool.running(), "seconds_left": left}))?;
+            }
+            stop = signals.next(), if !force.is_cancelled() => {
+                force.cancel();
+                out_event(out, "drain_forced", json!({"signal": stop.name(), "running": pool.running()}))?;
+            }
+        }
+    };
+    while let Ok(event) = events.try_recv() {
+        report_event(out, &event)?;
+    }
+    Ok(report)
 }
 
 fn report_event(out: Output, event: &PoolEvent) -> Result<(), Failure> {
@@ -122,9 +155,14 @@ fn report_event(out: Output, event: &PoolEvent) -> Result<(), Failure> {
     }
 }
 
-/// One `{"type": KIND, ...}` line with `--json`, else a short line for people.
-fn out_event(out: Output, kind: &str, value: serde_json::Value) -> Result<(), Failure> {
+/// One `{"type": KIND, "at": ..., ...}` line with `--json`, else a short line for people
+/// starting with the same UTC timestamp.
+fn out_event(out: Output, kind: &str, mut value: serde_json::Value) -> Result<(), Failure> {
+    let at = m3_types::timestamp::format(time::OffsetDateTime::now_utc());
     if out.is_json() {
+        if let Some(fields) = value.as_object_mut() {
+            fields.insert("at".to_owned(), json!(at));
+        }
         return out.event(kind, &value);
     }
     let fields: Vec<String> = value
@@ -136,6 +174,6 @@ fn out_event(out: Output, kind: &str, value: serde_json::Value) -> Result<(), Fa
                 .collect()
         })
         .unwrap_or_default();
-    out.say(format!("{kind} {}", fields.join(" ")));
+    out.say(format!("{at} {kind} {}", fields.join(" ")));
     Ok(())
 }

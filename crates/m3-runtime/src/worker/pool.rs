@@ -286,13 +286,19 @@ impl WorkerPool {
     /// Stops claiming, lets running executions finish for the drain timeout, then fails the
     /// rest closed exactly as recovery would, and stops the sweep.
     pub async fn shutdown(&self) -> DrainReport {
+        self.shutdown_or(std::future::pending()).await
+    }
+
+    /// [`WorkerPool::shutdown`], cut short when `force` completes first (a second stop
+    /// signal): what still runs then is failed closed at once.
+    pub async fn shutdown_or(&self, force: impl std::future::Future<Output = ()>) -> DrainReport {
         self.inner.claiming.cancel();
         self.inner.tasks.close();
         let before = self.running();
-        let drained =
-            tokio::time::timeout(self.inner.options.drain_timeout, self.inner.tasks.wait())
-                .await
-                .is_ok();
+        let drained = tokio::select! {
+            finished = tokio::time::timeout(self.inner.options.drain_timeout, self.inner.tasks.wait()) => finished.is_ok(),
+            () = force => false,
+        };
         let mut report = DrainReport::default();
         if !drained {
             let rest: Vec<(String, Local)> = lock(&self.inner.local)
