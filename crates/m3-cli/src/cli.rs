@@ -145,6 +145,8 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: LinksCommand,
     },
+    /// List the workers registered on the store: host, process, state, last heartbeat.
+    Workers,
     /// Manage API tokens: the principals `m3 serve` authenticates, with their scopes.
     Tokens {
         #[command(subcommand)]

@@ -55,7 +55,10 @@ fn an_execution_queued_by_a_process_that_is_gone_runs_on_a_later_worker() {
     // The worker says which round waits, by id only, and when.
     let mut waiting = wait_for_event(&mut later, "round_pending", Some(&execution));
     let at = waiting.as_object_mut().unwrap().remove("at").unwrap();
-    assert!(m3_types::timestamp::parse(at.as_str().unwrap()).is_ok(), "{at}");
+    assert!(
+        m3_types::timestamp::parse(at.as_str().unwrap()).is_ok(),
+        "{at}"
+    );
     assert_eq!(
         waiting,
         serde_json::json!({"type": "round_pending", "execution_id": execution, "round_id": round})
@@ -214,4 +217,79 @@ fn a_second_sigterm_fails_what_still_runs_closed_at_once() {
     );
     let late = answer(&store, &waiting, &round).expect_code(5);
     assert_eq!(late.error_code(), "managed_input_state");
+}
+
+/// `m3 --json workers`, polled until `check` accepts the listing.
+fn workers_until(
+    store: &Store,
+    check: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    wait_until(Duration::from_secs(30), "the worker listing", || {
+        let listed = store.m3(&["--json", "workers"]).expect_code(0);
+        let all = serde_json::from_str::<Vec<serde_json::Value>>(&listed.stdout).unwrap();
+        check(&all).then_some(all)
+    })
+}
+
+#[test]
+fn workers_are_listed_while_they_run_shown_draining_and_gone_when_they_stop() {
+    let store = Store::new();
+    let server = logged_server(&file(&store, "calls.jsonl"), "");
+    let mut first = worker(&store, &["--drain-timeout", "600"]);
+    let first_id = wait_for_event(&mut first, "started", None)["worker_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut second = worker(&store, &[]);
+    let second_id = wait_for_event(&mut second, "started", None)["worker_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let listed = workers_until(&store, |all| all.len() == 2);
+    let ids: Vec<&str> = listed
+        .iter()
+        .map(|w| w["worker_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&first_id.as_str()) && ids.contains(&second_id.as_str()),
+        "{listed:?}"
+    );
+    for entry in &listed {
+        assert_eq!(
+            (entry["state"].as_str(), entry["live"].as_bool()),
+            (Some("running"), Some(true))
+        );
+        assert!(entry["pid"].as_u64().is_some(), "{entry}");
+    }
+    // Whichever worker claims the execution drains while it waits.
+    let execution = submit(&store, &server, &book());
+    pending_round(&store, &execution);
+    let claimed_by = execution_row(&store.db(), &execution)
+        .unwrap()
+        .owner
+        .unwrap();
+    let (draining, staying, staying_id) = if claimed_by == first_id {
+        (&mut first, second, second_id)
+    } else {
+        (&mut second, first, first_id)
+    };
+    signal(draining, Signal::SIGTERM);
+    wait_for_event(draining, "draining", None);
+    workers_until(&store, |all| {
+        all.iter()
+            .any(|w| w["worker_id"] == claimed_by && w["state"] == "draining")
+    });
+    signal(draining, Signal::SIGTERM);
+    wait_for_event(draining, "stopped", None);
+    let left = workers_until(&store, |all| all.len() == 1);
+    assert_eq!(left[0]["worker_id"], staying_id);
+    let people = store.m3(&["workers"]).expect_code(0);
+    assert!(
+        people.stdout.contains("running") && people.stdout.contains("live"),
+        "{}",
+        people.stdout
+    );
+    signal(&staying, Signal::SIGTERM);
+    assert_eq!(staying.finish().code, 0);
+    workers_until(&store, <[serde_json::Value]>::is_empty);
 }

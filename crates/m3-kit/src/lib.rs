@@ -80,8 +80,8 @@ pub use inbox::InboxPage;
 pub use kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
 pub use m3_runtime::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, DEFAULT_CONCURRENCY,
-    DrainReport, ElicitationPlan, ExecutionTrace, PermissionPolicy, PoolEvent, PoolOptions,
-    RecoveryReport, Script, ScriptStep, SweepOptions, WorkerPool,
+    DEFAULT_WORKER_HEARTBEAT, DrainReport, ElicitationPlan, ExecutionTrace, PermissionPolicy,
+    PoolEvent, PoolOptions, RecoveryReport, Script, ScriptStep, SweepOptions, WorkerPool,
 };
 pub use m3_store::signal::{
     Change, ChangeKind, ChangeSubscription, SIGNAL_ENV, Topic, Wake, signal_enabled_by_env,
@@ -89,6 +89,7 @@ pub use m3_store::signal::{
 pub use m3_store::store_now;
 pub use m3_store::subscriptions;
 pub use m3_store::tokens;
+pub use m3_store::workers;
 pub use m3_store::{
     ChangePage, ExecutionEvent, ExecutionLease, ListExecutions, PENDING_PAGE_MAX, PendingQuery,
     PendingSort, PruneChanges, Pruned, StoreUrl,

@@ -69,9 +69,9 @@ pub use spec::{
 pub use telemetry::{execution_trace_id, execution_trace_id_hex};
 pub use trace::ExecutionTrace;
 pub use worker::{
-    DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_POLL, DRAINED_REASON, DrainReport,
-    FILES_PER_EXECUTION, PoolEvent, PoolOptions, QUEUE_AGE_EXCEEDED, SweepOptions, Worker,
-    WorkerPool, raise_open_files_limit, spawn_sweep, sweep_once,
+    DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_POLL, DEFAULT_WORKER_HEARTBEAT,
+    DRAINED_REASON, DrainReport, FILES_PER_EXECUTION, PoolEvent, PoolOptions, QUEUE_AGE_EXCEEDED,
+    SweepOptions, Worker, WorkerPool, raise_open_files_limit, spawn_sweep, sweep_once,
 };
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

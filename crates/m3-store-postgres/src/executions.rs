@@ -403,6 +403,14 @@ impl ExecutionStore for PgExecutionStore {
         Ok(Arc::new(m3_store::tokens::RowTokenStore::new(rows)))
     }
 
+    async fn worker_registry(&self) -> Result<Arc<dyn m3_store::workers::WorkerRegistry>> {
+        let rows = crate::workers::PgWorkerRows::new(
+            self.shared.pool.clone(),
+            Arc::clone(&self.shared.clock),
+        );
+        Ok(Arc::new(m3_store::workers::RowWorkerRegistry::new(rows)))
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.shared.clock)
     }

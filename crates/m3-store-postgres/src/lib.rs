@@ -60,6 +60,7 @@ mod subscriptions;
 #[cfg(feature = "conformance")]
 pub mod testing;
 mod tokens;
+mod workers;
 
 pub use connect::{DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PgStoreOptions};
 pub use executions::PgExecutionStore;

@@ -142,6 +142,10 @@ impl ExecutionStore for CombinedStore {
         self.executions.token_store().await
     }
 
+    async fn worker_registry(&self) -> Result<Arc<dyn crate::workers::WorkerRegistry>> {
+        self.executions.worker_registry().await
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         self.executions.clock()
     }

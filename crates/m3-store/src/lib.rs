@@ -87,6 +87,7 @@ pub mod signal;
 pub mod sqlite;
 pub mod subscriptions;
 pub mod tokens;
+pub mod workers;
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;

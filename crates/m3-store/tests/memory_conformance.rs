@@ -171,6 +171,9 @@ mod reworded {
         async fn token_store(&self) -> Result<Arc<dyn m3_store::tokens::TokenStore>> {
             self.0.token_store().await
         }
+        async fn worker_registry(&self) -> Result<Arc<dyn m3_store::workers::WorkerRegistry>> {
+            self.0.worker_registry().await
+        }
         fn clock(&self) -> Arc<dyn Clock> {
             self.0.clock()
         }

@@ -144,6 +144,9 @@ reasons! {
     InvalidToken => "invalid_token",
     /// Another API token has the name.
     TokenNameTaken => "token_name_taken",
+    // ---- workers
+    /// A worker's id or host is empty, too long, or has a control character.
+    InvalidWorker => "invalid_worker",
     // ---- storage
     /// The database connection was lost or refused (a server restart or shutdown, a
     /// network reset, no connection free in time): nothing was decided, and the same call

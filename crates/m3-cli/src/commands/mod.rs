@@ -19,5 +19,6 @@ mod telemetry;
 pub(crate) mod tokens;
 pub(crate) mod webhooks;
 pub(crate) mod worker;
+pub(crate) mod workers;
 
 pub(crate) use process::init_logging;

@@ -5,14 +5,17 @@
 mod background;
 mod limits;
 mod pool;
+mod pool_options;
+mod registration;
 mod runner;
 mod sweep;
 mod wait;
 
 pub use limits::{FILES_PER_EXECUTION, raise_open_files_limit};
-pub use pool::{
-    DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_POLL, DrainReport, PoolEvent,
-    PoolOptions, WorkerPool,
+pub use pool::{DrainReport, PoolEvent, WorkerPool};
+pub use pool_options::{
+    DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_POLL, DEFAULT_WORKER_HEARTBEAT,
+    PoolOptions,
 };
 pub use runner::{DRAINED_REASON, Worker};
 pub use sweep::{QUEUE_AGE_EXCEEDED, SweepOptions, spawn_sweep, sweep_once};

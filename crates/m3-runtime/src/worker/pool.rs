@@ -5,7 +5,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use m3_store::signal::{ChangeSubscription, Topic};
 use m3_store::{ClaimQueued, ClaimedExecution, ExecutionStore};
@@ -15,10 +14,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::limits::raise_open_files_limit;
+use super::pool_options::PoolOptions;
+use super::registration::Registration;
 use super::runner::Worker;
-use super::sweep::{SweepOptions, spawn_sweep};
+use super::sweep::spawn_sweep;
 use super::wait::wait_for_queued;
-use crate::spec::DEFAULT_LEASE;
 
 /// What a pool reports as it works (see [`WorkerPool::events`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,111 +51,6 @@ pub enum PoolEvent {
     },
 }
 
-/// Settings of a [`WorkerPool`]; every setter documents its default.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PoolOptions {
-    /// At most this many executions at once (`None`: no limit).
-    pub concurrency: Option<usize>,
-    /// Claim any queued execution of the store (`m3 worker`), not only those handed to
-    /// [`WorkerPool::submit`].
-    pub claim_queue: bool,
-    /// The lease a claim takes before the execution's own lease applies.
-    pub claim_lease: Duration,
-    /// How long shutdown lets running executions finish before failing them closed.
-    pub drain_timeout: Duration,
-    /// The periodic recovery sweep (`None`: off).
-    pub sweep: Option<SweepOptions>,
-    /// How often an idle pool that claims the queue tries a claim without a wake-up: its
-    /// one safety read per process, whatever the store's signal does.
-    pub idle_poll: Duration,
-    /// Buffer [`PoolEvent`]s from the start, for the first [`WorkerPool::events`] call (so
-    /// a claim made at once is not missed); otherwise events are sent only while
-    /// somebody subscribed.
-    pub events_from_start: bool,
-}
-
-/// Default `m3 worker` concurrency.
-pub const DEFAULT_CONCURRENCY: usize = 16;
-/// Default drain timeout.
-pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default idle poll of the queue: the store signal's short fallback (1 s).
-pub const DEFAULT_IDLE_POLL: Duration = m3_store::signal::DEFAULT_FALLBACK_POLL;
-
-impl Default for PoolOptions {
-    fn default() -> Self {
-        Self {
-            concurrency: None,
-            claim_queue: false,
-            claim_lease: DEFAULT_LEASE,
-            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
-            sweep: Some(SweepOptions::default()),
-            idle_poll: DEFAULT_IDLE_POLL,
-            events_from_start: false,
-        }
-    }
-}
-
-impl PoolOptions {
-    /// The settings of `m3 worker`: claims the whole queue, [`DEFAULT_CONCURRENCY`] at once.
-    pub fn queue_worker() -> Self {
-        Self {
-            concurrency: Some(DEFAULT_CONCURRENCY),
-            claim_queue: true,
-            ..Self::default()
-        }
-    }
-
-    /// At most `n` executions at once (default: no limit; `m3 worker`: 16). Zero is one.
-    #[must_use]
-    pub fn concurrency(mut self, n: Option<usize>) -> Self {
-        self.concurrency = n.map(|n| n.max(1));
-        self
-    }
-
-    /// Whether to claim any queued execution (default false).
-    #[must_use]
-    pub fn claim_queue(mut self, yes: bool) -> Self {
-        self.claim_queue = yes;
-        self
-    }
-
-    /// The claim's lease (default 30 s).
-    #[must_use]
-    pub fn claim_lease(mut self, lease: Duration) -> Self {
-        self.claim_lease = lease.max(Duration::from_millis(100));
-        self
-    }
-
-    /// The drain timeout (default 30 s).
-    #[must_use]
-    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
-        self.drain_timeout = timeout;
-        self
-    }
-
-    /// The recovery sweep (default: every 15 s, no queue age).
-    #[must_use]
-    pub fn sweep(mut self, sweep: Option<SweepOptions>) -> Self {
-        self.sweep = sweep;
-        self
-    }
-
-    /// Whether events are buffered from the start (default false).
-    #[must_use]
-    pub fn events_from_start(mut self, yes: bool) -> Self {
-        self.events_from_start = yes;
-        self
-    }
-
-    /// The idle poll of the queue (default 1 s, at least 1 ms).
-    #[must_use]
-    pub fn idle_poll(mut self, poll: Duration) -> Self {
-        self.idle_poll = poll.max(Duration::from_millis(1));
-        self
-    }
-}
-
 /// One running execution's local tokens.
 #[derive(Debug, Clone)]
 struct Local {
@@ -179,6 +74,8 @@ struct Inner {
     events: Arc<Mutex<Option<mpsc::UnboundedSender<PoolEvent>>>>,
     /// The receiver buffering from the start (`events_from_start`), until taken.
     first_events: Mutex<Option<mpsc::UnboundedReceiver<PoolEvent>>>,
+    /// The pool's entry in the store's worker registry.
+    registration: Registration,
 }
 
 /// Claims and runs queued executions (cheap to clone).
@@ -215,10 +112,18 @@ impl WorkerPool {
         };
         let events = Arc::new(Mutex::new(events));
         let worker = worker.with_round_pending(round_pending_hook(Arc::clone(&events)));
+        let owner_id = format!("m3-worker:{}", m3_types::new_id());
+        let claiming = CancellationToken::new();
+        let registration = Registration::start(
+            Arc::clone(&store),
+            &owner_id,
+            options.heartbeat,
+            claiming.clone(),
+        );
         let pool = Self {
             inner: Arc::new(Inner {
                 slots: options.concurrency.map(|n| Arc::new(Semaphore::new(n))),
-                owner_id: format!("m3-worker:{}", m3_types::new_id()),
+                owner_id,
                 worker,
                 store,
                 options,
@@ -226,7 +131,8 @@ impl WorkerPool {
                 wake: Notify::new(),
                 local: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
-                claiming: CancellationToken::new(),
+                claiming,
+                registration,
                 stopped: CancellationToken::new(),
                 events,
                 first_events: Mutex::new(first_events),
@@ -313,6 +219,7 @@ impl WorkerPool {
         }
         report.finished = before.saturating_sub(report.failed_closed.len());
         self.inner.stopped.cancel();
+        self.inner.registration.retire().await;
         report
     }
 
@@ -326,6 +233,7 @@ impl WorkerPool {
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
         self.inner.stopped.cancel();
+        self.inner.registration.retire().await;
     }
 
     fn local_entry(&self, execution_id: &str) -> Local {

@@ -456,6 +456,13 @@ impl ExecutionStore for DirectoryStore {
         Ok(Arc::new(m3_store::tokens::RowTokenStore::new(self.clone())))
     }
 
+    /// The shared rules over this directory's `workers.json` (`workers.rs`).
+    async fn worker_registry(&self) -> Result<Arc<dyn m3_store::workers::WorkerRegistry>> {
+        Ok(Arc::new(m3_store::workers::RowWorkerRegistry::new(
+            self.clone(),
+        )))
+    }
+
     /// The same object: executions and rounds live in the same directory.
     async fn managed_input_store(&self) -> Result<Arc<dyn ManagedInputStore>> {
         Ok(Arc::new(self.clone()))

@@ -43,6 +43,7 @@ mod store;
 mod subscriptions;
 #[cfg(unix)]
 mod tokens;
+mod workers;
 
 #[cfg(unix)]
 use std::sync::Arc;

@@ -332,6 +332,14 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// `storage_error` if it cannot be built.
     async fn token_store(&self) -> Result<Arc<dyn crate::tokens::TokenStore>>;
 
+    /// The store's worker registry, shared by every process on it: which workers run,
+    /// where, and whether they are alive (see [`crate::workers`]; a backend that keeps rows
+    /// gets one from [`RowWorkerRegistry`](crate::workers::RowWorkerRegistry)).
+    ///
+    /// # Errors
+    /// `storage_error` if it cannot be built.
+    async fn worker_registry(&self) -> Result<Arc<dyn crate::workers::WorkerRegistry>>;
+
     /// The store's clock: every "now" of the store and of the runtime that
     /// drives it (deadlines, recovery) comes from it, so a test's
     /// [`ManualClock`](m3_types::ManualClock) drives both. Read it through

@@ -17,6 +17,7 @@ use super::MemoryManagedInputStore;
 use super::feed::MemoryFeed;
 use super::subscriptions::MemoryRows;
 use super::tokens::MemoryTokenRows;
+use super::workers::MemoryWorkerRows;
 use crate::changes::rules::execution_changes;
 use crate::changes::{ChangePage, PruneChanges, Pruned};
 use crate::execution::rules::{
@@ -30,6 +31,7 @@ use crate::managed_input::rules::Decision;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
 use crate::subscriptions::{RowSubscriptionStore, SubscriptionStore};
 use crate::tokens::RowTokenStore;
+use crate::workers::RowWorkerRegistry;
 use crate::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
     ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
@@ -100,6 +102,8 @@ struct Inner {
     subscriptions: RowSubscriptionStore<MemoryRows>,
     /// The API tokens.
     tokens: RowTokenStore<MemoryTokenRows>,
+    /// The worker registry.
+    workers: RowWorkerRegistry<MemoryWorkerRows>,
 }
 
 impl Default for MemoryExecutionStore {
@@ -130,6 +134,7 @@ impl MemoryExecutionStore {
                     feed.clone(),
                 )),
                 tokens: RowTokenStore::new(MemoryTokenRows::new(Arc::clone(&clock))),
+                workers: RowWorkerRegistry::new(MemoryWorkerRows::new(Arc::clone(&clock))),
                 clock,
                 executions: Mutex::new(BTreeMap::new()),
                 hub,
@@ -472,6 +477,10 @@ impl ExecutionStore for MemoryExecutionStore {
 
     async fn token_store(&self) -> Result<Arc<dyn crate::tokens::TokenStore>> {
         Ok(Arc::new(self.inner.tokens.clone()))
+    }
+
+    async fn worker_registry(&self) -> Result<Arc<dyn crate::workers::WorkerRegistry>> {
+        Ok(Arc::new(self.inner.workers.clone()))
     }
 
     fn clock(&self) -> Arc<dyn Clock> {

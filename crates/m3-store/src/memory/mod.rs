@@ -13,6 +13,7 @@ mod feed;
 mod rounds;
 mod subscriptions;
 mod tokens;
+mod workers;
 
 pub use executions::MemoryExecutionStore;
 pub use rounds::MemoryManagedInputStore;

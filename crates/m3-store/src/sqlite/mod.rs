@@ -23,6 +23,7 @@ mod schema;
 mod store;
 mod subscriptions;
 mod tokens;
+mod workers;
 mod write;
 
 use async_trait::async_trait;

@@ -36,6 +36,7 @@ pub mod signals;
 pub mod subscriptions;
 mod support;
 pub mod tokens;
+pub mod workers;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -104,6 +105,8 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     answers::an_answer_without_an_actor_records_none,
     tokens::a_token_authenticates_until_it_is_revoked,
     tokens::names_are_unique_and_tokens_expire,
+    workers::a_worker_is_announced_renewed_and_retired,
+    workers::silent_workers_are_pruned_and_bad_announcements_refused,
     subscriptions::a_subscription_is_added_listed_and_removed_without_its_secret,
     subscriptions::bad_subscriptions_are_refused_and_add_nothing,
     subscriptions::one_notifier_holds_a_subscription_until_its_lease_expires,

@@ -33,8 +33,10 @@ use crate::sqlite::feed;
 use crate::sqlite::file::{WriteGate, write_gate};
 use crate::sqlite::subscriptions::SqliteRows;
 use crate::sqlite::tokens::SqliteTokenRows;
+use crate::sqlite::workers::SqliteWorkerRows;
 use crate::subscriptions::{RowSubscriptionStore, SubscriptionStore};
 use crate::tokens::{RowTokenStore, TokenStore};
+use crate::workers::{RowWorkerRegistry, WorkerRegistry};
 use crate::{ManagedInputStore, SqliteManagedInputStore};
 
 /// SQLite backend of [`ExecutionStore`].
@@ -73,6 +75,8 @@ pub(super) struct Inner {
     subscriptions: OnceCell<Arc<dyn SubscriptionStore>>,
     /// The API tokens, made (with their table) on first use.
     tokens: OnceCell<Arc<dyn TokenStore>>,
+    /// The worker registry, made (with its table) on first use.
+    workers: OnceCell<Arc<dyn WorkerRegistry>>,
     /// Where committed changes are announced (shared by every store on the file).
     pub(super) signal: Arc<DatagramSignal>,
     /// The connections' configured `synchronous`, for the managed-input store on the pool.
@@ -120,6 +124,7 @@ impl SqliteExecutionStore {
                 managed: OnceCell::new(),
                 subscriptions: OnceCell::new(),
                 tokens: OnceCell::new(),
+                workers: OnceCell::new(),
                 signal,
                 synchronous: options.get_synchronous(),
                 _probe: probe,
@@ -352,6 +357,19 @@ impl ExecutionStore for SqliteExecutionStore {
             })
             .await?;
         Ok(Arc::clone(store))
+    }
+
+    async fn worker_registry(&self) -> Result<Arc<dyn WorkerRegistry>> {
+        let inner = self.inner();
+        let registry = inner
+            .workers
+            .get_or_try_init(|| async {
+                let rows =
+                    SqliteWorkerRows::open(inner.pool.clone(), Arc::clone(&inner.clock)).await?;
+                Ok::<_, Error>(Arc::new(RowWorkerRegistry::new(rows)) as Arc<dyn WorkerRegistry>)
+            })
+            .await?;
+        Ok(Arc::clone(registry))
     }
 
     async fn token_store(&self) -> Result<Arc<dyn TokenStore>> {

@@ -1,0 +1,139 @@
+//! The worker registry of the directory store: one file, `workers.json`, with every
+//! worker's row (its id and text), read and written under the store's lock like everything
+//! else. [`RowWorkerRegistry`](m3_store::workers::RowWorkerRegistry) makes every decision;
+//! this file only keeps rows.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use m3_store::ExecutionStore;
+use m3_store::workers::WorkerRows;
+use m3_types::{Clock, Error, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::files::Locked;
+use crate::store::DirectoryStore;
+
+/// The file, relative to the directory.
+const WORKERS_FILE: &str = "workers.json";
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct WorkersFile {
+    /// `(worker id, text)`, in announce order.
+    rows: Vec<(String, String)>,
+}
+
+fn path(locked: &Locked<'_>) -> PathBuf {
+    locked.dir().root().join(WORKERS_FILE)
+}
+
+fn read_file(locked: &Locked<'_>) -> Result<WorkersFile> {
+    let path = path(locked);
+    Ok(locked
+        .read_json(&path, |why| {
+            Error::storage(format!("{} is damaged: {why}", path.display()))
+        })?
+        .unwrap_or_default())
+}
+
+impl DirectoryStore {
+    /// Applies `change` to the file under the exclusive lock; stages it if `change` says
+    /// it changed something.
+    async fn change_workers<T: Send + 'static>(
+        &self,
+        change: impl FnOnce(&mut WorkersFile) -> (T, bool) + Send + 'static,
+    ) -> Result<T> {
+        self.write(move |locked, _| {
+            let mut file = read_file(locked)?;
+            let (value, changed) = change(&mut file);
+            if changed {
+                let path = path(locked);
+                locked.stage(&path, &file)?;
+            }
+            Ok(value)
+        })
+        .await
+    }
+
+    /// Removes the rows `keep` refuses; whether any was removed.
+    async fn remove_workers(
+        &self,
+        keep: impl Fn(&(String, String)) -> bool + Send + 'static,
+    ) -> Result<bool> {
+        self.change_workers(move |file| {
+            let before = file.rows.len();
+            file.rows.retain(|row| keep(row));
+            let removed = file.rows.len() != before;
+            (removed, removed)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl WorkerRows for DirectoryStore {
+    fn clock(&self) -> Arc<dyn Clock> {
+        ExecutionStore::clock(self)
+    }
+
+    async fn put_worker(&self, worker_id: &str, text: &str) -> Result<()> {
+        let (id, text) = (worker_id.to_owned(), text.to_owned());
+        self.change_workers(move |file| {
+            match file.rows.iter_mut().find(|(kept, _)| *kept == id) {
+                Some((_, kept)) => *kept = text,
+                None => file.rows.push((id, text)),
+            }
+            ((), true)
+        })
+        .await
+    }
+
+    async fn update_worker(&self, worker_id: &str, text: &str) -> Result<bool> {
+        let (id, text) = (worker_id.to_owned(), text.to_owned());
+        self.change_workers(
+            move |file| match file.rows.iter_mut().find(|(kept, _)| *kept == id) {
+                Some((_, kept)) => {
+                    *kept = text;
+                    (true, true)
+                }
+                None => (false, false),
+            },
+        )
+        .await
+    }
+
+    async fn worker(&self, worker_id: &str) -> Result<Option<String>> {
+        let id = worker_id.to_owned();
+        self.read(move |locked, _| {
+            Ok(read_file(locked)?
+                .rows
+                .into_iter()
+                .find(|(kept, _)| *kept == id)
+                .map(|(_, text)| text))
+        })
+        .await
+    }
+
+    async fn all_workers(&self) -> Result<Vec<String>> {
+        self.read(|locked, _| {
+            Ok(read_file(locked)?
+                .rows
+                .into_iter()
+                .map(|(_, text)| text)
+                .collect())
+        })
+        .await
+    }
+
+    async fn delete_worker(&self, worker_id: &str) -> Result<bool> {
+        let id = worker_id.to_owned();
+        self.remove_workers(move |(kept, _)| *kept != id).await
+    }
+
+    async fn delete_worker_if_unchanged(&self, worker_id: &str, text: &str) -> Result<bool> {
+        let (id, text) = (worker_id.to_owned(), text.to_owned());
+        self.remove_workers(move |(kept, kept_text)| *kept != id || *kept_text != text)
+            .await
+    }
+}
