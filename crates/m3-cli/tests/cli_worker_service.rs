@@ -55,7 +55,10 @@ fn an_execution_queued_by_a_process_that_is_gone_runs_on_a_later_worker() {
     // The worker says which round waits, by id only, and when.
     let mut waiting = wait_for_event(&mut later, "round_pending", Some(&execution));
     let at = waiting.as_object_mut().unwrap().remove("at").unwrap();
-    assert!(m3_types::timestamp::parse(at.as_str().unwrap()).is_ok(), "{at}");
+    assert!(
+        m3_types::timestamp::parse(at.as_str().unwrap()).is_ok(),
+        "{at}"
+    );
     assert_eq!(
         waiting,
         serde_json::json!({"type": "round_pending", "execution_id": execution, "round_id": round})

@@ -97,6 +97,7 @@ mod raw;
 mod record;
 mod request;
 mod shared;
+mod tasks;
 mod trace_context;
 mod transport;
 pub mod wire;
