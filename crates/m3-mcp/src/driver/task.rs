@@ -89,8 +89,9 @@ impl Driver {
             let wait = call.next_wait();
             let params = tasks::params(&call.task_id, call.request_state.as_deref(), None);
             let task_id = call.task_id.clone();
-            tokio::time::sleep(wait).await;
+            // Waiting for the task is waiting for the server: the attempt's time counts it.
             let started = Instant::now();
+            tokio::time::sleep(wait).await;
             let snapshot = self
                 .task_request("tasks/get", params)
                 .await
