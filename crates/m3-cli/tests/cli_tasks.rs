@@ -205,7 +205,7 @@ fn a_task_without_input_completes_and_a_failed_task_is_a_typed_error() {
 }
 
 #[test]
-fn a_cancelled_execution_cancels_its_task_on_the_server() {
+fn a_cancelled_execution_cancels_its_task_on_the_server_sigterm_or_m3_cancel() {
     let store = Store::new();
     let log = store.db().with_file_name("task-server.jsonl");
     let args = run_args(
@@ -231,4 +231,25 @@ fn a_cancelled_execution_cancels_its_task_on_the_server() {
     assert_eq!(cancels[0]["params"]["taskId"], gets[0]["params"]["taskId"]);
     assert_eq!(calls.len(), 1);
     assert!(methods(&log, "tasks/update").is_empty());
+
+    // `m3 cancel` from another process does the same.
+    let log = store.db().with_file_name("task-server-2.jsonl");
+    let args = run_args(
+        &task_server(&log),
+        "confirm_delete",
+        r#"{"filename": "c.txt"}"#,
+    );
+    let mut run = store.spawn(&refs(&args));
+    let execution = run.next_json()["execution_id"].as_str().unwrap().to_owned();
+    assert_eq!(run.next_json()["type"], "round_pending");
+    store.m3(&["cancel", &execution]).expect_code(0);
+    let stopped = run.finish();
+    let result: Value = serde_json::from_str(stopped.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["snapshot"]["outcome"], "cancelled", "{result}");
+    let cancels = methods(&log, "tasks/cancel");
+    assert_eq!(cancels.len(), 1, "{:?}", received(&log));
+    assert_eq!(
+        cancels[0]["params"]["taskId"],
+        methods(&log, "tasks/get")[0]["params"]["taskId"]
+    );
 }
