@@ -10,22 +10,74 @@
 
 mod common;
 
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-use common::{Store, python, refs, shell_quote};
+use common::{Store, python, refs, shell_quote, wait_until};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
+fn peer_script() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/peers/task_server.py")
+        .display()
+        .to_string()
+}
+
 /// `tk=python task_server.py --log LOG` (stdio).
 fn task_server(log: &Path) -> String {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers/task_server.py");
     format!(
         "tk={} {} --log {}",
         shell_quote(&python()),
-        shell_quote(&script.display().to_string()),
+        shell_quote(&peer_script()),
         shell_quote(&log.display().to_string())
     )
+}
+
+/// The peer over Streamable HTTP on a free loopback port, killed on drop.
+struct HttpPeer {
+    child: Child,
+    url: String,
+}
+
+impl HttpPeer {
+    fn start(log: &Path) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(python())
+            .args([
+                peer_script(),
+                "--http".into(),
+                port.to_string(),
+                "--log".into(),
+            ])
+            .arg(log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python starts (set M3_TEST_PYTHON or run scripts/test.sh)");
+        wait_until(Duration::from_secs(30), "the HTTP peer to listen", || {
+            TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        Self {
+            child,
+            url: format!("tk=http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn run_args(server: &str, tool: &str, arguments: &str) -> Vec<String> {
@@ -183,7 +235,7 @@ fn a_task_without_input_completes_and_a_failed_task_is_a_typed_error() {
     assert!(methods(&log, "tasks/get").len() >= 2, "polled until done");
     assert!(methods(&log, "tasks/update").is_empty());
 
-    let done = store.m3(&refs(&run_args(&server, "failing_job", "{}")));
+    let done = store.m3(&refs(&run_args(&server, "protocol_error_job", "{}")));
     assert_eq!(
         done.code, 9,
         "stdout:\n{}\nstderr:\n{}",
@@ -251,5 +303,105 @@ fn a_cancelled_execution_cancels_its_task_on_the_server_sigterm_or_m3_cancel() {
     assert_eq!(
         cancels[0]["params"]["taskId"],
         methods(&log, "tasks/get")[0]["params"]["taskId"]
+    );
+}
+
+/// Runs `tool` and answers each round with `answer(key)` from another process; returns the
+/// result line and how many rounds there were.
+fn answer_rounds(store: &Store, args: &[String], answer: impl Fn(&str) -> String) -> (Value, u32) {
+    let mut run = store.spawn(&refs(args));
+    let execution = run.next_json()["execution_id"].as_str().unwrap().to_owned();
+    let mut rounds = 0;
+    loop {
+        let event = run.next_json();
+        if event["type"] != "round_pending" {
+            assert_eq!(event["type"], "result", "{event}");
+            let done = run.finish();
+            assert_eq!(done.code, 0, "{event}\n{}", done.stderr);
+            return (event, rounds);
+        }
+        rounds += 1;
+        let round_id = event["round_id"].as_str().unwrap();
+        let mut respond = vec![
+            "respond".to_owned(),
+            execution.clone(),
+            round_id.to_owned(),
+            "--idempotency-key".to_owned(),
+            format!("k-{round_id}"),
+        ];
+        for key in event["requests"].as_object().unwrap().keys() {
+            respond.push("--accept".to_owned());
+            respond.push(format!("{key}={}", answer(key)));
+        }
+        store.m3(&refs(&respond)).expect_code(0);
+    }
+}
+
+#[test]
+fn over_streamable_http_tasks_requests_name_their_task_and_mrtr_composes_with_tasks() {
+    let store = Store::new();
+    let log = store.db().with_file_name("task-server-http.jsonl");
+    let peer = HttpPeer::start(&log);
+    let with_trust = |tool: &str, arguments: &str| {
+        let mut args = run_args(&peer.url, tool, arguments);
+        args.extend(["--server-trust".to_owned(), "tk=loopback".to_owned()]);
+        args
+    };
+    // The peer refuses (400, -32020) a tasks/* request whose Mcp-Name is not its task id.
+    let (result, rounds) = answer_rounds(
+        &store,
+        &with_trust("confirm_delete", r#"{"filename": "d.txt"}"#),
+        |_| r#"{"confirm": false}"#.to_owned(),
+    );
+    assert_eq!(rounds, 1);
+    assert_eq!(result["turns"][0]["final_text"], "kept d.txt", "{result}");
+    assert_eq!(methods(&log, "tasks/update").len(), 1);
+    assert!(
+        methods(&log, "header-mismatch").is_empty(),
+        "{:?}",
+        received(&log)
+    );
+
+    // An MRTR round (input_required in the tools/call result), then a task: two rounds,
+    // the first answered by a retry, the task's own by tasks/update (none here).
+    let (result, rounds) = answer_rounds(&store, &with_trust("test_tool_with_task", "{}"), |_| {
+        r#"{"name": "Ada"}"#.to_owned()
+    });
+    assert_eq!(rounds, 1);
+    assert_eq!(result["turns"][0]["final_text"], "Hello, Ada!", "{result}");
+    let attempts = result["trace"]["operations"][0]["attempts"]
+        .as_array()
+        .unwrap();
+    assert_eq!(attempts.len(), 2, "{result}");
+    assert_eq!(
+        attempts[0]["outcome"]["status"], "input_required",
+        "{result}"
+    );
+    assert!(attempts[1]["task_id"].is_string(), "{result}");
+
+    // Two questions at once: one round with both keys, one tasks/update with both answers.
+    let (result, rounds) = answer_rounds(&store, &with_trust("multi_input", "{}"), |key| {
+        if key.starts_with("name-") {
+            r#"{"name": "Ada"}"#.to_owned()
+        } else {
+            r#"{"confirm": true}"#.to_owned()
+        }
+    });
+    assert_eq!(rounds, 1);
+    let text = result["turns"][0]["final_text"].as_str().unwrap();
+    assert!(text.contains("Ada") && text.contains("true"), "{result}");
+    let updates = methods(&log, "tasks/update");
+    assert_eq!(updates.len(), 2, "{updates:?}");
+    assert_eq!(
+        updates[1]["params"]["inputResponses"]
+            .as_object()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(
+        methods(&log, "header-mismatch").is_empty(),
+        "{:?}",
+        received(&log)
     );
 }
