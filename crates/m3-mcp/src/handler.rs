@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex};
 use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CustomRequest, CustomResult, ElicitRequestParams,
-    ElicitResult, ElicitationCapability, ErrorCode, ErrorData, FormElicitationCapability,
-    Implementation, ProtocolVersion, UrlElicitationCapability,
+    ElicitResult, ElicitationCapability, ErrorCode, ErrorData, ExtensionCapabilities,
+    FormElicitationCapability, Implementation, JsonObject, ProtocolVersion,
+    UrlElicitationCapability,
 };
 use rmcp::service::{RequestContext, RoleClient};
 use serde_json::{Value, json};
@@ -22,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::raw::RawMessages;
+use super::tasks::TASKS_EXTENSION;
 
 /// One legacy `elicitation/create` waiting for an answer.
 #[derive(Debug)]
@@ -124,7 +126,10 @@ fn typed_params(
     Ok(params)
 }
 
-/// The capabilities every request declares: elicitation, form and URL.
+/// The capabilities every request declares: elicitation, form and URL, and the tasks
+/// extension (`io.modelcontextprotocol/tasks`): a 2026-07-28 server may then answer a
+/// `tools/call` with a task, which the driver follows. Servers of the handshake eras never
+/// answer with a task (the extension is defined for 2026-07-28 only).
 pub(crate) fn client_capabilities() -> ClientCapabilities {
     let mut capabilities = ClientCapabilities::default();
     capabilities.elicitation = Some(
@@ -132,6 +137,9 @@ pub(crate) fn client_capabilities() -> ClientCapabilities {
             .with_form(FormElicitationCapability::new())
             .with_url(UrlElicitationCapability::new()),
     );
+    let mut extensions = ExtensionCapabilities::new();
+    extensions.insert(TASKS_EXTENSION.to_owned(), JsonObject::new());
+    capabilities.extensions = Some(extensions);
     capabilities
 }
 

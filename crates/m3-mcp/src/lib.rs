@@ -59,7 +59,11 @@
 //!   [`ElicitationRequest`](m3_types::ElicitationRequest)s, the opaque
 //!   `requestState` (2026-07-28), the logical operation id, the attempt number and
 //!   the round index; [`InputRound::respond`] takes a
-//!   [`ResponseMap`](m3_types::ResponseMap) and continues.
+//!   [`ResponseMap`](m3_types::ResponseMap) and continues. A `tools/call` a 2026-07-28
+//!   server answers with a task (the tasks extension, `io.modelcontextprotocol/tasks`,
+//!   which every request declares) is polled with `tasks/get`; a task asking for input is
+//!   a round like any other, answered with `tasks/update`, and an abandoned task is
+//!   cancelled with `tasks/cancel`.
 //! - [`LogicalOperation`] / [`OperationAttempt`]: serializable records of every
 //!   wire attempt, from [`McpConnection::operation_record`] or
 //!   [`CompletedOperation::record`].
@@ -97,6 +101,7 @@ mod raw;
 mod record;
 mod request;
 mod shared;
+mod tasks;
 mod trace_context;
 mod transport;
 pub mod wire;

@@ -201,7 +201,8 @@ impl InputRound {
 
     /// Answer the round and continue the operation.
     ///
-    /// 2026-07-28: retries with `inputResponses` and the echoed `requestState`.
+    /// 2026-07-28: retries with `inputResponses` and the echoed `requestState`; a task's
+    /// round (tasks extension) is answered with `tasks/update`, and the task polled on.
     /// Legacy: sends the answer as the `elicitation/create` response (not sent if
     /// the server withdrew the request) and keeps waiting on the original request.
     ///
@@ -226,6 +227,13 @@ impl InputRound {
                 }
                 let driver = *self.driver;
                 driver.legacy_drive().await.map(OperationProgress::from)
+            }
+            None if self.driver.in_task() => {
+                let driver = *self.driver;
+                driver
+                    .task_update(responses)
+                    .await
+                    .map(OperationProgress::from)
             }
             None => {
                 let state = self.request_state.take();

@@ -48,7 +48,7 @@ impl Slots {
 pub(crate) struct RawMessages {
     /// `elicitation/create` params, by the server's request id.
     requests: Mutex<Slots>,
-    /// `input_required` results, by our request id.
+    /// `input_required` results, tasks and `tasks/get` answers, by our request id.
     results: Mutex<Slots>,
 }
 
@@ -62,8 +62,8 @@ fn request_key(id: &RequestId) -> Option<String> {
 }
 
 impl RawMessages {
-    /// Keep `frame` if it is an `elicitation/create` request or an
-    /// `input_required` result.
+    /// Keep `frame` if it is an `elicitation/create` request or a result
+    /// [`keeps_result`] names.
     pub(crate) fn observe(&self, frame: &Value) {
         let Value::Object(message) = frame else {
             return;
@@ -75,7 +75,7 @@ impl RawMessages {
             let params = message.get("params").cloned().unwrap_or(Value::Null);
             lock(&self.requests).put(id, params);
         } else if let Some(result) = message.get("result")
-            && result.get("resultType").and_then(Value::as_str) == Some("input_required")
+            && keeps_result(result)
         {
             lock(&self.results).put(id, result.clone());
         }
@@ -90,6 +90,16 @@ impl RawMessages {
     pub(crate) fn take_result(&self, id: &RequestId) -> Option<Value> {
         lock(&self.results).take(&request_key(id)?)
     }
+}
+
+/// Whether a result is one the typed model would change: an `input_required`, a task
+/// (`resultType: "task"`) or a `tasks/get` answer (a `taskId` at the top), whose
+/// `inputRequests` carry elicitation schemas.
+fn keeps_result(result: &Value) -> bool {
+    matches!(
+        result.get("resultType").and_then(Value::as_str),
+        Some("input_required" | "task")
+    ) || result.get("taskId").is_some()
 }
 
 /// The maps hold no invariant a panicking holder could break half-way.
@@ -112,6 +122,18 @@ mod tests {
         raw.observe(&json!({"jsonrpc": "2.0", "id": "r1",
             "result": {"resultType": "input_required", "requestState": "s"}}));
         raw.observe(&json!({"jsonrpc": "2.0", "id": 8, "result": {"content": []}}));
+        raw.observe(&json!({"jsonrpc": "2.0", "id": 9,
+            "result": {"resultType": "complete", "taskId": "T", "status": "working"}}));
+        raw.observe(&json!({"jsonrpc": "2.0", "id": 10,
+            "result": {"resultType": "task", "taskId": "T", "status": "working"}}));
+        assert!(
+            raw.take_result(&RequestId::Number(9)).is_some(),
+            "tasks/get kept"
+        );
+        assert!(
+            raw.take_result(&RequestId::Number(10)).is_some(),
+            "task kept"
+        );
         assert_eq!(
             raw.take_request(&RequestId::Number(7)),
             Some(json!({"message": "m", "requestedSchema": {"x-a": 1}}))

@@ -67,8 +67,13 @@ pub struct OperationAttempt {
     pub input_responses: Option<ResponseMap>,
     /// Whether this attempt asked for input.
     pub input_required: bool,
-    /// Legacy era: the `elicitation/create` exchanges during this attempt.
+    /// Legacy era: the `elicitation/create` exchanges during this attempt; tasks
+    /// extension: the rounds of the task this attempt created, answered by `tasks/update`.
     pub rounds: Vec<RoundExchange>,
+    /// The task the server answered this `tools/call` with (tasks extension of
+    /// 2026-07-28); the attempt then ends when the task does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
     /// How the attempt ended.
     pub outcome: AttemptOutcome,
 }
@@ -173,6 +178,7 @@ impl OperationAttempt {
             input_responses,
             input_required: false,
             rounds: Vec::new(),
+            task_id: None,
             outcome: AttemptOutcome::Pending,
         }
     }

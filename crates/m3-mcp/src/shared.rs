@@ -9,6 +9,7 @@ use m3_types::{Error, Result};
 use rmcp::model::{CancelledNotificationParam, RequestId};
 use rmcp::service::{Peer, RoleClient};
 use tokio::sync::{Semaphore, watch};
+use tokio_util::task::TaskTracker;
 
 use super::fault::{ConnectionFault, FaultSender, wait_for_fault};
 use super::handler::LegacyRouter;
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     pub(crate) legacy_slot: Arc<Semaphore>,
     pub(crate) options: ConnectOptions,
     pub(crate) log: Mutex<Vec<LogicalOperation>>,
+    /// `tasks/cancel` requests of abandoned tasks still being sent; closing waits for them.
+    pub(crate) task_cancels: TaskTracker,
 }
 
 impl Shared {

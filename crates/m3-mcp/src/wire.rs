@@ -256,29 +256,14 @@ fn url_request(
     request
 }
 
-/// Decode an `input_required` result object.
-fn input_required(object: &Map<String, Value>, origin: &Origin) -> Result<Answer> {
-    let request_state = match object.get("requestState") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(state)) => Some(state.clone()),
-        Some(_) => return Err(malformed(origin, "'requestState' is not a string")),
-    };
-    if let Some(state) = &request_state {
-        // The opaque state is stored with the round and echoed: bound it like a request.
-        if state.len() > origin.limits.max_request_bytes() {
-            return Err(over_limit(
-                origin,
-                LimitExceeded::bytes(
-                    m3_types::Limit::RequestBytes,
-                    origin.limits.max_request_bytes(),
-                    state.len(),
-                    "the requestState",
-                ),
-            ));
-        }
-    }
+/// Decode an `inputRequests` map (of an `input_required` result, or of a task waiting for
+/// input): every entry an `elicitation/create`, within the round's bounds.
+pub(crate) fn input_requests(
+    value: Option<&Value>,
+    origin: &Origin,
+) -> Result<BTreeMap<String, ElicitationRequest>> {
     let mut requests = BTreeMap::new();
-    match object.get("inputRequests") {
+    match value {
         None | Some(Value::Null) => {}
         Some(Value::Object(map)) => {
             origin
@@ -303,6 +288,40 @@ fn input_required(object: &Map<String, Value>, origin: &Origin) -> Result<Answer
         }
         Some(_) => return Err(malformed(origin, "'inputRequests' is not an object")),
     }
+    Ok(requests)
+}
+
+/// The opaque `requestState` of a result (or of a task), within the request bound: it is
+/// stored with the round and echoed.
+pub(crate) fn request_state(
+    object: &Map<String, Value>,
+    origin: &Origin,
+) -> Result<Option<String>> {
+    let request_state = match object.get("requestState") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(state)) => Some(state.clone()),
+        Some(_) => return Err(malformed(origin, "'requestState' is not a string")),
+    };
+    if let Some(state) = &request_state
+        && state.len() > origin.limits.max_request_bytes()
+    {
+        return Err(over_limit(
+            origin,
+            LimitExceeded::bytes(
+                m3_types::Limit::RequestBytes,
+                origin.limits.max_request_bytes(),
+                state.len(),
+                "the requestState",
+            ),
+        ));
+    }
+    Ok(request_state)
+}
+
+/// Decode an `input_required` result object.
+fn input_required(object: &Map<String, Value>, origin: &Origin) -> Result<Answer> {
+    let request_state = request_state(object, origin)?;
+    let requests = input_requests(object.get("inputRequests"), origin)?;
     if requests.is_empty() && request_state.is_none() {
         return Err(malformed(
             origin,

@@ -24,6 +24,7 @@ use super::super::shared::Shared;
 use super::super::trace_context::TraceContext;
 use super::super::wire::{self, Answer, Origin, Secrets};
 use super::legacy_call::{LegacyCall, LegacyPending};
+use super::task_call::TaskCall;
 
 /// Where a [`Driver`] left its operation: done, or waiting on a round. `operation` turns
 /// it into the public [`OperationProgress`](crate::OperationProgress) (an open round there
@@ -56,6 +57,8 @@ pub(crate) struct Driver {
     pub(super) state_only_retries: u32,
     pub(crate) record: LogicalOperation,
     pub(super) legacy: Option<LegacyCall>,
+    /// The task a `tools/call` was answered with (tasks extension), while it runs.
+    pub(super) task: Option<TaskCall>,
     pub(super) waited: Duration,
     /// Sent in the `_meta` of every request of the operation.
     trace_context: Option<TraceContext>,
@@ -106,6 +109,7 @@ pub(super) fn new_driver(shared: Arc<Shared>, request: OperationRequest) -> Resu
         state_only_retries: 0,
         record,
         legacy: None,
+        task: None,
         waited: Duration::ZERO,
         trace_context: request.trace_context,
     })
@@ -133,6 +137,7 @@ impl Driver {
             input_responses,
             input_required: false,
             rounds: Vec::new(),
+            task_id: None,
             outcome: AttemptOutcome::Pending,
         });
         self.shared.publish(&self.record);
@@ -297,21 +302,31 @@ impl Driver {
     /// Classify the answer to `request_id`, from the raw JSON when the reader
     /// kept it (an `input_required` the typed model would change).
     pub(super) fn classify(&self, result: ServerResult, request_id: &RequestId) -> Result<Answer> {
+        let value = self.result_json(result, request_id)?;
+        wire::classify(value, &self.origin)
+    }
+
+    /// The JSON of the answer to `request_id`: the raw reply when the reader kept it,
+    /// else rmcp's typed result re-serialized.
+    pub(super) fn result_json(
+        &self,
+        result: ServerResult,
+        request_id: &RequestId,
+    ) -> Result<Value> {
         if let Some(raw) = self.shared.raw.take_result(request_id) {
-            return wire::classify(raw, &self.origin);
+            return Ok(raw);
         }
-        let value = match result {
-            ServerResult::CustomResult(custom) => custom.0,
+        match result {
+            ServerResult::CustomResult(custom) => Ok(custom.0),
             ServerResult::EmptyResult(_) if self.origin.kind == OperationKind::Tool => {
-                serde_json::json!({"content": []})
+                Ok(serde_json::json!({"content": []}))
             }
             other => serde_json::to_value(&other).map_err(|error| {
                 Error::protocol(format!(
                     "cannot read the result from '{}': {error}",
                     self.origin.server
                 ))
-            })?,
-        };
-        wire::classify(value, &self.origin)
+            }),
+        }
     }
 }

@@ -7,6 +7,8 @@ mod common;
 mod legacy;
 mod legacy_call;
 mod modern;
+mod task;
+mod task_call;
 
 use std::sync::Arc;
 

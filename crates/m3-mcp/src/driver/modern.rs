@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use m3_types::{ElicitationRequest, ResponseMap, Result};
+use m3_types::{ElicitationRequest, OperationKind, ResponseMap, Result};
 use rmcp::ServiceError;
 use rmcp::model::{InputResponses, RequestId, ServerResult};
+use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
 use super::super::fault::wait_for_fault;
@@ -40,8 +41,15 @@ impl Drop for CancelOnDrop<'_> {
 /// One answered attempt.
 struct Attempted {
     attempt: u32,
-    answer: Answer,
+    answer: Reply,
     waited: Duration,
+}
+
+/// What an attempt was answered with: an answer of the core protocol, or a task
+/// (`resultType: "task"`, the tasks extension; its `CreateTaskResult` object).
+enum Reply {
+    Answer(Answer),
+    Task(Map<String, Value>),
 }
 
 impl Driver {
@@ -60,13 +68,14 @@ impl Driver {
                 .modern_attempt(input_responses.take(), request_state.clone())
                 .await?;
             match answer {
-                Answer::Complete { result, is_error } => {
+                Reply::Task(created) => return self.follow_task(&created, waited).await,
+                Reply::Answer(Answer::Complete { result, is_error }) => {
                     return Ok(self.complete(result, is_error, waited));
                 }
-                Answer::InputRequired {
+                Reply::Answer(Answer::InputRequired {
                     requests,
                     request_state: state,
-                } => {
+                }) => {
                     self.end_attempt(
                         AttemptOutcome::InputRequired {
                             request_keys: requests.keys().cloned().collect(),
@@ -163,12 +172,12 @@ impl Driver {
         &self,
         response: oneshot::Receiver<std::result::Result<ServerResult, ServiceError>>,
         request_id: &RequestId,
-    ) -> Result<Answer> {
+    ) -> Result<Reply> {
         let mut faults = self.shared.faults.clone();
         let timeout = self.shared.options.request_timeout;
         tokio::select! {
             answer = tokio::time::timeout(timeout, response) => match answer {
-                Ok(Ok(Ok(result))) => self.classify(result, request_id),
+                Ok(Ok(Ok(result))) => self.reply(result, request_id),
                 Ok(Ok(Err(error))) => Err(match error {
                     ServiceError::McpError(_) => wire::modern_service_error(error, &self.origin),
                     other => self.closed_error(Some(other)).await,
@@ -180,6 +189,21 @@ impl Driver {
                 }
             },
             fault = wait_for_fault(&mut faults) => Err(fault.to_error(&self.shared.server)),
+        }
+    }
+
+    /// A task for a `tools/call`; anything else is classified as the core protocol's answer.
+    /// A task for a prompt or a resource is invalid (the extension covers `tools/call` only).
+    fn reply(&self, result: ServerResult, request_id: &RequestId) -> Result<Reply> {
+        let value = self.result_json(result, request_id)?;
+        match value {
+            Value::Object(object)
+                if object.get("resultType").and_then(Value::as_str) == Some("task")
+                    && self.origin.kind == OperationKind::Tool =>
+            {
+                Ok(Reply::Task(object))
+            }
+            other => wire::classify(other, &self.origin).map(Reply::Answer),
         }
     }
 }
