@@ -139,23 +139,62 @@ class CliAnswerer:
         pass
 
 
+# The OAuth scenarios: m3 connects (a 401 starts authorization), lists and calls nothing
+# more than the handshake needs; the checks are about the authorization itself.
+AUTH_STEPS = [{"say": "connected"}]
+# Where the driver puts a client secret the suite hands over (m3 reads it from there).
+SECRET_VARIABLE = "M3_CONFORMANCE_CLIENT_SECRET"
+# A client ID metadata document URL (SEP-991) as an operator would host one; the suite's
+# authorization server takes it as the client id without fetching it.
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def oauth_flags(scenario: str) -> tuple[list[str], dict]:
+    """`--server-oauth` flags for an auth scenario: the client the suite pre-registered
+    (its context names client_id and client_secret), with the client credentials grant
+    for the client-credentials scenarios. Also the environment holding the secret."""
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    flags: list[str] = []
+    env: dict = {}
+    if scenario.startswith("auth/client-credentials"):
+        flags += ["--server-oauth", "conf:grant=client_credentials"]
+    else:
+        flags += ["--server-oauth", f"conf:client_metadata_url={CLIENT_METADATA_URL}"]
+    if context.get("client_id"):
+        flags += ["--server-oauth", f"conf:client_id={context['client_id']}"]
+    if context.get("client_secret"):
+        env[SECRET_VARIABLE] = context["client_secret"]
+        flags += ["--server-oauth", f"conf:client_secret_env={SECRET_VARIABLE}"]
+    return flags, env
+
+
+def authorize(url: str) -> None:
+    """What the person's browser does: open the authorization URL, whose answer redirects
+    to m3's loopback listener, which completes the authorization."""
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        reply.read()
+
+
 def main() -> int:
     url = sys.argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     steps = SCENARIOS.get(scenario)
+    if steps is None and scenario.startswith("auth/"):
+        steps = lambda: AUTH_STEPS  # noqa: E731
     if steps is None:
         print(f"m3 conformance driver: no script for scenario '{scenario}'", file=sys.stderr)
         return 2
     content, defaults = ANSWERS.get(scenario, DEFAULT_ANSWER)
+    extra_flags, extra_env = oauth_flags(scenario) if scenario.startswith("auth/") else ([], {})
     with tempfile.TemporaryDirectory() as home:
-        env = dict(os.environ, M3_DB=os.path.join(home, "m3.sqlite"))
+        env = dict(os.environ, M3_DB=os.path.join(home, "m3.sqlite"), **extra_env)
         script = os.path.join(home, "script.json")
         with open(script, "w") as f:
             json.dump({"steps": steps()}, f)
         answerer = ApiAnswerer(env) if ANSWER_VIA == "api" else CliAnswerer(env)
         run = subprocess.Popen(
             [M3, "--json", "run", "--server", f"conf={url}", "--server-trust", "conf=loopback",
-             "--script", script, "--human-input", "managed", "--timeout", "60"],
+             "--script", script, "--human-input", "managed", "--timeout", "60", *extra_flags],
             env=env,
             stdout=subprocess.PIPE,
             text=True,
@@ -168,6 +207,8 @@ def main() -> int:
                 event = json.loads(line)
                 if event.get("type") == "execution":
                     execution = event["execution_id"]
+                elif event.get("type") == "authorization_required":
+                    authorize(event["url"])
                 elif event.get("type") == "round_pending":
                     responses = {key: content for key in event["requests"]}
                     answerer.answer(execution, event["round_id"], responses, defaults)

@@ -142,6 +142,11 @@ impl ExecutionStore for CombinedStore {
         self.executions.token_store().await
     }
 
+    /// The execution backend's.
+    async fn oauth_credential_rows(&self) -> Result<Arc<dyn crate::oauth::OAuthCredentialRows>> {
+        self.executions.oauth_credential_rows().await
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         self.executions.clock()
     }

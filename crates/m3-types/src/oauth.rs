@@ -60,6 +60,11 @@ pub struct OAuthSettings {
     /// Scopes to request; empty: the challenge's or the server's `scopes_supported`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
+    /// The HTTPS URL of a client ID metadata document the operator hosts (SEP-991): used
+    /// as the client id by an authorization server that supports such documents, instead
+    /// of registering dynamically.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
     /// The loopback port of the redirect listener (default: any free port); a client
     /// registered in advance needs the port its redirect URI names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -92,6 +97,11 @@ impl OAuthSettings {
             return Err(invalid(
                 "name both client_secret_env and client_secret_file; keep one",
             ));
+        }
+        if let Some(url) = &self.client_metadata_url
+            && !url.starts_with("https://")
+        {
+            return Err(invalid("have a client_metadata_url that is not https://"));
         }
         if self.client_id.as_deref() == Some("") {
             return Err(invalid("have an empty client_id"));

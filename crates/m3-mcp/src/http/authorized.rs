@@ -1,4 +1,4 @@
-//! [`AuthorizedClient`]: the [`ObservedClient`] with OAuth. Each request carries the
+//! [`AuthorizedClient`]: an HTTP client (the connection's `ObservedClient`) with OAuth. Each request carries the
 //! binding's access token once there is one (refreshed by rmcp's manager when it is
 //! about to expire); a `401` to a request that carried a token is answered by one
 //! refresh and one retry. A `401` or `403` that remains becomes the connection's fault,
@@ -17,22 +17,24 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 use tokio::sync::Mutex;
 
-use super::super::fault::FaultSender;
-use super::{HttpError, ObservedClient};
+type HttpError = StreamableHttpError<reqwest::Error>;
+
+/// Reports an authorization failure as the connection's fault.
+pub(crate) type Report = Arc<dyn Fn(&HttpError) + Send + Sync>;
 
 /// The manager a binding's connections share.
 pub(crate) type SharedManager = Arc<Mutex<AuthorizationManager>>;
 
 /// See the module docs.
 #[derive(Clone)]
-pub(crate) struct AuthorizedClient {
-    inner: ObservedClient,
+pub(crate) struct AuthorizedClient<C> {
+    inner: C,
     manager: Option<SharedManager>,
     server: Arc<str>,
-    faults: FaultSender,
+    report: Report,
 }
 
-impl std::fmt::Debug for AuthorizedClient {
+impl<C: std::fmt::Debug> std::fmt::Debug for AuthorizedClient<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AuthorizedClient")
             .field("inner", &self.inner)
@@ -41,18 +43,18 @@ impl std::fmt::Debug for AuthorizedClient {
     }
 }
 
-impl AuthorizedClient {
+impl<C: StreamableHttpClient<Error = reqwest::Error>> AuthorizedClient<C> {
     pub(super) fn new(
-        inner: ObservedClient,
+        inner: C,
         manager: Option<SharedManager>,
         server: Arc<str>,
-        faults: FaultSender,
+        report: Report,
     ) -> Self {
         Self {
             inner,
             manager,
             server,
-            faults,
+            report,
         }
     }
 
@@ -94,12 +96,15 @@ impl AuthorizedClient {
     /// Report an authorization failure of a request as the connection's fault.
     fn report(&self, message: &ClientJsonRpcMessage, error: &HttpError) {
         if error.auth_challenge().is_some() && matches!(message, ClientJsonRpcMessage::Request(_)) {
-            self.faults.raise(self.inner.fault_for(error));
+            (self.report)(error);
         }
     }
 }
 
-impl StreamableHttpClient for AuthorizedClient {
+impl<C> StreamableHttpClient for AuthorizedClient<C>
+where
+    C: StreamableHttpClient<Error = reqwest::Error> + Send + Sync,
+{
     type Error = reqwest::Error;
 
     async fn post_message(

@@ -102,7 +102,7 @@ pub(crate) fn transport(
     raw: Arc<RawMessages>,
     faults: FaultSender,
     oauth: Option<SharedManager>,
-) -> Result<StreamableHttpClientTransport<AuthorizedClient>> {
+) -> Result<StreamableHttpClientTransport<AuthorizedClient<ObservedClient>>> {
     let client = client(server, endpoint, options.connect_timeout)?;
     let custom_headers: HashMap<HeaderName, HeaderValue> = header_map(server, endpoint)?
         .iter()
@@ -122,7 +122,9 @@ pub(crate) fn transport(
         faults: faults.clone(),
         max_bytes: max,
     };
-    let client = AuthorizedClient::new(client, oauth, server, faults);
+    let observer = client.clone();
+    let report: authorized::Report = Arc::new(move |error| faults.raise(observer.fault_for(error)));
+    let client = AuthorizedClient::new(client, oauth, server, report);
     Ok(StreamableHttpClientTransport::with_client(client, config))
 }
 

@@ -11,8 +11,8 @@ use rmcp::transport::auth::{
 use tokio::sync::Mutex;
 
 use super::callback::CallbackListener;
+use super::context::{AuthorizationNotice, OAuthContext, OAuthKey};
 use super::credentials::KeyedCredentials;
-use super::{AuthorizationNotice, OAuthContext, OAuthKey};
 
 /// The client name sent with dynamic client registration.
 const CLIENT_NAME: &str = "m3";
@@ -199,6 +199,9 @@ impl Authorizer {
             .with_initial_scope_selection();
         if !self.settings.scopes.is_empty() {
             request = request.with_scopes(self.settings.scopes.clone());
+        }
+        if let Some(url) = &self.settings.client_metadata_url {
+            request = request.with_client_metadata_url(url.clone());
         }
         if let Some(client_id) = &self.settings.client_id {
             request = request.with_preregistered_client(client_id.clone());

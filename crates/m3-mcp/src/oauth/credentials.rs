@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 
-use super::{OAuthKey, OAuthTokenStore};
+use super::context::{OAuthKey, OAuthTokenStore};
 
 /// The credentials of one key in a caller's token store.
 #[derive(Debug, Clone)]

@@ -100,6 +100,8 @@ struct Inner {
     subscriptions: RowSubscriptionStore<MemoryRows>,
     /// The API tokens.
     tokens: RowTokenStore<MemoryTokenRows>,
+    /// The sealed OAuth credentials.
+    oauth: super::oauth::MemoryOAuthRows,
 }
 
 impl Default for MemoryExecutionStore {
@@ -130,6 +132,7 @@ impl MemoryExecutionStore {
                     feed.clone(),
                 )),
                 tokens: RowTokenStore::new(MemoryTokenRows::new(Arc::clone(&clock))),
+                oauth: super::oauth::MemoryOAuthRows::default(),
                 clock,
                 executions: Mutex::new(BTreeMap::new()),
                 hub,
@@ -472,6 +475,10 @@ impl ExecutionStore for MemoryExecutionStore {
 
     async fn token_store(&self) -> Result<Arc<dyn crate::tokens::TokenStore>> {
         Ok(Arc::new(self.inner.tokens.clone()))
+    }
+
+    async fn oauth_credential_rows(&self) -> Result<Arc<dyn crate::oauth::OAuthCredentialRows>> {
+        Ok(Arc::new(self.inner.oauth.clone()))
     }
 
     fn clock(&self) -> Arc<dyn Clock> {
