@@ -168,6 +168,34 @@ def oauth_flags(scenario: str) -> tuple[list[str], dict]:
     return flags, env
 
 
+# The suite's authorization servers issue tokens starting with these; none may appear in
+# anything m3 writes outside its sealed store rows.
+TOKEN_PREFIXES = (b"test-token", b"cc-token")
+# The key sealing OAuth tokens in the store during the auth scenarios (32 bytes, base64).
+OAUTH_KEY = "bTMtY29uZm9ybWFuY2Utb2F1dGgta2V5LTMyLWJ5dGU="
+
+
+def leaked_tokens(home: str, texts: dict[str, bytes], execution: str, env: dict) -> list[str]:
+    """Where a token of the suite's authorization server shows up: m3's output and
+    trace-level logs, the execution as `m3 inspect` shows it, and the store's bytes
+    (where the credentials row must be sealed). Also that the row is there, sealed."""
+    places = dict(texts)
+    if execution:
+        inspect = subprocess.run([M3, "--json", "inspect", execution], env=env,
+                                 capture_output=True, check=False)
+        places["m3 inspect"] = inspect.stdout + inspect.stderr
+    for name in os.listdir(home):
+        if name.startswith("m3.sqlite") and os.path.isfile(os.path.join(home, name)):
+            with open(os.path.join(home, name), "rb") as f:
+                places[name] = f.read()
+    found = [where for where, data in places.items()
+             if any(prefix in data for prefix in TOKEN_PREFIXES)]
+    store = b"".join(data for where, data in places.items() if where.startswith("m3.sqlite"))
+    if b"m3oauth1." not in store:
+        found.append("the store (no sealed credentials row)")
+    return found
+
+
 def authorize(url: str) -> None:
     """What the person's browser does: open the authorization URL, whose answer redirects
     to m3's loopback listener, which completes the authorization."""
@@ -185,25 +213,34 @@ def main() -> int:
         print(f"m3 conformance driver: no script for scenario '{scenario}'", file=sys.stderr)
         return 2
     content, defaults = ANSWERS.get(scenario, DEFAULT_ANSWER)
-    extra_flags, extra_env = oauth_flags(scenario) if scenario.startswith("auth/") else ([], {})
+    auth = scenario.startswith("auth/")
+    extra_flags, extra_env = oauth_flags(scenario) if auth else ([], {})
+    if auth:
+        # Tokens sealed in the store, and every log line m3 can write, to look for leaks.
+        extra_env.update(M3_OAUTH_KEY=OAUTH_KEY, M3_LOG="trace")
     with tempfile.TemporaryDirectory() as home:
         env = dict(os.environ, M3_DB=os.path.join(home, "m3.sqlite"), **extra_env)
         script = os.path.join(home, "script.json")
         with open(script, "w") as f:
             json.dump({"steps": steps()}, f)
         answerer = ApiAnswerer(env) if ANSWER_VIA == "api" else CliAnswerer(env)
+        log_path = os.path.join(home, "run.log")
+        log = open(log_path, "wb") if auth else None  # noqa: SIM115
         run = subprocess.Popen(
             [M3, "--json", "run", "--server", f"conf={url}", "--server-trust", "conf=loopback",
              "--script", script, "--human-input", "managed", "--timeout", "60", *extra_flags],
             env=env,
             stdout=subprocess.PIPE,
+            stderr=log,
             text=True,
         )
+        output: list[str] = []
         execution = ""
         jsonrpc_code = None
         try:
             assert run.stdout is not None
             for line in run.stdout:
+                output.append(line)
                 event = json.loads(line)
                 if event.get("type") == "execution":
                     execution = event["execution_id"]
@@ -217,6 +254,16 @@ def main() -> int:
                     error = event.get("error") or {}
                     jsonrpc_code = (error.get("details") or {}).get("jsonrpc_code")
             status = run.wait(timeout=60)
+            if log is not None:
+                log.close()
+                with open(log_path, "rb") as f:
+                    logged = f.read()
+                sys.stderr.write(logged.decode(errors="replace")[-4000:])
+                texts = {"m3 run's output": "".join(output).encode(), "m3 run's log": logged}
+                leaks = leaked_tokens(home, texts, execution, env)
+                if leaks:
+                    print(f"m3 conformance driver: OAuth token check failed: {leaks}", file=sys.stderr)
+                    return 1
             if scenario in CALL_NOT_SERVED and status == 9 and jsonrpc_code == -32601:
                 return 0
             return status
