@@ -83,6 +83,10 @@ impl Authorizer {
     }
 
     async fn fresh_manager(&self) -> Result<AuthorizationManager> {
+        // rmcp's OAuth client is reqwest without a bundled crypto provider, like ours
+        // (`http::client`): rustls then uses the process default, which we make ring. A
+        // connection restoring stored tokens builds it before any other client.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let manager = if self.private_addresses {
             AuthorizationManager::new_allowing_private_addresses(self.url.as_str()).await
         } else {
