@@ -139,35 +139,113 @@ class CliAnswerer:
         pass
 
 
+# The OAuth scenarios: m3 connects (a 401 starts authorization), lists and calls nothing
+# more than the handshake needs; the checks are about the authorization itself.
+AUTH_STEPS = [{"say": "connected"}]
+# Where the driver puts a client secret the suite hands over (m3 reads it from there).
+SECRET_VARIABLE = "M3_CONFORMANCE_CLIENT_SECRET"
+# A client ID metadata document URL (SEP-991) as an operator would host one; the suite's
+# authorization server takes it as the client id without fetching it.
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def oauth_flags(scenario: str) -> tuple[list[str], dict]:
+    """`--server-oauth` flags for an auth scenario: the client the suite pre-registered
+    (its context names client_id and client_secret), with the client credentials grant
+    for the client-credentials scenarios. Also the environment holding the secret."""
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    flags: list[str] = []
+    env: dict = {}
+    if scenario.startswith("auth/client-credentials"):
+        flags += ["--server-oauth", "conf:grant=client_credentials"]
+    else:
+        flags += ["--server-oauth", f"conf:client_metadata_url={CLIENT_METADATA_URL}"]
+    if context.get("client_id"):
+        flags += ["--server-oauth", f"conf:client_id={context['client_id']}"]
+    if context.get("client_secret"):
+        env[SECRET_VARIABLE] = context["client_secret"]
+        flags += ["--server-oauth", f"conf:client_secret_env={SECRET_VARIABLE}"]
+    return flags, env
+
+
+# The suite's authorization servers issue tokens starting with these; none may appear in
+# anything m3 writes outside its sealed store rows.
+TOKEN_PREFIXES = (b"test-token", b"cc-token")
+# The key sealing OAuth tokens in the store during the auth scenarios (32 bytes, base64).
+OAUTH_KEY = "bTMtY29uZm9ybWFuY2Utb2F1dGgta2V5LTMyLWJ5dGU="
+
+
+def leaked_tokens(home: str, texts: dict[str, bytes], execution: str, env: dict) -> list[str]:
+    """Where a token of the suite's authorization server shows up: m3's output and
+    trace-level logs, the execution as `m3 inspect` shows it, and the store's bytes
+    (where the credentials row must be sealed). Also that the row is there, sealed."""
+    places = dict(texts)
+    if execution:
+        inspect = subprocess.run([M3, "--json", "inspect", execution], env=env,
+                                 capture_output=True, check=False)
+        places["m3 inspect"] = inspect.stdout + inspect.stderr
+    for name in os.listdir(home):
+        if name.startswith("m3.sqlite") and os.path.isfile(os.path.join(home, name)):
+            with open(os.path.join(home, name), "rb") as f:
+                places[name] = f.read()
+    found = [where for where, data in places.items()
+             if any(prefix in data for prefix in TOKEN_PREFIXES)]
+    store = b"".join(data for where, data in places.items() if where.startswith("m3.sqlite"))
+    if b"m3oauth1." not in store:
+        found.append("the store (no sealed credentials row)")
+    return found
+
+
+def authorize(url: str) -> None:
+    """What the person's browser does: open the authorization URL, whose answer redirects
+    to m3's loopback listener, which completes the authorization."""
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        reply.read()
+
+
 def main() -> int:
     url = sys.argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     steps = SCENARIOS.get(scenario)
+    if steps is None and scenario.startswith("auth/"):
+        steps = lambda: AUTH_STEPS  # noqa: E731
     if steps is None:
         print(f"m3 conformance driver: no script for scenario '{scenario}'", file=sys.stderr)
         return 2
     content, defaults = ANSWERS.get(scenario, DEFAULT_ANSWER)
+    auth = scenario.startswith("auth/")
+    extra_flags, extra_env = oauth_flags(scenario) if auth else ([], {})
+    if auth:
+        # Tokens sealed in the store, and every log line m3 can write, to look for leaks.
+        extra_env.update(M3_OAUTH_KEY=OAUTH_KEY, M3_LOG="trace")
     with tempfile.TemporaryDirectory() as home:
-        env = dict(os.environ, M3_DB=os.path.join(home, "m3.sqlite"))
+        env = dict(os.environ, M3_DB=os.path.join(home, "m3.sqlite"), **extra_env)
         script = os.path.join(home, "script.json")
         with open(script, "w") as f:
             json.dump({"steps": steps()}, f)
         answerer = ApiAnswerer(env) if ANSWER_VIA == "api" else CliAnswerer(env)
+        log_path = os.path.join(home, "run.log")
+        log = open(log_path, "wb") if auth else None  # noqa: SIM115
         run = subprocess.Popen(
             [M3, "--json", "run", "--server", f"conf={url}", "--server-trust", "conf=loopback",
-             "--script", script, "--human-input", "managed", "--timeout", "60"],
+             "--script", script, "--human-input", "managed", "--timeout", "60", *extra_flags],
             env=env,
             stdout=subprocess.PIPE,
+            stderr=log,
             text=True,
         )
+        output: list[str] = []
         execution = ""
         jsonrpc_code = None
         try:
             assert run.stdout is not None
             for line in run.stdout:
+                output.append(line)
                 event = json.loads(line)
                 if event.get("type") == "execution":
                     execution = event["execution_id"]
+                elif event.get("type") == "authorization_required":
+                    authorize(event["url"])
                 elif event.get("type") == "round_pending":
                     responses = {key: content for key in event["requests"]}
                     answerer.answer(execution, event["round_id"], responses, defaults)
@@ -176,6 +254,16 @@ def main() -> int:
                     error = event.get("error") or {}
                     jsonrpc_code = (error.get("details") or {}).get("jsonrpc_code")
             status = run.wait(timeout=60)
+            if log is not None:
+                log.close()
+                with open(log_path, "rb") as f:
+                    logged = f.read()
+                sys.stderr.write(logged.decode(errors="replace")[-4000:])
+                texts = {"m3 run's output": "".join(output).encode(), "m3 run's log": logged}
+                leaks = leaked_tokens(home, texts, execution, env)
+                if leaks:
+                    print(f"m3 conformance driver: OAuth token check failed: {leaks}", file=sys.stderr)
+                    return 1
             if scenario in CALL_NOT_SERVED and status == 9 and jsonrpc_code == -32601:
                 return 0
             return status

@@ -415,6 +415,14 @@ pub(crate) struct RunArgs {
     /// the MCP Python SDK's ctx.elicit does). Repeatable.
     #[arg(long = "server-era", value_name = "NAME=ERA")]
     pub(crate) server_era: Vec<String>,
+    /// OAuth for HTTP server NAME: NAME:KEY=VALUE, KEY one of grant
+    /// (authorization_code, the default, or client_credentials), client_id,
+    /// client_secret_env, client_secret_file, client_metadata_url, scope (space-separated;
+    /// repeatable),
+    /// callback_port. Without it a server's 401 still starts the authorization code grant
+    /// with a dynamically registered client (docs/oauth.md). Repeatable.
+    #[arg(long = "server-oauth", value_name = "NAME:KEY=VALUE")]
+    pub(crate) server_oauth: Vec<String>,
     /// A one-step scripted agent calling SERVER:TOOL.
     #[arg(long, value_name = "SERVER:TOOL")]
     pub(crate) call: Option<String>,

@@ -31,6 +31,7 @@ mod ids;
 mod lease;
 mod metrics_listener;
 mod notify_args;
+mod oauth;
 mod output;
 mod progress;
 mod render;

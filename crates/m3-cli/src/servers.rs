@@ -1,11 +1,12 @@
 //! `m3 run`'s server flags: `--server NAME=COMMAND` (split like a shell splits words) or
 //! `--server NAME=http://HOST:PORT/PATH` (or `https://`), `--server-env NAME:KEY=VALUE`,
 //! `--server-cwd NAME=DIR` (stdio), `--server-header NAME:KEY=VALUE` and
-//! `--server-trust NAME=LEVEL` (HTTP), and `--server-era NAME=ERA` (either kind).
+//! `--server-trust NAME=LEVEL` and `--server-oauth NAME:KEY=VALUE` (HTTP), and
+//! `--server-era NAME=ERA` (either kind).
 
 use std::path::PathBuf;
 
-use m3_types::{HttpServer, ServerBinding, ServerEra, ServerTrust, StdioServer};
+use m3_types::{HttpServer, OAuthSettings, ServerBinding, ServerEra, ServerTrust, StdioServer};
 
 use crate::failure::Failure;
 
@@ -18,6 +19,7 @@ pub(crate) struct ServerFlags<'a> {
     pub(crate) headers: &'a [String],
     pub(crate) trusts: &'a [String],
     pub(crate) eras: &'a [String],
+    pub(crate) oauth: &'a [String],
 }
 
 /// Builds the server bindings, in the order the `--server` flags were given.
@@ -109,7 +111,41 @@ pub(crate) fn parse_servers(flags: ServerFlags<'_>) -> Result<Vec<ServerBinding>
             }
         }
     }
+    for item in flags.oauth {
+        let (name, key, value) = assignment(item, "--server-oauth")?;
+        let server = http(&mut bound, name, "--server-oauth")?;
+        oauth_setting(server.oauth.get_or_insert_default(), key, value)
+            .map_err(|why| Failure::usage(format!("--server-oauth {name}:{key}: {why}")))?;
+    }
     Ok(bound)
+}
+
+/// Sets one `--server-oauth` KEY; why not, for a bad key or value.
+fn oauth_setting(settings: &mut OAuthSettings, key: &str, value: &str) -> Result<(), String> {
+    match key {
+        "grant" => {
+            settings.grant = value
+                .parse()
+                .map_err(|e: m3_types::Error| e.message().to_owned())?
+        }
+        "client_id" => settings.client_id = Some(value.to_owned()),
+        "client_secret_env" => settings.client_secret_env = Some(value.to_owned()),
+        "client_secret_file" => settings.client_secret_file = Some(value.to_owned()),
+        "client_metadata_url" => settings.client_metadata_url = Some(value.to_owned()),
+        "scope" => settings
+            .scopes
+            .extend(value.split_whitespace().map(str::to_owned)),
+        "callback_port" => {
+            settings.callback_port =
+                Some(value.parse().map_err(|_| "not a port number".to_owned())?);
+        }
+        other => {
+            return Err(format!(
+                "unknown key '{other}' (grant, client_id, client_secret_env, client_secret_file, client_metadata_url, scope, callback_port)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `NAME:KEY=VALUE`, with a non-empty KEY.
@@ -189,6 +225,7 @@ mod tests {
             headers: &headers,
             trusts: &trusts,
             eras: &[],
+            oauth: &[],
         })
     }
 
@@ -254,6 +291,7 @@ mod tests {
                 headers: &[],
                 trusts: &[],
                 eras: &eras,
+                oauth: &[],
             })
         };
         let bound = with_eras(&["py=2025-11-25", "h=2025-06-18"]).unwrap();
@@ -300,6 +338,46 @@ mod tests {
                 2,
                 "{servers:?} {envs:?} {cwds:?} {headers:?} {trusts:?}: {failure}"
             );
+        }
+    }
+
+    #[test]
+    fn oauth_settings_build_up_key_by_key_and_bad_ones_are_usage_errors() {
+        let servers = strings(&["py=python3 server.py", "h=http://127.0.0.1:1/mcp"]);
+        let with_oauth = |items: &[&str]| {
+            let items = strings(items);
+            parse_servers(ServerFlags {
+                servers: &servers,
+                envs: &[],
+                cwds: &[],
+                headers: &[],
+                trusts: &[],
+                eras: &[],
+                oauth: &items,
+            })
+        };
+        let bound = with_oauth(&[
+            "h:grant=client_credentials",
+            "h:client_id=worker",
+            "h:client_secret_env=SECRET",
+            "h:scope=a b",
+            "h:scope=c",
+        ])
+        .unwrap();
+        let ServerBinding::Http(remote) = &bound[1] else {
+            panic!("{bound:?}")
+        };
+        let oauth = remote.oauth.as_ref().unwrap();
+        assert_eq!(oauth.grant, m3_types::OAuthGrant::ClientCredentials);
+        assert_eq!(oauth.client_id.as_deref(), Some("worker"));
+        assert_eq!(oauth.scopes, ["a", "b", "c"]);
+        for bad in [
+            "h:grant=implicit",
+            "h:secret=x",
+            "py:client_id=x",
+            "h:callback_port=x",
+        ] {
+            assert_eq!(with_oauth(&[bad]).unwrap_err().exit(), 2, "{bad}");
         }
     }
 }

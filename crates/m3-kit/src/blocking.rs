@@ -164,6 +164,24 @@ impl McpTestKitBuilder {
         }
     }
 
+    /// See [`AsyncMcpTestKitBuilder::oauth`].
+    pub fn oauth(self, oauth: m3_runtime::oauth::OAuthContext) -> Self {
+        Self {
+            inner: self.inner.oauth(oauth),
+        }
+    }
+
+    /// See [`AsyncMcpTestKitBuilder::oauth_key`].
+    pub fn oauth_key(
+        self,
+        key: m3_store::oauth::CredentialKey,
+        previous: Option<m3_store::oauth::CredentialKey>,
+    ) -> Self {
+        Self {
+            inner: self.inner.oauth_key(key, previous),
+        }
+    }
+
     /// See [`AsyncMcpTestKitBuilder::recover_on_open`].
     pub fn recover_on_open(self, yes: bool) -> Self {
         Self {

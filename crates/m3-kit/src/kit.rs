@@ -8,6 +8,7 @@ use m3_runtime::{
     AgentSelection, PoolOptions, RecoveryReport, ResponseNotifier, SweepOptions, Worker,
     WorkerPool, spawn_sweep,
 };
+use m3_store::oauth::{CredentialKey, SealedOAuthCredentials};
 use m3_store::{
     ChangePage, CombinedStore, ExecutionStore, ListExecutions, ManagedInputStore, PruneChanges,
     Pruned,
@@ -398,6 +399,8 @@ pub struct AsyncMcpTestKitBuilder {
     pool: Option<PoolOptions>,
     sweep: Option<Option<SweepOptions>>,
     round_limits: RoundLimits,
+    oauth: Option<m3_runtime::oauth::OAuthContext>,
+    oauth_keys: Option<(CredentialKey, Option<CredentialKey>)>,
     actor: Option<Actor>,
 }
 
@@ -444,6 +447,22 @@ impl AsyncMcpTestKitBuilder {
     /// stored. Nesting depth and answer size are fixed bounds (see [`m3_types::limits`]).
     pub fn round_limits(mut self, limits: RoundLimits) -> Self {
         self.round_limits = limits;
+        self
+    }
+
+    /// Where the embedded worker keeps the OAuth tokens of HTTP servers and who is shown
+    /// an authorization URL (default [`OAuthContext::new`](m3_runtime::oauth::OAuthContext::new):
+    /// tokens in memory, nobody to show a URL to; see `docs/oauth.md`).
+    pub fn oauth(mut self, oauth: m3_runtime::oauth::OAuthContext) -> Self {
+        self.oauth = Some(oauth);
+        self
+    }
+
+    /// Keep the OAuth tokens of HTTP servers in the store, sealed with `key` (and opened
+    /// with `previous` too, during a key rotation), so every worker on the store shares
+    /// them. A store that cannot keep them (`unsupported`) leaves them in memory.
+    pub fn oauth_key(mut self, key: CredentialKey, previous: Option<CredentialKey>) -> Self {
+        self.oauth_keys = Some((key, previous));
         self
     }
 
@@ -521,8 +540,11 @@ impl AsyncMcpTestKitBuilder {
             }
             None
         } else {
-            let worker = Worker::new(Arc::clone(&store), Arc::clone(&notifier), self.env)
+            let mut worker = Worker::new(Arc::clone(&store), Arc::clone(&notifier), self.env)
                 .with_round_limits(self.round_limits);
+            if let Some(oauth) = oauth_context(&store, self.oauth, self.oauth_keys).await? {
+                worker = worker.with_oauth(oauth);
+            }
             Some(WorkerPool::start(worker, options)?)
         };
         let kit = AsyncMcpTestKit {
@@ -542,4 +564,30 @@ impl AsyncMcpTestKitBuilder {
         }
         Ok(kit)
     }
+}
+
+/// The worker's OAuth context: `oauth` (or the default), its tokens in the store sealed
+/// with `keys` when given and the store keeps credentials.
+async fn oauth_context(
+    store: &Arc<dyn ExecutionStore>,
+    oauth: Option<m3_runtime::oauth::OAuthContext>,
+    keys: Option<(CredentialKey, Option<CredentialKey>)>,
+) -> Result<Option<m3_runtime::oauth::OAuthContext>> {
+    let Some((key, previous)) = keys else {
+        return Ok(oauth);
+    };
+    let rows = match store.oauth_credential_rows().await {
+        Ok(rows) => rows,
+        Err(error) if error.error_code() == m3_types::ErrorCode::Unsupported => {
+            tracing::info!("this store keeps no OAuth credentials; tokens stay in memory");
+            return Ok(oauth);
+        }
+        Err(error) => return Err(error),
+    };
+    let mut sealed = SealedOAuthCredentials::new(rows, key);
+    if let Some(previous) = previous {
+        sealed = sealed.with_previous_key(previous);
+    }
+    let tokens = Arc::new(m3_runtime::StoreOAuthTokens::new(sealed));
+    Ok(Some(oauth.unwrap_or_default().with_store(tokens)))
 }

@@ -78,11 +78,14 @@ pub use handle::{AsyncExecutionHandle, RoundDetails, RoundDiagnostics};
 pub use history::{HISTORY_PAGE_MAX, HistoryEntry, HistoryPage, HistoryQuery, HistoryStatus};
 pub use inbox::InboxPage;
 pub use kit::{AsyncMcpTestKit, AsyncMcpTestKitBuilder, ExecutionSummary};
+/// OAuth for HTTP servers ([`AsyncMcpTestKitBuilder::oauth`]).
+pub use m3_runtime::oauth;
 pub use m3_runtime::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, DEFAULT_CONCURRENCY,
     DEFAULT_WORKER_HEARTBEAT, DrainReport, ElicitationPlan, ExecutionTrace, PermissionPolicy,
     PoolEvent, PoolOptions, RecoveryReport, Script, ScriptStep, SweepOptions, WorkerPool,
 };
+pub use m3_store::oauth::CredentialKey;
 pub use m3_store::signal::{
     Change, ChangeKind, ChangeSubscription, SIGNAL_ENV, Topic, Wake, signal_enabled_by_env,
 };
@@ -99,8 +102,8 @@ pub use m3_store::{
 pub use m3_types::{
     Actor, ActorSurface, ChangeRecord, ChangeRecordKind, Cursor, ElicitationAction,
     ElicitationRequest, ElicitationResponse, Error, ExecutionOutcome, ExecutionResult,
-    ExecutionState, ExecutionStatus, HumanInput, PendingElicitationRound, ResponseMap, Result,
-    RoundContext, StdioServer,
+    ExecutionState, ExecutionStatus, HttpServer, HumanInput, OAuthGrant, OAuthSettings,
+    PendingElicitationRound, ResponseMap, Result, RoundContext, StdioServer,
 };
 pub use options::{HumanInputValue, SubmitOptions};
 pub use store_backends::{open_store, register_store_backends};
@@ -140,6 +143,8 @@ mod documentation {
     struct Operations;
     #[doc = include_str!("../../../docs/plans.md")]
     struct Plans;
+    #[doc = include_str!("../../../docs/oauth.md")]
+    struct OAuth;
 }
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

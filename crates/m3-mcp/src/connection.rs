@@ -14,9 +14,11 @@ use super::fault::{ConnectionFault, FaultSender};
 use super::frames::{self, FrameReader};
 use super::handler::{LegacyRouter, M3ClientHandler};
 use super::http;
+use super::http::SharedManager;
 use super::negotiation::{
     Lifecycle, ServerIdentity, falls_back, handshake, lifecycle_mode, negotiated,
 };
+use super::oauth::{Authorizer, challenge_of};
 use super::operation::OperationProgress;
 use super::options::{ConnectOptions, ProtocolEra};
 use super::process::{self, ServerProcess, SpawnSettings};
@@ -174,7 +176,36 @@ impl McpConnection {
     pub async fn connect_http(server: &HttpServer, options: ConnectOptions) -> Result<Self> {
         let options = options.for_binding(server.era);
         let endpoint = http::resolve(server).await?;
-        let attempt = |lifecycle| Self::connect_http_once(server, &endpoint, &options, lifecycle);
+        let mut oauth = Authorizer::new(server, &endpoint.url, options.oauth.clone());
+        if let Err(error) = oauth.restore().await {
+            // Stored credentials that cannot be used are as good as none.
+            tracing::warn!(server = %server.name, error = %error.message(), "stored OAuth credentials not used");
+        }
+        let negotiated =
+            |manager| Self::connect_http_negotiated(server, &endpoint, &options, manager);
+        match negotiated(oauth.manager()).await {
+            Err(error) => match challenge_of(&error) {
+                Some(challenge) => {
+                    oauth.authorize(&challenge).await?;
+                    negotiated(oauth.manager()).await
+                }
+                None => Err(error),
+            },
+            connected => connected,
+        }
+    }
+
+    /// [`McpConnection::connect_http`] with the era negotiated, its requests authorized by
+    /// `oauth` when there is a token.
+    async fn connect_http_negotiated(
+        server: &HttpServer,
+        endpoint: &http::Endpoint,
+        options: &ConnectOptions,
+        oauth: Option<SharedManager>,
+    ) -> Result<Self> {
+        let attempt = |lifecycle| {
+            Self::connect_http_once(server, endpoint, options, lifecycle, oauth.clone())
+        };
         match options.era {
             Some(era) => attempt(Lifecycle::Fixed(era)).await,
             None => match attempt(Lifecycle::Auto).await {
@@ -192,6 +223,7 @@ impl McpConnection {
         endpoint: &http::Endpoint,
         options: &ConnectOptions,
         lifecycle: Lifecycle,
+        oauth: Option<SharedManager>,
     ) -> Result<Self> {
         let (fault_tx, faults) = FaultSender::new();
         let raw = Arc::new(RawMessages::default());
@@ -201,6 +233,7 @@ impl McpConnection {
             options,
             Arc::clone(&raw),
             fault_tx.clone(),
+            oauth,
         )?;
         let parts = Parts {
             server: server.name.clone(),

@@ -94,6 +94,7 @@ mod handler;
 pub mod http;
 pub mod ndjson;
 mod negotiation;
+pub mod oauth;
 mod operation;
 mod options;
 pub mod process;

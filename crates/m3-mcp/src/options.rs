@@ -9,6 +9,8 @@ use m3_types::{Clock, Error, RoundLimits, ServerEra, SystemClock, ToolSelection}
 use rmcp::model::ProtocolVersion;
 use serde::{Deserialize, Serialize};
 
+use super::oauth::OAuthContext;
+
 /// Default bound on input rounds per logical operation.
 pub const DEFAULT_ROUND_LIMIT: u32 = 10;
 /// Default bound on one line (JSON-RPC frame) read from a server: 8 MiB.
@@ -86,6 +88,7 @@ pub struct ConnectOptions {
     pub(crate) tool_selection: Option<ToolSelection>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) round_limits: RoundLimits,
+    pub(crate) oauth: OAuthContext,
 }
 
 impl Default for ConnectOptions {
@@ -113,7 +116,15 @@ impl ConnectOptions {
             tool_selection: None,
             clock: Arc::new(SystemClock),
             round_limits: RoundLimits::new(),
+            oauth: OAuthContext::new(),
         }
+    }
+
+    /// Where OAuth tokens are kept and who is shown an authorization URL (default
+    /// [`OAuthContext::new`]: in memory, nobody; see [`crate::oauth`]).
+    pub fn with_oauth(mut self, oauth: OAuthContext) -> Self {
+        self.oauth = oauth;
+        self
     }
 
     /// The clock the operation log's times come from (default: the system clock; the

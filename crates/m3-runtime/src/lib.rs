@@ -47,6 +47,7 @@ mod coordinator;
 pub mod harness;
 mod lease;
 pub mod metrics;
+mod oauth_tokens;
 mod recovery;
 pub mod relay;
 mod selection;
@@ -57,6 +58,10 @@ mod trace;
 mod worker;
 
 pub use coordinator::{RECOVERY_UNAVAILABLE, ResponseNotifier, RoundPendingHook};
+/// OAuth for HTTP servers: the token store and authorization prompt a worker is given
+/// ([`Worker::with_oauth`]).
+pub use m3_mcp::oauth;
+pub use oauth_tokens::StoreOAuthTokens;
 pub use recovery::{RecoveredExecution, RecoveryReport, recover};
 pub use selection::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, Script, ScriptStep,

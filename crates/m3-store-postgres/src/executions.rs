@@ -411,6 +411,12 @@ impl ExecutionStore for PgExecutionStore {
         Ok(Arc::new(m3_store::workers::RowWorkerRegistry::new(rows)))
     }
 
+    async fn oauth_credential_rows(&self) -> Result<Arc<dyn m3_store::oauth::OAuthCredentialRows>> {
+        Ok(Arc::new(super::oauth::PgOAuthRows::new(
+            self.shared.pool.clone(),
+        )))
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.shared.clock)
     }

@@ -47,6 +47,7 @@ mod executions;
 mod feed;
 mod held_connections;
 mod known_round;
+mod oauth;
 mod opener;
 mod renew;
 #[cfg(feature = "conformance")]

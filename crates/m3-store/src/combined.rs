@@ -146,6 +146,11 @@ impl ExecutionStore for CombinedStore {
         self.executions.worker_registry().await
     }
 
+    /// The execution backend's.
+    async fn oauth_credential_rows(&self) -> Result<Arc<dyn crate::oauth::OAuthCredentialRows>> {
+        self.executions.oauth_credential_rows().await
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         self.executions.clock()
     }

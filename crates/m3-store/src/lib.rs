@@ -80,6 +80,7 @@ mod clock;
 mod combined;
 pub mod managed_input;
 pub mod memory;
+pub mod oauth;
 pub mod open;
 pub mod round_cache;
 pub mod signal;

@@ -103,6 +103,7 @@ pub mod form;
 pub mod form_input;
 pub mod limits;
 pub mod messages;
+pub mod oauth;
 pub mod plan;
 pub mod reason;
 pub mod record;
@@ -130,6 +131,7 @@ pub use execution::{
     ActivityHealth, ExecutionOutcome, ExecutionResult, ExecutionState, ExecutionStatus, HumanInput,
 };
 pub use limits::{Limit, LimitExceeded, RoundLimits};
+pub use oauth::{OAuthGrant, OAuthSettings};
 pub use plan::{ElicitationPlan, PlanEntry};
 pub use reason::{Reason, UnknownReason};
 pub use record::{DeliveryState, ManagedInputLease, ManagedInputRecord, ManagedInputStatus};

@@ -126,6 +126,10 @@ reasons! {
     /// for input over a back-channel (a server-to-client `elicitation/create`); pin the
     /// binding to a handshake era (`2025-11-25`).
     NeedsHandshakeEra => "needs_handshake_era",
+    /// An HTTP server asked for OAuth and the client could not obtain a token: discovery,
+    /// registration, the grant or the person's authorization failed (or nobody was there
+    /// to be shown the authorization URL).
+    AuthorizationFailed => "authorization_failed",
     // ---- notifications
     /// A webhook URL is not `http` or `https`, or is not a URL at all.
     WebhookUrlScheme => "webhook_url_scheme",

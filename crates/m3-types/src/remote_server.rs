@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::oauth::OAuthSettings;
 use crate::server::StdioServer;
 use crate::server_era::ServerEra;
 
@@ -124,6 +125,10 @@ pub struct HttpServer {
     /// pinned to a version.
     #[serde(default, skip_serializing_if = "ServerEra::is_auto")]
     pub era: ServerEra,
+    /// How to authorize when the server asks for OAuth (default `None`: a challenge
+    /// starts the authorization code grant with a dynamically registered client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthSettings>,
 }
 
 /// The `type` tag of an [`HttpServer`]'s JSON.
@@ -154,6 +159,9 @@ struct HttpServerWire {
     /// The protocol era (default `auto`: negotiate).
     #[serde(default, skip_serializing_if = "ServerEra::is_auto")]
     era: ServerEra,
+    /// OAuth settings (default: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    oauth: Option<OAuthSettings>,
 }
 
 impl From<HttpServerWire> for HttpServer {
@@ -164,6 +172,7 @@ impl From<HttpServerWire> for HttpServer {
             headers: wire.headers,
             trust: wire.trust,
             era: wire.era,
+            oauth: wire.oauth,
         }
     }
 }
@@ -177,6 +186,7 @@ impl From<HttpServer> for HttpServerWire {
             headers: server.headers,
             trust: server.trust,
             era: server.era,
+            oauth: server.oauth,
         }
     }
 }
@@ -201,6 +211,7 @@ impl HttpServer {
             headers: BTreeMap::new(),
             trust: ServerTrust::Untrusted,
             era: ServerEra::Auto,
+            oauth: None,
         }
     }
 
@@ -222,6 +233,13 @@ impl HttpServer {
     #[must_use]
     pub fn with_era(mut self, era: ServerEra) -> Self {
         self.era = era;
+        self
+    }
+
+    /// Sets the OAuth settings.
+    #[must_use]
+    pub fn with_oauth(mut self, oauth: OAuthSettings) -> Self {
+        self.oauth = Some(oauth);
         self
     }
 
@@ -285,6 +303,9 @@ impl HttpServer {
         }
         if let Some(address) = literal_address(&url) {
             self.check_address(host_text(&url), address)?;
+        }
+        if let Some(oauth) = &self.oauth {
+            oauth.validate(&self.name)?;
         }
         Ok(())
     }

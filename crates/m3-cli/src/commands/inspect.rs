@@ -21,17 +21,29 @@ use crate::terminal::escape;
 /// Opens the kit on the store `db` names (`m3_store::open`: a path or a store URL; opening
 /// runs recovery when `recover` is true).
 pub(crate) async fn open_kit(db: &Path, recover: bool) -> Result<AsyncMcpTestKit, Failure> {
-    open_kit_with(db, recover, m3_types::RoundLimits::new()).await
+    open_kit_with(db, recover, m3_types::RoundLimits::new(), None).await
 }
 
-/// [`open_kit`], its embedded worker bounding each round a server sends by `limits`.
+/// The key sealing OAuth tokens in the store, and the previous one during a rotation.
+pub(crate) type OAuthKeys = (m3_kit::CredentialKey, Option<m3_kit::CredentialKey>);
+
+/// [`open_kit`], its embedded worker bounding each round a server sends by `limits` and
+/// reaching OAuth-protected servers as `oauth` says (prompt, and the keys sealing tokens).
 pub(crate) async fn open_kit_with(
     db: &Path,
     recover: bool,
     limits: m3_types::RoundLimits,
+    oauth: Option<(m3_kit::oauth::OAuthContext, Option<OAuthKeys>)>,
 ) -> Result<AsyncMcpTestKit, Failure> {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-    Ok(AsyncMcpTestKit::builder()
+    let mut builder = AsyncMcpTestKit::builder();
+    if let Some((oauth, keys)) = oauth {
+        builder = builder.oauth(oauth);
+        if let Some((key, previous)) = keys {
+            builder = builder.oauth_key(key, previous);
+        }
+    }
+    Ok(builder
         .database(db)
         .env(env)
         .round_limits(limits)

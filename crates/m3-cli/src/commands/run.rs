@@ -47,6 +47,7 @@ pub(crate) fn submission(args: &RunArgs) -> Result<Submission, Failure> {
         headers: &args.server_header,
         trusts: &args.server_trust,
         eras: &args.server_era,
+        oauth: &args.server_oauth,
     })?;
     let source = if let Some(target) = args.call.clone() {
         AgentSource::Call {
@@ -120,7 +121,8 @@ impl Submission {
 
 pub(crate) async fn run(out: Output, db: &Path, args: RunArgs) -> Result<(), Failure> {
     let submission = submission(&args)?;
-    let kit = open_kit_with(db, true, args.round_limits.limits()).await?;
+    let oauth = (crate::oauth::context(out), crate::oauth::keys()?);
+    let kit = open_kit_with(db, true, args.round_limits.limits(), Some(oauth)).await?;
     let outcome = async {
         let handle = submission.submit(&kit).await?;
         if out.is_json() {

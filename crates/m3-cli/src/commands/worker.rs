@@ -30,8 +30,13 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
         .sweep(Some(sweep))
         .events_from_start(true);
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-    // Opening runs recovery first; the kit's embedded worker is this pool.
-    let kit = AsyncMcpTestKit::builder()
+    // Opening runs recovery first; the kit's embedded worker is this pool. OAuth tokens
+    // are shared with every process on the store when a key is given (docs/oauth.md).
+    let mut builder = AsyncMcpTestKit::builder();
+    if let Some((key, previous)) = crate::oauth::keys()? {
+        builder = builder.oauth_key(key, previous);
+    }
+    let kit = builder
         .database(db)
         .env(env)
         .round_limits(args.round_limits.limits())

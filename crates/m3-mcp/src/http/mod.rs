@@ -28,7 +28,10 @@ use super::fault::{ConnectionFault, FaultSender};
 use super::options::ConnectOptions;
 use super::raw::RawMessages;
 
+mod authorized;
 mod post;
+
+pub(crate) use authorized::{AuthorizedClient, SharedManager};
 
 type HttpError = StreamableHttpError<reqwest::Error>;
 
@@ -90,14 +93,16 @@ pub async fn resolve(server: &HttpServer) -> Result<Endpoint> {
     })
 }
 
-/// The rmcp transport for `endpoint`, reporting failures into `faults`.
+/// The rmcp transport for `endpoint`, reporting failures into `faults`, its requests
+/// authorized by `oauth` once there is a token.
 pub(crate) fn transport(
     server: &str,
     endpoint: &Endpoint,
     options: &ConnectOptions,
     raw: Arc<RawMessages>,
     faults: FaultSender,
-) -> Result<StreamableHttpClientTransport<ObservedClient>> {
+    oauth: Option<SharedManager>,
+) -> Result<StreamableHttpClientTransport<AuthorizedClient<ObservedClient>>> {
     let client = client(server, endpoint, options.connect_timeout)?;
     let custom_headers: HashMap<HeaderName, HeaderValue> = header_map(server, endpoint)?
         .iter()
@@ -109,13 +114,17 @@ pub(crate) fn transport(
         .max_sse_event_size(max)
         .max_json_response_size(max)
         .reinit_on_expired_session(false);
+    let server: Arc<str> = Arc::from(server);
     let client = ObservedClient {
         inner: client,
-        server: Arc::from(server),
+        server: Arc::clone(&server),
         raw,
-        faults,
+        faults: faults.clone(),
         max_bytes: max,
     };
+    let observer = client.clone();
+    let report: authorized::Report = Arc::new(move |error| faults.raise(observer.fault_for(error)));
+    let client = AuthorizedClient::new(client, oauth, server, report);
     Ok(StreamableHttpClientTransport::with_client(client, config))
 }
 
@@ -209,6 +218,14 @@ impl ObservedClient {
         let server = &self.server;
         let status = status_of(error);
         let mut fault = match (error, status) {
+            (StreamableHttpError::AuthRequired(_), _) => ConnectionFault::transport(format!(
+                "MCP server '{server}' answered HTTP 401: it asks for OAuth authorization"
+            ))
+            .with_detail("http_status", 401),
+            (StreamableHttpError::InsufficientScope(_), _) => ConnectionFault::transport(format!(
+                "MCP server '{server}' answered HTTP 403: the token's scope is insufficient"
+            ))
+            .with_detail("http_status", 403),
             (StreamableHttpError::ResponseBodyTooLarge { max_size }, _) => {
                 ConnectionFault::protocol(format!(
                     "MCP server '{server}' answered with a body larger than {max_size} bytes"
@@ -241,6 +258,10 @@ impl ObservedClient {
         };
         if let Some(code) = status {
             fault = fault.with_detail("http_status", code);
+        }
+        if let Some(challenge) = error.auth_challenge() {
+            // The challenge names metadata URLs and scopes, never a credential.
+            fault = fault.with_detail(crate::oauth::CHALLENGE_DETAIL, challenge.to_owned());
         }
         fault
     }
@@ -278,8 +299,11 @@ impl ObservedClient {
             ),
             Ok(other) => Ok(other),
             Err(error) => {
-                // A POST awaiting no answer (a notification) failing is not fatal.
-                if matches!(message, ClientJsonRpcMessage::Request(_)) {
+                // A POST awaiting no answer (a notification) failing is not fatal; an
+                // authorization failure is reported by `AuthorizedClient`, which may
+                // still recover from it with a refreshed token.
+                let authorization = error.auth_challenge().is_some();
+                if matches!(message, ClientJsonRpcMessage::Request(_)) && !authorization {
                     self.faults.raise(self.fault_for(&error));
                 }
                 Err(error)

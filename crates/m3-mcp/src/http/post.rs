@@ -15,11 +15,13 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
 use reqwest::StatusCode;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{
+    ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
-    HttpStatusError, SseError, StreamableHttpError, StreamableHttpPostResponse,
-    StreamableHttpResponseLimits,
+    AuthRequiredError, HttpStatusError, InsufficientScopeError, SseError, StreamableHttpError,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 use sse_stream::{Sse, SseStream};
 
@@ -83,6 +85,9 @@ pub(super) async fn send(
     if status == StatusCode::NOT_FOUND && post.session_id.is_some() {
         return Err(StreamableHttpError::SessionExpired);
     }
+    if let Some(error) = authorization_error(&response) {
+        return Err(error);
+    }
     let session = response
         .headers()
         .get(SESSION_HEADER)
@@ -122,6 +127,20 @@ fn media_type(value: Option<&HeaderValue>) -> Option<String> {
     let text = value?.to_str().ok()?;
     let essence = text.split(';').next()?.trim();
     Some(essence.to_ascii_lowercase())
+}
+
+/// A `401` or `403` with a `WWW-Authenticate` challenge, as rmcp's client reports it.
+fn authorization_error(response: &reqwest::Response) -> Option<HttpError> {
+    let challenge = response.headers().get(WWW_AUTHENTICATE)?.to_str().ok()?;
+    match response.status() {
+        StatusCode::UNAUTHORIZED => Some(StreamableHttpError::AuthRequired(
+            AuthRequiredError::new(challenge.to_owned()),
+        )),
+        StatusCode::FORBIDDEN => Some(StreamableHttpError::InsufficientScope(
+            InsufficientScopeError::new(challenge.to_owned(), None),
+        )),
+        _ => None,
+    }
 }
 
 fn status_error(response: &reqwest::Response) -> HttpError {

@@ -188,6 +188,8 @@ pub(crate) struct SessionSetup<'a> {
     pub(crate) servers: &'a [ServerBinding],
     pub(crate) env: &'a BTreeMap<String, String>,
     pub(crate) tools: Option<ToolSelection>,
+    /// Where OAuth tokens of HTTP servers are kept and who is shown an authorization URL.
+    pub(crate) oauth: m3_mcp::oauth::OAuthContext,
     pub(crate) input: InputPolicy,
     pub(crate) round_limit: u32,
     /// Bounds on each round a server sends (see [`m3_types::limits`]).
@@ -230,7 +232,8 @@ impl AgentSession {
                     .with_tool_selection(setup.tools.clone())
                     .with_round_limit(setup.round_limit.saturating_add(1))
                     .with_round_limits(setup.round_limits)
-                    .with_clock(Arc::clone(&setup.clock));
+                    .with_clock(Arc::clone(&setup.clock))
+                    .with_oauth(setup.oauth.clone());
                 let connection = McpConnection::connect_binding(binding, options).await?;
                 setup.log.add_secrets(connection.secret_values());
                 connections.insert(binding.name().to_owned(), Arc::new(connection));

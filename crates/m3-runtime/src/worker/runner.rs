@@ -37,6 +37,8 @@ pub struct Worker {
     on_round_pending: Option<RoundPendingHook>,
     /// Bounds on the rounds the servers of its executions send.
     round_limits: RoundLimits,
+    /// Where OAuth tokens of HTTP servers are kept and who is shown an authorization URL.
+    oauth: m3_mcp::oauth::OAuthContext,
     /// Renews the leases of every execution this worker (and its clones) runs, in batches.
     keeper: LeaseKeeper,
 }
@@ -128,6 +130,7 @@ impl Worker {
             env: Arc::new(env),
             on_round_pending: None,
             round_limits: RoundLimits::new(),
+            oauth: m3_mcp::oauth::OAuthContext::new(),
             keeper: LeaseKeeper::default(),
         }
     }
@@ -145,6 +148,15 @@ impl Worker {
     #[must_use]
     pub fn with_round_limits(mut self, limits: RoundLimits) -> Self {
         self.round_limits = limits;
+        self
+    }
+
+    /// This worker, keeping the OAuth tokens of its executions' HTTP servers and showing
+    /// authorization URLs as `oauth` says (default: tokens in memory, nobody to show a
+    /// URL to, so only the client credentials grant can succeed).
+    #[must_use]
+    pub fn with_oauth(mut self, oauth: m3_mcp::oauth::OAuthContext) -> Self {
+        self.oauth = oauth;
         self
     }
 
@@ -407,6 +419,7 @@ impl Worker {
             servers: &spec.servers,
             env: &self.env,
             tools: spec.tool_selection()?,
+            oauth: self.oauth.clone(),
             input,
             round_limit: spec.elicitation_round_limit,
             round_limits: self.round_limits,

@@ -340,6 +340,20 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// `storage_error` if it cannot be built.
     async fn worker_registry(&self) -> Result<Arc<dyn crate::workers::WorkerRegistry>>;
 
+    /// The rows of the store's sealed OAuth credentials (see [`crate::oauth`]; the
+    /// application seals them with its key through
+    /// [`SealedOAuthCredentials`](crate::oauth::SealedOAuthCredentials)). The default is
+    /// `unsupported`: such a store keeps OAuth tokens in the process only.
+    ///
+    /// # Errors
+    /// `unsupported` by default; `storage_error` if they cannot be reached.
+    async fn oauth_credential_rows(&self) -> Result<Arc<dyn crate::oauth::OAuthCredentialRows>> {
+        Err(m3_types::Error::from_code(
+            m3_types::ErrorCode::Unsupported,
+            "this store does not keep OAuth credentials",
+        ))
+    }
+
     /// The store's clock: every "now" of the store and of the runtime that
     /// drives it (deadlines, recovery) comes from it, so a test's
     /// [`ManualClock`](m3_types::ManualClock) drives both. Read it through

@@ -104,6 +104,8 @@ struct Inner {
     tokens: RowTokenStore<MemoryTokenRows>,
     /// The worker registry.
     workers: RowWorkerRegistry<MemoryWorkerRows>,
+    /// The sealed OAuth credentials.
+    oauth: super::oauth::MemoryOAuthRows,
 }
 
 impl Default for MemoryExecutionStore {
@@ -135,6 +137,7 @@ impl MemoryExecutionStore {
                 )),
                 tokens: RowTokenStore::new(MemoryTokenRows::new(Arc::clone(&clock))),
                 workers: RowWorkerRegistry::new(MemoryWorkerRows::new(Arc::clone(&clock))),
+                oauth: super::oauth::MemoryOAuthRows::default(),
                 clock,
                 executions: Mutex::new(BTreeMap::new()),
                 hub,
@@ -481,6 +484,10 @@ impl ExecutionStore for MemoryExecutionStore {
 
     async fn worker_registry(&self) -> Result<Arc<dyn crate::workers::WorkerRegistry>> {
         Ok(Arc::new(self.inner.workers.clone()))
+    }
+
+    async fn oauth_credential_rows(&self) -> Result<Arc<dyn crate::oauth::OAuthCredentialRows>> {
+        Ok(Arc::new(self.inner.oauth.clone()))
     }
 
     fn clock(&self) -> Arc<dyn Clock> {

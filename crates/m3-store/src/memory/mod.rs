@@ -10,6 +10,7 @@
 mod corrupt;
 mod executions;
 mod feed;
+mod oauth;
 mod rounds;
 mod subscriptions;
 mod tokens;

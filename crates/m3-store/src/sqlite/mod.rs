@@ -13,6 +13,7 @@ pub(crate) mod error;
 mod execution;
 mod feed;
 pub(crate) mod file;
+mod oauth;
 mod options;
 mod recognize;
 pub(crate) mod recovery;

@@ -385,6 +385,11 @@ impl ExecutionStore for SqliteExecutionStore {
         Ok(Arc::clone(store))
     }
 
+    async fn oauth_credential_rows(&self) -> Result<Arc<dyn crate::oauth::OAuthCredentialRows>> {
+        let rows = crate::sqlite::oauth::SqliteOAuthRows::open(self.inner().pool.clone()).await?;
+        Ok(Arc::new(rows))
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.inner.clock)
     }

@@ -1,0 +1,239 @@
+//! One HTTP binding's authorization: the rmcp [`AuthorizationManager`] its connections
+//! share, restored from the token store, and the grant run when the server challenges.
+
+use std::sync::Arc;
+
+use m3_types::{Error, HttpServer, OAuthGrant, OAuthSettings, Reason, Result};
+use rmcp::transport::auth::{
+    AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationRequest,
+    AuthorizationSession, ClientCredentialsConfig,
+};
+use tokio::sync::Mutex;
+
+use super::callback::CallbackListener;
+use super::context::{AuthorizationNotice, OAuthContext, OAuthKey};
+use super::credentials::KeyedCredentials;
+
+/// The client name sent with dynamic client registration.
+const CLIENT_NAME: &str = "m3";
+/// The detail carrying a `401`'s `WWW-Authenticate` challenge.
+pub(crate) const CHALLENGE_DETAIL: &str = "www_authenticate";
+
+/// The challenge of a connection error that is a server's `401` asking for OAuth.
+pub(crate) fn challenge_of(error: &Error) -> Option<String> {
+    let details = error.details();
+    let unauthorized = details.get("http_status").and_then(|s| s.as_u64()) == Some(401);
+    let challenge = details.get(CHALLENGE_DETAIL)?.as_str()?;
+    unauthorized.then(|| challenge.to_owned())
+}
+
+/// The authorization of one binding.
+pub(crate) struct Authorizer {
+    server: String,
+    url: String,
+    private_addresses: bool,
+    settings: OAuthSettings,
+    context: OAuthContext,
+    manager: Option<Arc<Mutex<AuthorizationManager>>>,
+}
+
+impl std::fmt::Debug for Authorizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // rmcp's manager has no `Debug`; say whether there is one.
+        f.debug_struct("Authorizer")
+            .field("server", &self.server)
+            .field("url", &self.url)
+            .field("settings", &self.settings)
+            .field("authorized", &self.manager.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Authorizer {
+    /// The authorization of `server` at `url`, with tokens in `context`'s store.
+    pub(crate) fn new(server: &HttpServer, url: &url::Url, context: OAuthContext) -> Self {
+        Self {
+            server: server.name.clone(),
+            url: url.to_string(),
+            private_addresses: server.trust == m3_types::ServerTrust::TrustedPrivate,
+            settings: server.oauth.clone().unwrap_or_default(),
+            context,
+            manager: None,
+        }
+    }
+
+    /// The manager requests are authorized with, once there is one.
+    pub(crate) fn manager(&self) -> Option<Arc<Mutex<AuthorizationManager>>> {
+        self.manager.clone()
+    }
+
+    fn key(&self) -> OAuthKey {
+        let client = self.settings.client_id.as_deref().unwrap_or("dynamic");
+        OAuthKey::new(self.url.clone(), client)
+    }
+
+    fn failed(&self, step: &str, error: &AuthError) -> Error {
+        Error::transport(format!(
+            "MCP server '{}': OAuth {step} failed: {error}",
+            self.server
+        ))
+        .with_detail("server", self.server.clone())
+        .with_detail("oauth_step", step.to_owned())
+        .with_reason(Reason::AuthorizationFailed)
+    }
+
+    async fn fresh_manager(&self) -> Result<AuthorizationManager> {
+        // rmcp's OAuth client is reqwest without a bundled crypto provider, like ours
+        // (`http::client`): rustls then uses the process default, which we make ring. A
+        // connection restoring stored tokens builds it before any other client.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let manager = if self.private_addresses {
+            AuthorizationManager::new_allowing_private_addresses(self.url.as_str()).await
+        } else {
+            AuthorizationManager::new(self.url.as_str()).await
+        };
+        let mut manager = manager.map_err(|error| self.failed("setup", &error))?;
+        manager.set_credential_store(KeyedCredentials {
+            store: Arc::clone(&self.context.store),
+            key: self.key(),
+        });
+        Ok(manager)
+    }
+
+    /// Use the stored credentials of this binding, if any (discovering the
+    /// authorization server again, so they can be refreshed).
+    ///
+    /// # Errors
+    /// `transport_error` (reason `authorization_failed`) when the store or discovery
+    /// fails.
+    pub(crate) async fn restore(&mut self) -> Result<()> {
+        if self.context.store.load(&self.key()).await?.is_none() {
+            return Ok(());
+        }
+        let mut manager = self.fresh_manager().await?;
+        let restored = manager
+            .initialize_from_store()
+            .await
+            .map_err(|error| self.failed("restore", &error))?;
+        if restored {
+            tracing::info!(server = %self.server, "OAuth credentials restored from the store");
+            self.manager = Some(Arc::new(Mutex::new(manager)));
+        }
+        Ok(())
+    }
+
+    /// Answer the server's `challenge`: discovery, registration and the binding's grant.
+    /// The tokens are saved in the store; the next connection uses them.
+    ///
+    /// # Errors
+    /// `transport_error` (reason `authorization_failed`) naming the failed step;
+    /// `timeout` when nobody completes the authorization in time.
+    pub(crate) async fn authorize(&mut self, challenge: &str) -> Result<()> {
+        tracing::info!(server = %self.server, grant = %self.settings.grant, "MCP server asks for OAuth authorization");
+        let mut manager = self.fresh_manager().await?;
+        let resolution = manager
+            .resolve_metadata_from_challenge(Some(challenge))
+            .await
+            .map_err(|error| self.failed("discovery", &error))?;
+        manager.set_metadata(resolution.metadata);
+        let secret = self
+            .settings
+            .client_secret(&self.server, &|name| std::env::var(name).ok())?;
+        let manager = match self.settings.grant {
+            OAuthGrant::ClientCredentials => self.client_credentials(manager, secret).await?,
+            OAuthGrant::AuthorizationCode => {
+                self.authorization_code(manager, challenge, secret).await?
+            }
+        };
+        self.manager = Some(Arc::new(Mutex::new(manager)));
+        Ok(())
+    }
+
+    async fn client_credentials(
+        &self,
+        mut manager: AuthorizationManager,
+        secret: Option<String>,
+    ) -> Result<AuthorizationManager> {
+        let (Some(client_id), Some(client_secret)) = (self.settings.client_id.clone(), secret)
+        else {
+            return Err(Error::model_validation(format!(
+                "MCP server '{}': client_credentials needs a client_id and a client secret",
+                self.server
+            ))
+            .with_reason(Reason::AuthorizationFailed));
+        };
+        let config = ClientCredentialsConfig::ClientSecret {
+            client_id,
+            client_secret,
+            scopes: self.settings.scopes.clone(),
+            resource: Some(self.url.clone()),
+        };
+        manager
+            .validate_client_credentials_metadata(&config)
+            .and_then(|()| manager.configure_client_credentials(&config))
+            .map_err(|error| self.failed("client credentials", &error))?;
+        manager
+            .exchange_client_credentials(&config)
+            .await
+            .map_err(|error| self.failed("client credentials", &error))?;
+        Ok(manager)
+    }
+
+    async fn authorization_code(
+        &self,
+        manager: AuthorizationManager,
+        challenge: &str,
+        secret: Option<String>,
+    ) -> Result<AuthorizationManager> {
+        let Some(prompt) = self.context.prompt.clone() else {
+            return Err(Error::transport(format!(
+                "MCP server '{}' needs OAuth authorization by a person, and nobody is there to open \
+                 the authorization URL; configure client credentials for a worker",
+                self.server
+            ))
+            .with_detail("server", self.server.clone())
+            .with_detail("http_status", 401)
+            .with_reason(Reason::AuthorizationFailed));
+        };
+        let port = self.settings.callback_port.unwrap_or(0);
+        let listener = CallbackListener::bind(&self.server, port).await?;
+        let mut request = AuthorizationRequest::new(listener.redirect_uri())
+            .with_client_name(CLIENT_NAME)
+            .with_challenge(challenge)
+            .with_initial_scope_selection();
+        if !self.settings.scopes.is_empty() {
+            request = request.with_scopes(self.settings.scopes.clone());
+        }
+        if let Some(url) = &self.settings.client_metadata_url {
+            request = request.with_client_metadata_url(url.clone());
+        }
+        if let Some(client_id) = &self.settings.client_id {
+            request = request.with_preregistered_client(client_id.clone());
+        }
+        if let Some(secret) = secret {
+            request = request.with_client_secret(secret);
+        }
+        let session = AuthorizationSession::new(manager, request)
+            .await
+            .map_err(|(_, error)| self.failed("registration", &error))?;
+        prompt.show(&AuthorizationNotice {
+            server: self.server.clone(),
+            server_url: self.url.clone(),
+            url: session.get_authorization_url().to_owned(),
+            redirect_uri: listener.redirect_uri().to_owned(),
+        });
+        let redirect = listener.wait(&self.server, self.context.wait).await?;
+        let callback = AuthorizationCallback::from_redirect_url(&redirect)
+            .map_err(|error| self.failed("authorization", &error))?;
+        session
+            .handle_callback_with_issuer(
+                &callback.code,
+                &callback.csrf_token,
+                callback.issuer.as_deref(),
+            )
+            .await
+            .map_err(|error| self.failed("token exchange", &error))?;
+        tracing::info!(server = %self.server, "OAuth authorization completed");
+        Ok(session.auth_manager)
+    }
+}
