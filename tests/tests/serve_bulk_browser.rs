@@ -162,6 +162,18 @@ async fn selected_rounds_are_declined_at_once(database: Option<&str>, pictures: 
         page.browser.screenshots_at_widths("bulk-summary").await;
     }
 
+    store_holds_the_declines(&page, &rounds, &gone).await;
+    page.shutdown.cancel();
+}
+
+/// The store: the declines from the page (as `token` via `page`, each under its own key),
+/// the round answered elsewhere kept its answer, the rounds not ticked are pending.
+async fn store_holds_the_declines(
+    page: &Page,
+    rounds: &[m3_types::PendingElicitationRound],
+    gone: &str,
+) {
+    let elsewhere = &rounds[2];
     // The store: three declines from the page, the round answered elsewhere kept its
     // answer, the rounds not ticked are pending.
     for (round_id, execution_id) in [
@@ -214,12 +226,11 @@ async fn selected_rounds_are_declined_at_once(database: Option<&str>, pictures: 
         .into_iter()
         .map(|r| r.round.round_id)
         .collect();
-    let mut expected = vec![rounds[3].round_id.clone(), gone.clone()];
+    let mut expected = vec![rounds[3].round_id.clone(), gone.to_owned()];
     expected.sort();
     let mut pending = pending;
     pending.sort();
     assert_eq!(pending, expected, "only the rounds not ticked are pending");
-    page.shutdown.cancel();
 }
 
 /// The round's own page shows its deadline's countdown too.
