@@ -4,7 +4,12 @@
 
 use m3_store::{LeaseRef, ResponseSubmission, RoundRef};
 use m3_types::form_input::fill_defaults;
-use m3_types::{Actor, Error, ManagedInputRecord, ResponseMap, Result, redact_responses};
+use std::collections::BTreeMap;
+
+use m3_types::{
+    Actor, ElicitationAction, ElicitationRequest, ElicitationResponse, Error, ManagedInputRecord,
+    ResponseMap, Result, redact_responses,
+};
 use serde_json::{Map, Value};
 
 use crate::handle::{RoundDetails, RoundDiagnostics, not_found};
@@ -41,6 +46,9 @@ pub struct RoundAnswer {
     /// Who answers (default: the kit's actor, see
     /// [`AsyncMcpTestKitBuilder::actor`](crate::AsyncMcpTestKitBuilder::actor)).
     pub actor: Option<Actor>,
+    /// One response for every request of the round, whatever their keys (see
+    /// [`to_every_request`](Self::to_every_request)); `responses` is then ignored.
+    pub every_request: Option<ElicitationResponse>,
 }
 
 impl RoundAnswer {
@@ -58,7 +66,33 @@ impl RoundAnswer {
             idempotency_key: idempotency_key.into(),
             accept_defaults: false,
             actor: None,
+            every_request: None,
         }
+    }
+
+    /// `response` to every request of round `round_id` (their keys read with the round),
+    /// under `idempotency_key`: the shape of answering many rounds at once ("decline all
+    /// selected"). A URL request is never accepted this way: consenting to open an address
+    /// takes that request's own answer, so an `accept` for a round with a URL request is
+    /// refused (`managed_input_invalid`, naming the request); decline and cancel apply to
+    /// every request.
+    ///
+    /// ```
+    /// use m3_kit::{ElicitationResponse, RoundAnswer};
+    ///
+    /// let answer =
+    ///     RoundAnswer::to_every_request("exec-1", "round-1", ElicitationResponse::decline(), "k-1");
+    /// assert!(answer.responses.is_empty());
+    /// ```
+    pub fn to_every_request(
+        execution_id: impl Into<String>,
+        round_id: impl Into<String>,
+        response: ElicitationResponse,
+        idempotency_key: impl Into<String>,
+    ) -> Self {
+        let mut answer = Self::new(execution_id, round_id, ResponseMap::new(), idempotency_key);
+        answer.every_request = Some(response);
+        answer
     }
 
     /// Whether the requested schema's defaults fill missing form fields first.
@@ -151,6 +185,7 @@ impl AsyncMcpTestKit {
             idempotency_key,
             accept_defaults,
             actor,
+            every_request,
         } = answer;
         if execution_id.is_empty() || round_id.is_empty() {
             return Err(
@@ -167,6 +202,9 @@ impl AsyncMcpTestKit {
         let current = store.get_round(&round).await?.ok_or_else(|| {
             not_found("managed-input round", &round_id).with_detail("round_id", round_id.clone())
         })?;
+        if let Some(response) = every_request {
+            responses = for_every_request(&current.pending.requests, &response)?;
+        }
         if accept_defaults {
             fill_defaults(&current.pending.requests, &mut responses);
         }
@@ -192,6 +230,27 @@ impl AsyncMcpTestKit {
             replayed,
         })
     }
+}
+
+/// `response` keyed by every request of a round; an accept is refused for a URL request.
+fn for_every_request(
+    requests: &BTreeMap<String, ElicitationRequest>,
+    response: &ElicitationResponse,
+) -> Result<ResponseMap> {
+    let mut responses = ResponseMap::new();
+    for (key, request) in requests {
+        if matches!(request, ElicitationRequest::Url(_))
+            && response.action == ElicitationAction::Accept
+        {
+            return Err(Error::managed_input_validation(format!(
+                "request '{key}' asks to open an address: accepting it takes its own answer, \
+                 not one given to many rounds at once"
+            ))
+            .with_detail("request_key", key.as_str()));
+        }
+        responses.insert(key.clone(), response.clone());
+    }
+    Ok(responses)
 }
 
 /// The redacted projection of `record`'s responses, by the store's rule.

@@ -57,6 +57,7 @@
 mod agent;
 mod answer;
 mod blocking;
+mod bulk;
 mod command_path;
 mod context;
 mod handle;
@@ -73,6 +74,7 @@ mod store_backends;
 pub use agent::AsyncAgent;
 pub use answer::RoundAnswer;
 pub use blocking::{Agent, Changes, ExecutionHandle, McpTestKit, McpTestKitBuilder};
+pub use bulk::{ANSWER_EACH_MAX, BulkOutcome, RoundOutcome, check_answer_count, each_round_key};
 pub use context::PendingRound;
 pub use handle::{AsyncExecutionHandle, RoundDetails, RoundDiagnostics};
 pub use history::{HISTORY_PAGE_MAX, HistoryEntry, HistoryPage, HistoryQuery, HistoryStatus};

@@ -17,6 +17,32 @@
     button.setAttribute("aria-pressed", shown ? "true" : "false");
     button.textContent = shown ? "Hide" : "Show";
   });
+  // Each deadline's countdown ("12 min left"), rendered by the server and kept current
+  // here (same wording as the server's); new lines the live inbox adds are found on the
+  // next tick.
+  function timeLeft(seconds) {
+    if (seconds <= 0) { return "deadline passed"; }
+    if (seconds < 60) { return seconds + " s left"; }
+    if (seconds < 3600) { return Math.floor(seconds / 60) + " min left"; }
+    if (seconds < 86400) {
+      return Math.floor(seconds / 3600) + " h " + Math.floor(seconds % 3600 / 60) + " min left";
+    }
+    return Math.floor(seconds / 86400) + " d " + Math.floor(seconds % 86400 / 3600) + " h left";
+  }
+  function tick() {
+    var all = document.querySelectorAll("[data-deadline]");
+    for (var i = 0; i < all.length; i++) {
+      var at = Date.parse(all[i].getAttribute("data-deadline"));
+      if (isNaN(at)) { continue; }
+      var seconds = Math.floor((at - Date.now()) / 1000);
+      var text = timeLeft(seconds);
+      if (all[i].textContent !== text) { all[i].textContent = text; }
+      all[i].setAttribute("data-passed", seconds <= 0 ? "true" : "false");
+    }
+  }
+  window.setInterval(tick, 1000);
+  tick();
+
   var base = body.getAttribute("data-base") || "";
   var inbox = document.getElementById("inbox");
 

@@ -9,7 +9,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json};
 use m3_kit::{
     HistoryQuery, HistoryStatus, ListExecutions, PENDING_PAGE_MAX, PendingQuery, PendingSort,
-    RoundAnswer, RoundDetails,
+    RoundAnswer, RoundDetails, RoundOutcome, check_answer_count,
 };
 use m3_types::{ActorSurface, Cursor, ElicitationResponse, ExecutionStatus, ResponseMap};
 use serde::Deserialize;
@@ -37,6 +37,7 @@ pub(crate) fn routes(state: Shared) -> Router {
         )
         .route("/api/v1/executions/{execution_id}/cancel", post(cancel))
         .route("/api/v1/rounds", get(inbox))
+        .route("/api/v1/rounds/responses", post(respond_each))
         .route("/api/v1/events", get(crate::events::stream))
         .with_state(state)
 }
@@ -302,6 +303,121 @@ async fn respond(
         map.insert("replayed".to_owned(), Value::Bool(details.replayed));
     }
     Ok(Json(body))
+}
+
+/// `{"answers": [{"execution_id", "round_id", "responses", "idempotency_key",
+/// "accept_defaults"}]}`: the single round's body per item, plus the round's ids.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BulkSubmission {
+    answers: Vec<BulkItem>,
+}
+
+/// One round of a bulk answer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BulkItem {
+    execution_id: String,
+    round_id: String,
+    responses: Map<String, Value>,
+    idempotency_key: String,
+    #[serde(default)]
+    accept_defaults: bool,
+}
+
+/// Answers each listed round on its own (one refused answer does not stop the others):
+/// 200 with one result per item, in order, and the counts; 422 `invalid_argument` for a
+/// list over [`ANSWER_EACH_MAX`] (nothing answered).
+async fn respond_each(
+    State(state): State<Shared>,
+    Extension(principal): Extension<Principal>,
+    ApiJson(bulk): ApiJson<BulkSubmission>,
+) -> ApiResult<Json<Value>> {
+    check_answer_count(bulk.answers.len())?;
+    let actor = principal.actor(ActorSurface::Api);
+    // An item whose responses do not read is its own failure; the others are answered.
+    let mut results: Vec<Option<Value>> = Vec::with_capacity(bulk.answers.len());
+    let mut answers = Vec::new();
+    for item in bulk.answers {
+        let (execution_id, round_id) = (item.execution_id, item.round_id);
+        let accept_defaults = item.accept_defaults;
+        let key = item.idempotency_key.clone();
+        let submission = Submission {
+            responses: item.responses,
+            idempotency_key: item.idempotency_key,
+            accept_defaults,
+        };
+        match submission.responses() {
+            Ok((responses, key)) => {
+                answers.push(
+                    RoundAnswer::new(execution_id, round_id, responses, key)
+                        .accept_defaults(accept_defaults)
+                        .actor(actor.clone()),
+                );
+                results.push(None);
+            }
+            Err(error) => {
+                results.push(Some(failed_item(&execution_id, &round_id, &key, error)));
+            }
+        }
+    }
+    let outcome = state.kit.answer_each(answers).await?;
+    let (answered, replayed) = (outcome.answered(), outcome.replayed());
+    let mut committed = outcome.rounds.into_iter();
+    let mut rounds = Vec::with_capacity(results.len());
+    for result in results {
+        let item = match (result, committed.next()) {
+            (Some(failed), _) => failed,
+            (None, Some(outcome)) => item_json(outcome)?,
+            (None, None) => {
+                return Err(ApiError::from(m3_types::Error::protocol(
+                    "the bulk answer returned fewer outcomes than answers",
+                )));
+            }
+        };
+        rounds.push(item);
+    }
+    let failed = rounds.len() - answered;
+    Ok(Json(json!({
+        "rounds": rounds,
+        "answered": answered,
+        "replayed": replayed,
+        "failed": failed,
+    })))
+}
+
+/// One round's result: `outcome` `committed` or `replayed` with the round as the single
+/// endpoint answers it, or `failed` with the error object; `status` is the HTTP status
+/// the single endpoint would have answered.
+fn item_json(outcome: RoundOutcome) -> ApiResult<Value> {
+    let replayed = outcome.is_replayed();
+    match outcome.result {
+        Ok(details) => Ok(json!({
+            "execution_id": outcome.execution_id,
+            "round_id": outcome.round_id,
+            "idempotency_key": outcome.idempotency_key,
+            "outcome": if replayed { "replayed" } else { "committed" },
+            "status": 200,
+            "round": round_json(&details)?,
+        })),
+        Err(error) => Ok(failed_item(
+            &outcome.execution_id,
+            &outcome.round_id,
+            &outcome.idempotency_key,
+            ApiError::from(error),
+        )),
+    }
+}
+
+fn failed_item(execution_id: &str, round_id: &str, key: &str, error: ApiError) -> Value {
+    json!({
+        "execution_id": execution_id,
+        "round_id": round_id,
+        "idempotency_key": key,
+        "outcome": "failed",
+        "status": error.status.as_u16(),
+        "error": {"code": error.code, "message": error.message, "details": error.details},
+    })
 }
 
 async fn cancel(

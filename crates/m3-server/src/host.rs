@@ -107,7 +107,8 @@ impl HostPolicy {
 
     /// True when a state-changing request may proceed: no `Origin` (a
     /// program, not a page), or one equal to this server's own origin, scheme
-    /// included; `Sec-Fetch-Site: cross-site` / `same-site` are refused.
+    /// included, or `Origin: null` with `Sec-Fetch-Site: same-origin` (a plain form post
+    /// of the page itself); `Sec-Fetch-Site: cross-site` / `same-site` are refused.
     pub(crate) fn same_origin(&self, uri: &Uri, headers: &HeaderMap) -> bool {
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         if text("sec-fetch-site").is_some_and(|site| site == "cross-site" || site == "same-site") {
@@ -119,6 +120,15 @@ impl HostPolicy {
         let Ok(origin) = origin.to_str() else {
             return false;
         };
+        if origin == "null" {
+            // The page is served with `Referrer-Policy: no-referrer`, so a browser sends
+            // `Origin: null` with a plain form post (no script) even to the page's own
+            // server (Fetch standard, "append a request `Origin` header"); its own
+            // `Sec-Fetch-Site`, which no page can set, then says whether the post came
+            // from this server's page. Any other `null` (a sandboxed frame, a file) stays
+            // refused.
+            return text("sec-fetch-site") == Some("same-origin");
+        }
         let host = uri
             .authority()
             .map(Authority::as_str)
@@ -214,6 +224,16 @@ mod tests {
                 "{bad}"
             );
         }
+        // A plain form post of the page itself: `Origin: null` (no-referrer policy), but
+        // the browser says it is same-origin; without that word `null` is refused.
+        assert!(policy.same_origin(
+            &path,
+            &with(&[host, ("origin", "null"), ("sec-fetch-site", "same-origin")])
+        ));
+        assert!(!policy.same_origin(
+            &path,
+            &with(&[host, ("origin", "null"), ("sec-fetch-site", "none")])
+        ));
         let proxied = HostPolicy {
             scheme: Scheme::HTTPS,
             ..policy

@@ -1,10 +1,13 @@
 //! `m3 respond --all`: the same responses to every pending round the filters select, each
-//! round answered on its own under its own idempotency key (`PREFIX-ROUND`), so one
-//! failing round does not stop the others and running the command again replays.
+//! round answered on its own under its own idempotency key (`PREFIX-ROUND`) by the kit's
+//! bulk answer ([`AsyncMcpTestKit::answer_each`]), so one failing round does not stop the
+//! others and running the command again replays.
 
 use std::path::Path;
 
-use m3_kit::{AsyncMcpTestKit, RoundAnswer, RoundDiagnostics};
+use m3_kit::{
+    ANSWER_EACH_MAX, AsyncMcpTestKit, RoundAnswer, RoundDiagnostics, RoundOutcome, each_round_key,
+};
 use m3_types::{Actor, Error, HumanInput, ManagedInputStatus, ResponseMap};
 use serde_json::{Value, json};
 
@@ -22,6 +25,18 @@ struct Answered {
     outcome: Result<bool, Failure>,
 }
 
+impl From<RoundOutcome> for Answered {
+    fn from(outcome: RoundOutcome) -> Self {
+        let replayed = outcome.is_replayed();
+        Self {
+            outcome: outcome.result.map(|_| replayed).map_err(Failure::from),
+            execution_id: outcome.execution_id,
+            round_id: outcome.round_id,
+            idempotency_key: outcome.idempotency_key,
+        }
+    }
+}
+
 pub(crate) async fn run(
     out: Output,
     db: &Path,
@@ -35,7 +50,8 @@ pub(crate) async fn run(
     report(out, &answered?)
 }
 
-/// Selects the rounds, then answers each (oldest first).
+/// Selects the rounds, then answers each (oldest first) through the kit's bulk answer,
+/// [`ANSWER_EACH_MAX`] at a time.
 async fn answer_all(
     kit: &AsyncMcpTestKit,
     args: &RespondArgs,
@@ -48,30 +64,21 @@ async fn answer_all(
             "no pending round matches --all and its filters",
         )));
     }
-    let mut answered = Vec::new();
-    for (execution_id, round) in selected {
-        let key = round_key(&args.idempotency_key, &round.round_id);
-        let answer = RoundAnswer::new(&execution_id, &round.round_id, responses.clone(), &key)
-            .accept_defaults(args.accept_defaults)
-            .actor(actor.clone());
-        let outcome = kit
-            .answer(answer)
-            .await
-            .map(|details| details.replayed)
-            .map_err(Failure::from);
-        answered.push(Answered {
-            execution_id,
-            round_id: round.round_id,
-            idempotency_key: key,
-            outcome,
-        });
+    let mut answered = Vec::with_capacity(selected.len());
+    for chunk in selected.chunks(ANSWER_EACH_MAX) {
+        let answers = chunk
+            .iter()
+            .map(|(execution_id, round)| {
+                let key = each_round_key(&args.idempotency_key, &round.round_id);
+                RoundAnswer::new(execution_id, &round.round_id, responses.clone(), key)
+                    .accept_defaults(args.accept_defaults)
+                    .actor(actor.clone())
+            })
+            .collect();
+        let outcome = kit.answer_each(answers).await?;
+        answered.extend(outcome.rounds.into_iter().map(Answered::from));
     }
     Ok(answered)
-}
-
-/// `PREFIX-ROUND`: each round's own idempotency key.
-fn round_key(prefix: &str, round_id: &str) -> String {
-    format!("{prefix}-{round_id}")
 }
 
 /// The managed rounds the filters select: every pending one, and every one already
@@ -95,7 +102,7 @@ async fn select(
         let handle = kit.attach(&execution_id).await?;
         for round in handle.rounds().await? {
             let ours = round.response_idempotency_key.as_deref()
-                == Some(round_key(&args.idempotency_key, &round.round_id).as_str());
+                == Some(each_round_key(&args.idempotency_key, &round.round_id).as_str());
             let matches = args.server.as_ref().is_none_or(|s| *s == round.server)
                 && args
                     .operation

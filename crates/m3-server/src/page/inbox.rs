@@ -3,12 +3,14 @@
 //! a search (`q`), a sort (`sort`) and pages (`page`), all query parameters, so every view
 //! is a link that works without the script. Only one page of rounds is read from the
 //! store; selecting a round opens its form (the script expands it in place, else its page).
+//! Each line has a checkbox of the form that answers the selected rounds at once
+//! ([`super::bulk`]).
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use m3_kit::{InboxPage, PendingQuery, PendingSort};
-use m3_types::{PendingElicitationRound, timestamp};
+use m3_types::PendingElicitationRound;
 use maud::{Markup, html};
 use serde::Deserialize;
 use time::OffsetDateTime;
@@ -134,6 +136,7 @@ pub(super) async fn page(
             @for round in &listed.rounds { (item(base, round)) }
         }
         (pager(base, &filters, listed.total))
+        (super::bulk::form(base))
     };
     html_response(
         StatusCode::OK,
@@ -204,14 +207,15 @@ pub(super) fn item(base: &str, round: &PendingElicitationRound) -> Markup {
         li class="inbox-item" data-inbox-round=(round.round_id) data-execution-id=(round.execution_id)
             data-server=(round.server) data-operation=(round.operation_name) {
             div class="line" {
+                input type="checkbox" class="select" form=(super::bulk::FORM_ID) name="round"
+                    value=(super::bulk::selection_value(&round.execution_id, &round.round_id))
+                    aria-label=(format!("Select {} {} ({})", round.operation_kind.as_str(), round.operation_name, round.round_id));
                 a class="open" href=(href) aria-expanded="false" {
                     (round.operation_kind.as_str()) " " (round.operation_name)
                 }
                 span class="server" { " · " (round.server) }
                 span class="age" { " · asked " (age(round.created_at)) }
-                @if let Some(deadline) = round.deadline {
-                    span class="deadline" { " · deadline " time datetime=(timestamp::format(deadline)) { (timestamp::format(deadline)) } }
-                }
+                @if let Some(deadline) = round.deadline { (render::deadline_note(deadline)) }
             }
             p class="question" { (question) @if more > 0 { " (+" (more) " more)" } }
         }

@@ -1,8 +1,10 @@
-//! The answer page: the inbox (`/`, a summary list), the executions (`/executions`), one round (`/executions/{e}/rounds/{r}`,
+//! The answer page: the inbox (`/`, a summary list; `POST /inbox/answer` answers the rounds
+//! selected on it), the executions (`/executions`), one round (`/executions/{e}/rounds/{r}`,
 //! also the target of its form's plain post), the execution page, and the
 //! assets. A request with `X-M3-Fragment: 1` gets only the round's element
 //! (the script's live inbox and in-place submit use it).
 
+mod bulk;
 mod coerce;
 mod context;
 mod execution;
@@ -45,6 +47,7 @@ pub(crate) fn routes(state: Shared) -> Router {
             "/executions/{execution_id}/rounds/{round_id}",
             get(round_page).post(answer),
         )
+        .route("/inbox/answer", axum::routing::post(bulk::answer))
         .route("/answer/{token}", get(link::page).post(link::answer))
         .route(
             "/assets/app.css",

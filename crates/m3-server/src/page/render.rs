@@ -100,7 +100,7 @@ pub(super) fn round_form(
                 "server " strong { (round.server) }
                 " · execution " a href={(base) "/executions/" (encode(&round.execution_id))} { code { (round.execution_id) } }
                 " · asked " (age(round.created_at))
-                @if let Some(deadline) = round.deadline { " · deadline " time datetime=(timestamp::format(deadline)) { (timestamp::format(deadline)) } }
+                @if let Some(deadline) = round.deadline { (deadline_note(deadline)) }
             }
             @if let Some(message) = view.errors.and_then(|e| e.round.as_deref()) {
                 p class="alert" role="alert" { (message) }
@@ -231,6 +231,32 @@ pub(super) fn age(at: OffsetDateTime) -> Markup {
     html! { time datetime=(timestamp::format(at)) title=(timestamp::format(at)) { (text) } }
 }
 
+/// " · deadline <time>…</time> · 12 min left": the deadline and the time left until it
+/// (as text rendered now, kept current by the script's countdown), or that it has passed.
+pub(super) fn deadline_note(deadline: OffsetDateTime) -> Markup {
+    let at = timestamp::format(deadline);
+    let left = deadline - OffsetDateTime::now_utc();
+    html! {
+        span class="deadline" {
+            " · deadline " time datetime=(at) title=(at) { (at) }
+            " · " span class="countdown" data-deadline=(at) data-passed=(left.is_negative() || left.is_zero()) { (time_left(left)) }
+        }
+    }
+}
+
+/// The countdown's text: "45 s left", "12 min left", "3 h 5 min left", "2 d 4 h left", or
+/// "deadline passed" (the same wording as the script's countdown in `app.js`).
+pub(super) fn time_left(left: time::Duration) -> String {
+    let seconds = left.whole_seconds();
+    match seconds {
+        ..=0 => "deadline passed".to_owned(),
+        1..60 => format!("{seconds} s left"),
+        60..3600 => format!("{} min left", seconds / 60),
+        3600..86400 => format!("{} h {} min left", seconds / 3600, seconds % 3600 / 60),
+        _ => format!("{} d {} h left", seconds / 86400, seconds % 86400 / 3600),
+    }
+}
+
 /// Percent-encodes one path segment.
 pub(super) fn encode(segment: &str) -> String {
     form_urlencoded::byte_serialize(segment.as_bytes())
@@ -266,4 +292,28 @@ pub(super) fn error_page(base: &str, error: &ApiError) -> Response {
 /// live inbox and in-place submit).
 pub(super) fn wants_fragment(headers: &HeaderMap) -> bool {
     headers.get("x-m3-fragment").is_some_and(|v| v == "1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_left_reads_as_text() {
+        let cases = [
+            (-5, "deadline passed"),
+            (0, "deadline passed"),
+            (45, "45 s left"),
+            (12 * 60 + 30, "12 min left"),
+            (3 * 3600 + 5 * 60, "3 h 5 min left"),
+            (2 * 86400 + 4 * 3600 + 59, "2 d 4 h left"),
+        ];
+        for (seconds, text) in cases {
+            assert_eq!(
+                time_left(time::Duration::seconds(seconds)),
+                text,
+                "{seconds}"
+            );
+        }
+    }
 }
