@@ -48,6 +48,7 @@ mod feed;
 mod held_connections;
 mod known_round;
 mod opener;
+mod policies;
 mod renew;
 #[cfg(feature = "conformance")]
 mod round_corrupt;

@@ -81,6 +81,7 @@ mod combined;
 pub mod managed_input;
 pub mod memory;
 pub mod open;
+pub mod policies;
 pub mod round_cache;
 pub mod signal;
 #[cfg(feature = "sqlite")]

@@ -144,6 +144,10 @@ reasons! {
     InvalidToken => "invalid_token",
     /// Another API token has the name.
     TokenNameTaken => "token_name_taken",
+    /// A policy's name, matcher, delay or answer is not valid.
+    InvalidPolicy => "invalid_policy",
+    /// Another policy has the name.
+    PolicyNameTaken => "policy_name_taken",
     // ---- storage
     /// The database connection was lost or refused (a server restart or shutdown, a
     /// network reset, no connection free in time): nothing was decided, and the same call

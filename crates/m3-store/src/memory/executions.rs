@@ -15,6 +15,7 @@ use time::OffsetDateTime;
 
 use super::MemoryManagedInputStore;
 use super::feed::MemoryFeed;
+use super::policies::MemoryPolicyRows;
 use super::subscriptions::MemoryRows;
 use super::tokens::MemoryTokenRows;
 use crate::changes::rules::execution_changes;
@@ -27,6 +28,7 @@ use crate::execution::rules::{
     to_canonical,
 };
 use crate::managed_input::rules::Decision;
+use crate::policies::RowPolicyStore;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
 use crate::subscriptions::{RowSubscriptionStore, SubscriptionStore};
 use crate::tokens::RowTokenStore;
@@ -100,6 +102,8 @@ struct Inner {
     subscriptions: RowSubscriptionStore<MemoryRows>,
     /// The API tokens.
     tokens: RowTokenStore<MemoryTokenRows>,
+    /// The policies.
+    policies: RowPolicyStore<MemoryPolicyRows>,
 }
 
 impl Default for MemoryExecutionStore {
@@ -130,6 +134,7 @@ impl MemoryExecutionStore {
                     feed.clone(),
                 )),
                 tokens: RowTokenStore::new(MemoryTokenRows::new(Arc::clone(&clock))),
+                policies: RowPolicyStore::new(MemoryPolicyRows::new(Arc::clone(&clock))),
                 clock,
                 executions: Mutex::new(BTreeMap::new()),
                 hub,
@@ -472,6 +477,23 @@ impl ExecutionStore for MemoryExecutionStore {
 
     async fn token_store(&self) -> Result<Arc<dyn crate::tokens::TokenStore>> {
         Ok(Arc::new(self.inner.tokens.clone()))
+    }
+
+    async fn policy_store(&self) -> Result<Arc<dyn crate::policies::PolicyStore>> {
+        Ok(Arc::new(self.inner.policies.clone()))
+    }
+
+    async fn remind_deadline(
+        &self,
+        execution_id: &str,
+        round_id: &str,
+        reminder: m3_types::DeadlineReminder,
+    ) -> Result<bool> {
+        let appended = self.inner.rounds.remind(execution_id, round_id, reminder);
+        if appended {
+            self.inner.rounds.announce_round(execution_id);
+        }
+        Ok(appended)
     }
 
     fn clock(&self) -> Arc<dyn Clock> {

@@ -10,6 +10,7 @@
 mod corrupt;
 mod executions;
 mod feed;
+mod policies;
 mod rounds;
 mod subscriptions;
 mod tokens;

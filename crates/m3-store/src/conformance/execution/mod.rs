@@ -30,6 +30,7 @@ pub mod feed;
 mod harness;
 pub mod leases;
 pub mod lifecycle;
+pub mod policies;
 pub mod queue;
 pub mod recovery;
 pub mod signals;
@@ -104,6 +105,8 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     answers::an_answer_without_an_actor_records_none,
     tokens::a_token_authenticates_until_it_is_revoked,
     tokens::names_are_unique_and_tokens_expire,
+    policies::policies_are_shared_unique_and_removed,
+    policies::deadline_reminders_are_appended_once_per_fraction,
     subscriptions::a_subscription_is_added_listed_and_removed_without_its_secret,
     subscriptions::bad_subscriptions_are_refused_and_add_nothing,
     subscriptions::one_notifier_holds_a_subscription_until_its_lease_expires,
