@@ -67,6 +67,7 @@ pub mod metrics;
 pub mod notify;
 mod options;
 mod plan_export;
+mod policy_admin;
 mod shared;
 mod store_backends;
 
@@ -83,6 +84,7 @@ pub use m3_runtime::{
     DrainReport, ElicitationPlan, ExecutionTrace, PermissionPolicy, PoolEvent, PoolOptions,
     RecoveryReport, Script, ScriptStep, SweepOptions, WorkerPool,
 };
+pub use m3_store::policies;
 pub use m3_store::signal::{
     Change, ChangeKind, ChangeSubscription, SIGNAL_ENV, Topic, Wake, signal_enabled_by_env,
 };

@@ -56,7 +56,9 @@ mod telemetry;
 mod trace;
 mod worker;
 
-pub use coordinator::{DEFAULT_REMIND_AT, RECOVERY_UNAVAILABLE, ResponseNotifier, RoundPendingHook};
+pub use coordinator::{
+    DEFAULT_REMIND_AT, RECOVERY_UNAVAILABLE, ResponseNotifier, RoundPendingHook,
+};
 pub use recovery::{RecoveredExecution, RecoveryReport, recover};
 pub use selection::{
     AgentSelection, CodexMcpProtocol, CodexProvider, CodexSelection, Script, ScriptStep,

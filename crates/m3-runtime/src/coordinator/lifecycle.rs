@@ -213,7 +213,14 @@ impl Coordinator {
         let mut unattended =
             Unattended::load(&self.executions, unattended, &self.settings.remind_at).await;
         let record = self
-            .await_response(&round, &lease, deadline, waiters, &recovery, &mut unattended)
+            .await_response(
+                &round,
+                &lease,
+                deadline,
+                waiters,
+                &recovery,
+                &mut unattended,
+            )
             .await?;
         self.hand_over(&round, &lease, &record, deadline).await
     }

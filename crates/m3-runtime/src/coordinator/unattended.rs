@@ -16,8 +16,8 @@ use std::sync::Arc;
 use m3_store::policies::{Policy, rules};
 use m3_store::{ExecutionStore, LeaseRef, ManagedInputStore, ResponseSubmission, RoundRef};
 use m3_types::{
-    Actor, ActorSurface, DeadlineReminder, ErrorCode, ManagedInputRecord,
-    PendingElicitationRound, Result,
+    Actor, ActorSurface, DeadlineReminder, ErrorCode, ManagedInputRecord, PendingElicitationRound,
+    Result,
 };
 use time::OffsetDateTime;
 
@@ -81,8 +81,8 @@ impl Unattended {
     /// When something is next due: a reminder or a policy (`None`: nothing).
     pub(super) fn next_due(&self) -> Option<OffsetDateTime> {
         let reminder = self.reminders.first().map(|(due, _)| *due);
-        let policy = rules::first_to_fire(&self.policies, &self.round, &self.excluded)
-            .map(|(_, at)| at);
+        let policy =
+            rules::first_to_fire(&self.policies, &self.round, &self.excluded).map(|(_, at)| at);
         reminder.into_iter().chain(policy).min()
     }
 
