@@ -145,6 +145,11 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: LinksCommand,
     },
+    /// Manage the store's policies: answer a round nobody answered in time.
+    Policies {
+        #[command(subcommand)]
+        command: crate::commands::policies::PoliciesCommand,
+    },
     /// Manage API tokens: the principals `m3 serve` authenticates, with their scopes.
     Tokens {
         #[command(subcommand)]

@@ -195,6 +195,7 @@ async fn run_store_command(out: Output, db: &Path, command: Command) -> Result<(
         Command::Notify(args) => commands::webhooks::notify(out, db, args).await,
         Command::Links { command } => commands::webhooks::links(out, db, command).await,
         Command::Tokens { command } => commands::tokens::run(out, db, command).await,
+        Command::Policies { command } => commands::policies::run(out, db, command).await,
         Command::Serve(args) => commands::serve::run(out, db, args).await,
         Command::Doctor { announce_change } => match announce_change {
             Some(probe) => commands::doctor::announce_change(db, &probe).await,
