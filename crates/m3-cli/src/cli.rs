@@ -459,6 +459,8 @@ pub(crate) struct RunArgs {
     pub(crate) interactive: bool,
     #[command(flatten)]
     pub(crate) round_limits: RoundLimitArgs,
+    #[command(flatten)]
+    pub(crate) deadline: crate::deadline_args::DeadlineArgs,
 }
 
 /// `m3 serve`'s flags.

@@ -24,6 +24,7 @@
 mod agent;
 mod cli;
 mod commands;
+mod deadline_args;
 mod edit_answer;
 mod failure;
 mod form;

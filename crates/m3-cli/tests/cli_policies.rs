@@ -176,3 +176,32 @@ fn policies_are_added_listed_and_removed_and_invalid_ones_refused() {
 fn policies_are_added_listed_and_removed_and_invalid_ones_refused_on_postgres() {
     policies_on(&Store::postgres());
 }
+
+/// `m3 submit --input-deadline D --remind-at F,...`: the fractions are checked at submission
+/// (above 0, below 1) and need a deadline.
+#[test]
+fn remind_at_is_checked_when_an_execution_is_submitted() {
+    let store = Store::new();
+    store.m3(&["demo"]).expect_code(0);
+    let server = common::shipping_server("");
+    let submit = |extra: &[&str]| {
+        let mut args = vec![
+            "--json",
+            "submit",
+            "--server",
+            &server,
+            "--call",
+            "shipping:book_shipment",
+            "--arguments",
+            r#"{"weight_kg": 2}"#,
+            "--human-input",
+            "managed",
+        ];
+        args.extend_from_slice(extra);
+        store.m3(&args)
+    };
+    submit(&["--input-deadline", "1h", "--remind-at", "0.25,0.75"]).expect_code(0);
+    let refused = submit(&["--input-deadline", "1h", "--remind-at", "0.5,1.5"]).expect_code(3);
+    assert_eq!(refused.error_code(), "invalid_argument");
+    submit(&["--remind-at", "0.5"]).expect_code(2);
+}

@@ -100,8 +100,8 @@ pub use m3_store::{
 pub use m3_types::{
     Actor, ActorSurface, ChangeRecord, ChangeRecordKind, Cursor, ElicitationAction,
     ElicitationRequest, ElicitationResponse, Error, ExecutionOutcome, ExecutionResult,
-    ExecutionState, ExecutionStatus, HumanInput, OperationKind, PendingElicitationRound, ResponseMap,
-    Result, RoundContext, StdioServer,
+    ExecutionState, ExecutionStatus, HumanInput, OperationKind, PendingElicitationRound,
+    ResponseMap, Result, RoundContext, StdioServer,
 };
 pub use options::{HumanInputValue, SubmitOptions};
 pub use store_backends::{open_store, register_store_backends};
