@@ -147,6 +147,11 @@ pub(crate) enum Command {
     },
     /// List the workers registered on the store: host, process, state, last heartbeat.
     Workers,
+    /// Manage the store's policies: answer a round nobody answered in time.
+    Policies {
+        #[command(subcommand)]
+        command: crate::commands::policies::PoliciesCommand,
+    },
     /// Manage API tokens: the principals `m3 serve` authenticates, with their scopes.
     Tokens {
         #[command(subcommand)]
@@ -464,6 +469,8 @@ pub(crate) struct RunArgs {
     pub(crate) interactive: bool,
     #[command(flatten)]
     pub(crate) round_limits: RoundLimitArgs,
+    #[command(flatten)]
+    pub(crate) deadline: crate::deadline_args::DeadlineArgs,
 }
 
 /// `m3 serve`'s flags.

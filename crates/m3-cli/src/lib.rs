@@ -24,6 +24,7 @@
 mod agent;
 mod cli;
 mod commands;
+mod deadline_args;
 mod edit_answer;
 mod failure;
 mod form;
@@ -198,6 +199,7 @@ async fn run_store_command(out: Output, db: &Path, command: Command) -> Result<(
         Command::Links { command } => commands::webhooks::links(out, db, command).await,
         Command::Tokens { command } => commands::tokens::run(out, db, command).await,
         Command::Workers => commands::workers::run(out, db).await,
+        Command::Policies { command } => commands::policies::run(out, db, command).await,
         Command::Serve(args) => commands::serve::run(out, db, args).await,
         Command::Doctor { announce_change } => match announce_change {
             Some(probe) => commands::doctor::announce_change(db, &probe).await,

@@ -63,6 +63,7 @@ impl AsyncAgent {
             .with_timeout(options.timeout)
             .with_lease(options.lease, options.renew_every)
             .with_input_deadline(options.input_deadline)
+            .with_remind_at(options.remind_at)
             .with_permission_policy(options.permission_policy);
         spec.validate()?;
         let json = serde_json::to_value(&spec).map_err(|e| {

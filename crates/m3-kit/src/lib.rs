@@ -68,6 +68,7 @@ pub mod metrics;
 pub mod notify;
 mod options;
 mod plan_export;
+mod policy_admin;
 mod shared;
 mod store_backends;
 
@@ -88,6 +89,7 @@ pub use m3_runtime::{
     PoolEvent, PoolOptions, RecoveryReport, Script, ScriptStep, SweepOptions, WorkerPool,
 };
 pub use m3_store::oauth::CredentialKey;
+pub use m3_store::policies;
 pub use m3_store::signal::{
     Change, ChangeKind, ChangeSubscription, SIGNAL_ENV, Topic, Wake, signal_enabled_by_env,
 };
@@ -105,7 +107,7 @@ pub use m3_types::{
     Actor, ActorSurface, ChangeRecord, ChangeRecordKind, Cursor, ElicitationAction,
     ElicitationRequest, ElicitationResponse, Error, ExecutionOutcome, ExecutionResult,
     ExecutionState, ExecutionStatus, HttpServer, HumanInput, OAuthGrant, OAuthSettings,
-    PendingElicitationRound, ResponseMap, Result, RoundContext, StdioServer,
+    OperationKind, PendingElicitationRound, ResponseMap, Result, RoundContext, StdioServer,
 };
 pub use options::{HumanInputValue, SubmitOptions};
 pub use store_backends::{open_store, register_store_backends};
@@ -147,6 +149,8 @@ mod documentation {
     struct Plans;
     #[doc = include_str!("../../../docs/oauth.md")]
     struct OAuth;
+    #[doc = include_str!("../../../docs/policies.md")]
+    struct Policies;
 }
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

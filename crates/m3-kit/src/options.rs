@@ -63,6 +63,7 @@ pub struct SubmitOptions {
     pub(crate) lease: Duration,
     pub(crate) renew_every: Duration,
     pub(crate) input_deadline: Option<Duration>,
+    pub(crate) remind_at: Option<Vec<f64>>,
     pub(crate) permission_policy: PermissionPolicy,
 }
 
@@ -86,6 +87,7 @@ impl SubmitOptions {
             lease: DEFAULT_LEASE,
             renew_every: DEFAULT_RENEW_EVERY,
             input_deadline: None,
+            remind_at: None,
             permission_policy: PermissionPolicy::Deny,
         }
     }
@@ -168,6 +170,14 @@ impl SubmitOptions {
     /// (default: none). Expiry fails the round (`timeout`) and the execution.
     pub fn input_deadline(mut self, deadline: Duration) -> Self {
         self.input_deadline = Some(deadline);
+        self
+    }
+
+    /// Appends a `round.deadline_approaching` reminder at each of these fractions of a
+    /// round's deadline window (default 0.5 and 0.9; empty: none). Each is above 0 and
+    /// below 1 (checked at submission).
+    pub fn remind_at(mut self, fractions: impl IntoIterator<Item = f64>) -> Self {
+        self.remind_at = Some(fractions.into_iter().collect());
         self
     }
 }

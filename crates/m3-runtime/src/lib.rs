@@ -57,7 +57,9 @@ mod telemetry;
 mod trace;
 mod worker;
 
-pub use coordinator::{RECOVERY_UNAVAILABLE, ResponseNotifier, RoundPendingHook};
+pub use coordinator::{
+    DEFAULT_REMIND_AT, RECOVERY_UNAVAILABLE, ResponseNotifier, RoundPendingHook,
+};
 /// OAuth for HTTP servers: the token store and authorization prompt a worker is given
 /// ([`Worker::with_oauth`]).
 pub use m3_mcp::oauth;

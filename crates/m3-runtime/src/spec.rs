@@ -75,6 +75,11 @@ pub struct ExecutionSpec {
     pub renew_every_ms: u64,
     /// When set, every managed round gets `deadline = created_at + input_deadline_ms`.
     pub input_deadline_ms: Option<u64>,
+    /// The fractions of a round's deadline window at which a `round.deadline_approaching`
+    /// reminder is appended (`None`: [`DEFAULT_REMIND_AT`](crate::DEFAULT_REMIND_AT), 0.5
+    /// and 0.9; empty: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remind_at: Option<Vec<f64>>,
     /// How native prompts outside the selected tools are answered (default deny).
     #[serde(default)]
     pub permission_policy: PermissionPolicy,
@@ -99,6 +104,7 @@ impl ExecutionSpec {
             lease_ms: millis(DEFAULT_LEASE),
             renew_every_ms: millis(DEFAULT_RENEW_EVERY),
             input_deadline_ms: None,
+            remind_at: None,
             permission_policy: PermissionPolicy::Deny,
         }
     }
@@ -169,6 +175,20 @@ impl ExecutionSpec {
     pub fn with_input_deadline(mut self, deadline: Option<Duration>) -> Self {
         self.input_deadline_ms = deadline.map(millis);
         self
+    }
+
+    /// Sets the reminder fractions (`None`: the default, 0.5 and 0.9).
+    #[must_use]
+    pub fn with_remind_at(mut self, fractions: Option<Vec<f64>>) -> Self {
+        self.remind_at = fractions;
+        self
+    }
+
+    /// The reminder fractions in effect.
+    pub fn remind_at(&self) -> Vec<f64> {
+        self.remind_at
+            .clone()
+            .unwrap_or_else(|| crate::DEFAULT_REMIND_AT.to_vec())
     }
 
     /// The execution timeout.
@@ -243,6 +263,9 @@ impl ExecutionSpec {
         }
         if self.input_deadline_ms == Some(0) {
             return Err(Error::model_validation("input deadline must be positive"));
+        }
+        for fraction in self.remind_at.iter().flatten() {
+            m3_types::check_reminder_fraction(*fraction)?;
         }
         Ok(())
     }

@@ -417,6 +417,36 @@ impl ExecutionStore for PgExecutionStore {
         )))
     }
 
+    async fn policy_store(&self) -> Result<Arc<dyn m3_store::policies::PolicyStore>> {
+        let rows = super::policies::PgPolicyRows::new(
+            self.shared.pool.clone(),
+            Arc::clone(&self.shared.clock),
+        );
+        Ok(Arc::new(m3_store::policies::RowPolicyStore::new(rows)))
+    }
+
+    async fn remind_deadline(
+        &self,
+        execution_id: &str,
+        round_id: &str,
+        reminder: m3_types::DeadlineReminder,
+    ) -> Result<bool> {
+        let round = m3_store::RoundRef::new(execution_id, round_id);
+        let record = match self.rounds().get_round(&round).await? {
+            Some(record) if record.status == m3_types::ManagedInputStatus::Pending => record,
+            _ => return Ok(false),
+        };
+        let now = m3_store::store_now(self.shared.clock.as_ref());
+        let change = m3_store::changes::rules::reminder_change(&record, reminder, now);
+        let appended = super::policies::remind(&self.shared.pool, &change).await?;
+        if appended {
+            self.shared
+                .signal
+                .notify(&Change::new(execution_id, ChangeKind::Round));
+        }
+        Ok(appended)
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.shared.clock)
     }

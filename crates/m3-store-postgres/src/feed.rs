@@ -148,6 +148,11 @@ fn decode(row: &sqlx::postgres::PgRow) -> Result<ChangeRecord> {
     let actor: Option<String> = row.try_get("actor").map_err(&read)?;
     let state: String = row.try_get("state_json").map_err(&read)?;
     let record = match round_id {
+        Some(round_id) if kind == ChangeRecordKind::RoundDeadlineApproaching => {
+            let (state, reminder) = m3_store::changes::rules::split_reminder_state(&state)
+                .ok_or_else(|| invalid("bad reminder"))?;
+            ChangeRecord::of_reminder(cursor, execution_id, round_id, at, state, reminder)
+        }
         Some(round_id) if kind.is_round() => {
             let state: RoundChangeState =
                 serde_json::from_str(&state).map_err(|_| invalid("bad round state"))?;

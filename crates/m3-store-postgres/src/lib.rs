@@ -49,6 +49,7 @@ mod held_connections;
 mod known_round;
 mod oauth;
 mod opener;
+mod policies;
 mod renew;
 #[cfg(feature = "conformance")]
 mod round_corrupt;

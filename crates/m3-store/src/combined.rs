@@ -151,6 +151,24 @@ impl ExecutionStore for CombinedStore {
         self.executions.oauth_credential_rows().await
     }
 
+    /// The execution backend's.
+    async fn policy_store(&self) -> Result<Arc<dyn crate::policies::PolicyStore>> {
+        self.executions.policy_store().await
+    }
+
+    /// The execution backend's (it owns the feed): a round kept only in `rounds` is
+    /// unknown to it, and gets no reminder.
+    async fn remind_deadline(
+        &self,
+        execution_id: &str,
+        round_id: &str,
+        reminder: m3_types::DeadlineReminder,
+    ) -> Result<bool> {
+        self.executions
+            .remind_deadline(execution_id, round_id, reminder)
+            .await
+    }
+
     fn clock(&self) -> Arc<dyn Clock> {
         self.executions.clock()
     }

@@ -82,6 +82,7 @@ pub mod managed_input;
 pub mod memory;
 pub mod oauth;
 pub mod open;
+pub mod policies;
 pub mod round_cache;
 pub mod signal;
 #[cfg(feature = "sqlite")]

@@ -174,6 +174,21 @@ mod reworded {
         async fn worker_registry(&self) -> Result<Arc<dyn m3_store::workers::WorkerRegistry>> {
             self.0.worker_registry().await
         }
+
+        async fn policy_store(&self) -> Result<Arc<dyn m3_store::policies::PolicyStore>> {
+            self.0.policy_store().await
+        }
+        async fn remind_deadline(
+            &self,
+            execution_id: &str,
+            round_id: &str,
+            reminder: m3_types::DeadlineReminder,
+        ) -> Result<bool> {
+            r(self
+                .0
+                .remind_deadline(execution_id, round_id, reminder)
+                .await)
+        }
         fn clock(&self) -> Arc<dyn Clock> {
             self.0.clock()
         }

@@ -36,6 +36,9 @@ wire_enum! {
         RoundResolved => "round.resolved",
         /// `"round.failed"`: the round ended in failure.
         RoundFailed => "round.failed",
+        /// `"round.deadline_approaching"`: a pending round's deadline is near (a reminder at
+        /// a fraction of its deadline window; the round's status is unchanged).
+        RoundDeadlineApproaching => "round.deadline_approaching",
         /// `"execution.queued"`: the execution waits for a worker.
         ExecutionQueued => "execution.queued",
         /// `"execution.claimed"`: a worker took the execution's lease.
@@ -225,6 +228,57 @@ impl RoundChangeState {
     }
 }
 
+/// What a `round.deadline_approaching` record reminds of: how far into its deadline window
+/// the round is, and the deadline. Never a response value.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct DeadlineReminder {
+    /// The fraction of the window from the round's creation to its deadline that has passed
+    /// (above 0, below 1).
+    pub fraction: f64,
+    /// The round's deadline.
+    #[serde(with = "crate::timestamp::serde")]
+    #[schemars(with = "String")]
+    pub deadline: OffsetDateTime,
+}
+
+impl DeadlineReminder {
+    /// The reminder at `fraction` of the window ending at `deadline`.
+    ///
+    /// # Errors
+    /// `invalid_argument` unless `fraction` is above 0 and below 1.
+    pub fn new(fraction: f64, deadline: OffsetDateTime) -> Result<Self> {
+        check_reminder_fraction(fraction)?;
+        Ok(Self { fraction, deadline })
+    }
+
+    /// The fraction as the store keys it: its shortest decimal text (`0.5`, `0.9`), so a
+    /// reminder at the same fraction of the same round is one key.
+    pub fn fraction_key(&self) -> String {
+        format!("{}", self.fraction)
+    }
+
+    /// When the reminder is due for a round created at `created_at`.
+    pub fn due_at(&self, created_at: OffsetDateTime) -> OffsetDateTime {
+        created_at + (self.deadline - created_at) * self.fraction
+    }
+}
+
+/// Checks a reminder fraction: a number above 0 and below 1.
+///
+/// # Errors
+/// `invalid_argument` otherwise.
+pub fn check_reminder_fraction(fraction: f64) -> Result<()> {
+    if fraction.is_finite() && fraction > 0.0 && fraction < 1.0 {
+        Ok(())
+    } else {
+        Err(Error::model_validation(format!(
+            "a reminder fraction is a number above 0 and below 1, not {fraction}"
+        )))
+    }
+}
+
 /// An execution's state in a [`ChangeRecord`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -269,6 +323,9 @@ pub struct ChangeRecord {
     /// The execution after the change (`execution.*` records only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution: Option<ExecutionChangeState>,
+    /// What a `round.deadline_approaching` record reminds of (that kind only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reminder: Option<DeadlineReminder>,
 }
 
 impl ChangeRecord {
@@ -289,6 +346,24 @@ impl ChangeRecord {
             actor: None,
             round: Some(state),
             execution: None,
+            reminder: None,
+        }
+    }
+
+    /// A `round.deadline_approaching` record at `cursor` for round `round_id` of
+    /// `execution_id`, in `state`.
+    pub fn of_reminder(
+        cursor: Cursor,
+        execution_id: impl Into<String>,
+        round_id: impl Into<String>,
+        at: OffsetDateTime,
+        state: RoundChangeState,
+        reminder: DeadlineReminder,
+    ) -> Self {
+        Self {
+            kind: ChangeRecordKind::RoundDeadlineApproaching,
+            reminder: Some(reminder),
+            ..Self::of_round(cursor, execution_id, round_id, at, state)
         }
     }
 
@@ -309,6 +384,7 @@ impl ChangeRecord {
             actor: None,
             round: None,
             execution: Some(state),
+            reminder: None,
         }
     }
 

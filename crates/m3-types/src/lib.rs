@@ -119,7 +119,10 @@ pub mod validation;
 
 pub use actor::{ACTOR_NAME_MAX_CHARS, Actor, ActorSurface};
 pub use canonical::{canonical_eq, canonical_json, ordered_json};
-pub use change::{ChangeRecord, ChangeRecordKind, Cursor, ExecutionChangeState, RoundChangeState};
+pub use change::{
+    ChangeRecord, ChangeRecordKind, Cursor, DeadlineReminder, ExecutionChangeState,
+    RoundChangeState, check_reminder_fraction,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::RoundContext;
 pub use elicitation::{

@@ -165,6 +165,11 @@ impl PlanEntry {
         self
     }
 
+    /// Whether this entry matches `question`'s request `key` (its uses aside).
+    pub fn matches(&self, question: &PlanQuestion<'_>, key: &str) -> bool {
+        self.mismatches(question, key).is_empty()
+    }
+
     /// What of `question`'s request `key` this entry does not match (empty: it matches).
     fn mismatches(&self, question: &PlanQuestion<'_>, key: &str) -> Vec<&'static str> {
         let request = question.requests.get(key);

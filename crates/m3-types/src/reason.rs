@@ -151,6 +151,10 @@ reasons! {
     // ---- workers
     /// A worker's id or host is empty, too long, or has a control character.
     InvalidWorker => "invalid_worker",
+    /// A policy's name, matcher, delay or answer is not valid.
+    InvalidPolicy => "invalid_policy",
+    /// Another policy has the name.
+    PolicyNameTaken => "policy_name_taken",
     // ---- storage
     /// The database connection was lost or refused (a server restart or shutdown, a
     /// network reset, no connection free in time): nothing was decided, and the same call

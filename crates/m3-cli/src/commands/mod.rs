@@ -8,6 +8,7 @@ pub(crate) mod example_server;
 pub(crate) mod inspect;
 pub(crate) mod mcp_relay;
 pub(crate) mod plans;
+pub(crate) mod policies;
 mod process;
 pub(crate) mod respond;
 mod respond_all;

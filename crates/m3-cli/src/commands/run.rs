@@ -90,6 +90,12 @@ pub(crate) fn submission(args: &RunArgs) -> Result<Submission, Failure> {
     if let Some(tools) = tools {
         options = options.tools(tools);
     }
+    if let Some(deadline) = args.deadline.input_deadline {
+        options = options.input_deadline(deadline);
+    }
+    if let Some(fractions) = &args.deadline.remind_at {
+        options = options.remind_at(fractions.iter().copied());
+    }
     if let Some(path) = &args.plan {
         options = options.elicitation_plan(m3_types::ElicitationPlan::from_path(path)?);
     }

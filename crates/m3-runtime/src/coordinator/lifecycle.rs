@@ -23,6 +23,7 @@ use tracing::instrument;
 
 use super::notify::{self, ResponseNotifier, RoundPendingHook};
 use super::records;
+use super::unattended::{Acted, Unattended};
 use crate::lease::LeaseKeeper;
 use crate::lease::round::{self as renewal, RecoverySlot};
 use crate::store_retry::{self, Backoff, is_connection_lost};
@@ -38,6 +39,8 @@ pub(crate) struct CoordinatorSettings {
     pub(crate) lease: Duration,
     pub(crate) renew_every: Duration,
     pub(crate) input_deadline: Option<Duration>,
+    /// The fractions of a round's deadline window at which a reminder is appended.
+    pub(crate) remind_at: Vec<f64>,
     /// The worker's renewer, which keeps the round leases in batches.
     pub(crate) keeper: LeaseKeeper,
 }
@@ -198,6 +201,7 @@ impl Coordinator {
         waiters: Waiters<'_>,
     ) -> Result<Delivery> {
         let request_event = records::request_event(&pending, round_index)?;
+        let unattended = pending.clone();
         let (round, lease) = self
             .persist_round(pending, operation_parameters, round_index)
             .await?;
@@ -206,8 +210,17 @@ impl Coordinator {
         if let Some(hook) = &self.on_pending {
             hook.call(self.execution_id(), &round.round_id);
         }
+        let mut unattended =
+            Unattended::load(&self.executions, unattended, &self.settings.remind_at).await;
         let record = self
-            .await_response(&round, deadline, waiters, &recovery)
+            .await_response(
+                &round,
+                &lease,
+                deadline,
+                waiters,
+                &recovery,
+                &mut unattended,
+            )
             .await?;
         self.hand_over(&round, &lease, &record, deadline).await
     }
@@ -401,28 +414,34 @@ impl Coordinator {
     async fn await_response(
         &self,
         round: &RoundRef,
+        lease: &LeaseRef,
         deadline: Option<OffsetDateTime>,
         mut waiters: Waiters<'_>,
         recovery: &RecoverySlot,
+        unattended: &mut Unattended,
     ) -> Result<ManagedInputRecord> {
         let mut backoff = Backoff::default();
         // After a lost connection: re-read after this pause, not at the next wake-up.
         let mut reread_after: Option<Duration> = None;
         loop {
-            // No deadline: sleep until a wake-up (the subscription's own fallback poll
-            // bounds the sleep), never on a short timer.
-            let budget = match deadline {
-                Some(deadline) => {
-                    let left = deadline - self.now();
-                    if left <= time::Duration::ZERO {
-                        return Err(records::deadline_error(round));
+            let budget = self.wait_budget(round, deadline, unattended.next_due())?;
+            if budget.is_zero() {
+                // A reminder or a policy is due (always before the deadline, checked above).
+                match unattended
+                    .act(&self.executions, &self.store, lease, self.now())
+                    .await
+                {
+                    Ok(Acted::Answered(record)) => return Ok(*record),
+                    Ok(Acted::Waiting) => continue,
+                    Err(error) if is_connection_lost(&error) => {
+                        let pause = backoff.next_pause();
+                        tracing::warn!(%error, ?pause, "lost the database connection while a reminder or policy was due; trying again");
+                        tokio::time::sleep(pause).await;
+                        continue;
                     }
-                    // The deadline is on the store's clock, which need not keep pace with
-                    // the timer (a test's manual clock jumps): look at it again now and then.
-                    left.unsigned_abs().min(DEADLINE_RECHECK)
+                    Err(error) => return Err(error),
                 }
-                None => Duration::MAX,
-            };
+            }
             let timer_only = tokio::select! {
                 () = waiters.local.notified() => false,
                 _ = waiters.changes.changed() => false,
@@ -464,6 +483,38 @@ impl Coordinator {
                 }
             }
         }
+    }
+
+    /// How long the wait may sleep: until the deadline or the next reminder or policy
+    /// (zero: one is due now), at most [`DEADLINE_RECHECK`] with either (they are on the
+    /// store's clock, which need not keep pace with the timer: a test's manual clock
+    /// jumps); with neither, until a wake-up (the subscription's own fallback poll bounds
+    /// the sleep), never on a short timer.
+    ///
+    /// # Errors
+    /// `timeout` once the deadline has passed.
+    fn wait_budget(
+        &self,
+        round: &RoundRef,
+        deadline: Option<OffsetDateTime>,
+        next_due: Option<OffsetDateTime>,
+    ) -> Result<Duration> {
+        let now = self.now();
+        if deadline.is_some_and(|deadline| deadline <= now) {
+            return Err(records::deadline_error(round));
+        }
+        Ok(deadline
+            .into_iter()
+            .chain(next_due)
+            .min()
+            .map_or(Duration::MAX, |until| {
+                let left = until - now;
+                if left <= time::Duration::ZERO {
+                    Duration::ZERO
+                } else {
+                    left.unsigned_abs().min(DEADLINE_RECHECK)
+                }
+            }))
     }
 
     /// The active round was delivered and the server answered: `mark_delivered`

@@ -8,13 +8,16 @@
 //! then `start_delivery` and hands the responses to the MCP retry. After the
 //! retry's answer the caller resolves the round (`mark_delivered` + `resolve`).
 //! Lease loss or renewal failure ends the round `failed/recovery_unavailable`.
-//! A round is never redelivered.
+//! A round is never redelivered. While it waits, the lease holder appends the round's
+//! deadline reminders and fires the store's policies (`unattended`).
 
 mod failure;
 mod lifecycle;
 mod notify;
 mod records;
+mod unattended;
 
 pub(crate) use lifecycle::{Coordinator, CoordinatorSettings};
 pub use m3_types::RECOVERY_UNAVAILABLE;
 pub use notify::{ResponseNotifier, RoundPendingHook};
+pub use unattended::DEFAULT_REMIND_AT;

@@ -361,6 +361,7 @@ impl Worker {
                 lease: spec.lease(),
                 renew_every: spec.renew_every(),
                 input_deadline: spec.input_deadline_ms.map(std::time::Duration::from_millis),
+                remind_at: spec.remind_at(),
                 keeper: self.keeper.clone(),
             },
         ))))

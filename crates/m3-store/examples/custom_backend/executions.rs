@@ -27,7 +27,7 @@ use m3_store::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, EVENT_EXECUTION_CREATED,
     ExecutionChange, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
     ExecutionStore, FinishExecution, ListExecutions, ManagedInputStore, NewExecution, RenewLeases,
-    TerminalizeExpired, Terminalized,
+    RoundRef, TerminalizeExpired, Terminalized,
 };
 use m3_types::{Clock, Cursor, Result, new_id};
 use serde::{Deserialize, Serialize};
@@ -461,6 +461,29 @@ impl ExecutionStore for DirectoryStore {
         Ok(Arc::new(m3_store::workers::RowWorkerRegistry::new(
             self.clone(),
         )))
+    }
+
+    /// The shared rules over this directory's `policies.json` (`policies.rs`).
+    async fn policy_store(&self) -> Result<Arc<dyn m3_store::policies::PolicyStore>> {
+        Ok(Arc::new(m3_store::policies::RowPolicyStore::new(
+            self.clone(),
+        )))
+    }
+
+    /// Once per round and fraction, with `reminders.json` (`policies.rs`).
+    async fn remind_deadline(
+        &self,
+        execution_id: &str,
+        round_id: &str,
+        reminder: m3_types::DeadlineReminder,
+    ) -> Result<bool> {
+        let appended = self
+            .remind(RoundRef::new(execution_id, round_id), reminder)
+            .await?;
+        if appended {
+            announce(self.signal(), execution_id, ChangeKind::Round);
+        }
+        Ok(appended)
     }
 
     /// The same object: executions and rounds live in the same directory.

@@ -154,6 +154,20 @@ pub(crate) fn stage_changes(locked: &mut Locked<'_>) -> Result<()> {
     locked.stage(&path, &feed)
 }
 
+/// Stages `record`, numbered after the newest cursor, with this mutation (a record no
+/// file comparison derives: a deadline reminder).
+///
+/// # Errors
+/// `storage_error` if the feed cannot be read or staged.
+pub(crate) fn stage_record(locked: &mut Locked<'_>, mut record: ChangeRecord) -> Result<()> {
+    let mut feed = read_feed(locked)?;
+    feed.newest += 1;
+    record.cursor = Cursor::new(feed.newest);
+    feed.records.push(record);
+    let path = locked.dir().changes_path();
+    locked.stage(&path, &feed)
+}
+
 /// The newest cursor ever assigned (`0`: none).
 ///
 /// # Errors

@@ -36,6 +36,8 @@ mod feed_check;
 #[cfg(unix)]
 mod files;
 #[cfg(unix)]
+mod policies;
+#[cfg(unix)]
 mod rounds;
 #[cfg(unix)]
 mod store;

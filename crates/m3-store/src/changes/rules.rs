@@ -29,6 +29,55 @@ pub fn round_change(
     ))
 }
 
+/// The `round.deadline_approaching` record of the pending round `record` at `now`, for
+/// `reminder`. Its cursor is [`Cursor::START`]; the backend numbers it when it appends it.
+pub fn reminder_change(
+    record: &ManagedInputRecord,
+    reminder: m3_types::DeadlineReminder,
+    now: time::OffsetDateTime,
+) -> ChangeRecord {
+    ChangeRecord::of_reminder(
+        Cursor::START,
+        record.pending.execution_id.clone(),
+        record.pending.round_id.clone(),
+        now,
+        RoundChangeState::of_record(record),
+        reminder,
+    )
+}
+
+/// The stored state of a reminder record, for backends that keep a record's state as one
+/// JSON text: the round's state with the reminder beside it, under `reminder` (read back by
+/// [`split_reminder_state`]).
+///
+/// # Errors
+/// `storage_error` if it cannot be encoded.
+pub fn reminder_state_text(
+    state: &RoundChangeState,
+    reminder: m3_types::DeadlineReminder,
+) -> Result<String> {
+    let encode = |e: serde_json::Error| Error::storage(format!("cannot encode a reminder: {e}"));
+    let mut value = serde_json::to_value(state).map_err(encode)?;
+    if let serde_json::Value::Object(map) = &mut value {
+        map.insert(
+            "reminder".to_owned(),
+            serde_json::to_value(reminder).map_err(encode)?,
+        );
+    }
+    serde_json::to_string(&value).map_err(encode)
+}
+
+/// A reminder record's stored state ([`reminder_state_text`]), split into the round's state
+/// and the reminder (`None`: not one).
+pub fn split_reminder_state(text: &str) -> Option<(RoundChangeState, m3_types::DeadlineReminder)> {
+    let mut value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let reminder = value.as_object_mut()?.remove("reminder")?;
+    Some((
+        serde_json::from_value(value).ok()?,
+        serde_json::from_value(reminder).ok()?,
+    ))
+}
+
 /// The records a write of an execution appends, in this order: `execution.cancel_requested`
 /// (the cancel time was set), `execution.claimed` (a lease with a new token), then the
 /// lifecycle's own (`execution.queued`, `execution.waiting_for_input` or

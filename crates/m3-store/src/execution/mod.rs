@@ -354,6 +354,29 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
         ))
     }
 
+    /// The store's policies for unattended rounds, shared by every worker on it (see
+    /// [`crate::policies`]; a backend that keeps rows gets one from
+    /// [`RowPolicyStore`](crate::policies::RowPolicyStore)).
+    ///
+    /// # Errors
+    /// `storage_error` if it cannot be built.
+    async fn policy_store(&self) -> Result<Arc<dyn crate::policies::PolicyStore>>;
+
+    /// Appends a `round.deadline_approaching` record for the pending round `round` of
+    /// `execution_id`: `reminder` says at which fraction of its deadline window. At most
+    /// once per round and fraction, whoever asks and however often: the check and the
+    /// append are one atomic step. Returns whether a record was appended (`false`: it
+    /// was already, or the round is no longer pending, or does not exist).
+    ///
+    /// # Errors
+    /// `storage_error` if the store cannot be written.
+    async fn remind_deadline(
+        &self,
+        execution_id: &str,
+        round_id: &str,
+        reminder: m3_types::DeadlineReminder,
+    ) -> Result<bool>;
+
     /// The store's clock: every "now" of the store and of the runtime that
     /// drives it (deadlines, recovery) comes from it, so a test's
     /// [`ManualClock`](m3_types::ManualClock) drives both. Read it through

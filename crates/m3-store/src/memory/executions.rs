@@ -15,6 +15,7 @@ use time::OffsetDateTime;
 
 use super::MemoryManagedInputStore;
 use super::feed::MemoryFeed;
+use super::policies::MemoryPolicyRows;
 use super::subscriptions::MemoryRows;
 use super::tokens::MemoryTokenRows;
 use super::workers::MemoryWorkerRows;
@@ -28,6 +29,7 @@ use crate::execution::rules::{
     to_canonical,
 };
 use crate::managed_input::rules::Decision;
+use crate::policies::RowPolicyStore;
 use crate::signal::{Announce, Change, ChangeHub, ChangeKind, ChangeSignal};
 use crate::subscriptions::{RowSubscriptionStore, SubscriptionStore};
 use crate::tokens::RowTokenStore;
@@ -106,6 +108,8 @@ struct Inner {
     workers: RowWorkerRegistry<MemoryWorkerRows>,
     /// The sealed OAuth credentials.
     oauth: super::oauth::MemoryOAuthRows,
+    /// The policies.
+    policies: RowPolicyStore<MemoryPolicyRows>,
 }
 
 impl Default for MemoryExecutionStore {
@@ -138,6 +142,7 @@ impl MemoryExecutionStore {
                 tokens: RowTokenStore::new(MemoryTokenRows::new(Arc::clone(&clock))),
                 workers: RowWorkerRegistry::new(MemoryWorkerRows::new(Arc::clone(&clock))),
                 oauth: super::oauth::MemoryOAuthRows::default(),
+                policies: RowPolicyStore::new(MemoryPolicyRows::new(Arc::clone(&clock))),
                 clock,
                 executions: Mutex::new(BTreeMap::new()),
                 hub,
@@ -488,6 +493,23 @@ impl ExecutionStore for MemoryExecutionStore {
 
     async fn oauth_credential_rows(&self) -> Result<Arc<dyn crate::oauth::OAuthCredentialRows>> {
         Ok(Arc::new(self.inner.oauth.clone()))
+    }
+
+    async fn policy_store(&self) -> Result<Arc<dyn crate::policies::PolicyStore>> {
+        Ok(Arc::new(self.inner.policies.clone()))
+    }
+
+    async fn remind_deadline(
+        &self,
+        execution_id: &str,
+        round_id: &str,
+        reminder: m3_types::DeadlineReminder,
+    ) -> Result<bool> {
+        let appended = self.inner.rounds.remind(execution_id, round_id, reminder);
+        if appended {
+            self.inner.rounds.announce_round(execution_id);
+        }
+        Ok(appended)
     }
 
     fn clock(&self) -> Arc<dyn Clock> {

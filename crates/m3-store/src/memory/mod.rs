@@ -11,6 +11,7 @@ mod corrupt;
 mod executions;
 mod feed;
 mod oauth;
+mod policies;
 mod rounds;
 mod subscriptions;
 mod tokens;

@@ -33,6 +33,8 @@ pub(crate) struct Slot {
     pub(crate) record: std::result::Result<ManagedInputRecord, String>,
     pub(crate) redacted: std::result::Result<Option<Map<String, Value>>, String>,
     pub(crate) answered_by: Option<m3_types::Actor>,
+    /// The deadline reminders appended for the round, by fraction key.
+    pub(crate) reminded: Vec<String>,
 }
 
 type Key = (String, String);
@@ -101,6 +103,34 @@ impl MemoryManagedInputStore {
 
     fn now(&self) -> OffsetDateTime {
         crate::store_now(self.inner.clock.as_ref())
+    }
+
+    /// Appends a `round.deadline_approaching` record for the pending round, once per
+    /// fraction (see [`ExecutionStore::remind_deadline`](crate::ExecutionStore::remind_deadline)).
+    pub(crate) fn remind(
+        &self,
+        execution_id: &str,
+        round_id: &str,
+        reminder: m3_types::DeadlineReminder,
+    ) -> bool {
+        let now = self.now();
+        let mut rounds = self.lock();
+        let Some(slot) = rounds.get_mut(&(execution_id.to_owned(), round_id.to_owned())) else {
+            return false;
+        };
+        let fraction = reminder.fraction_key();
+        let Ok(record) = &slot.record else {
+            return false;
+        };
+        if record.status != m3_types::ManagedInputStatus::Pending
+            || slot.reminded.contains(&fraction)
+        {
+            return false;
+        }
+        let change = crate::changes::rules::reminder_change(record, reminder, now);
+        slot.reminded.push(fraction);
+        self.inner.feed.append([change]);
+        true
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, BTreeMap<Key, Slot>> {
@@ -333,6 +363,7 @@ impl MemoryManagedInputStore {
                 record: Ok(record.clone()),
                 redacted: Ok(None),
                 answered_by: None,
+                reminded: Vec::new(),
             },
         );
         Ok(record)

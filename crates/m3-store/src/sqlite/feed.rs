@@ -255,6 +255,11 @@ fn decode(row: &sqlx::sqlite::SqliteRow) -> Result<ChangeRecord> {
     let actor: Option<String> = row.try_get("actor").map_err(read)?;
     let state: String = row.try_get("state_json").map_err(read)?;
     let record = match round_id {
+        Some(round_id) if kind == ChangeRecordKind::RoundDeadlineApproaching => {
+            let (state, reminder) = crate::changes::rules::split_reminder_state(&state)
+                .ok_or_else(|| invalid("bad reminder"))?;
+            ChangeRecord::of_reminder(cursor, execution_id, round_id, at, state, reminder)
+        }
         Some(round_id) if kind.is_round() => {
             let state: RoundChangeState =
                 serde_json::from_str(&state).map_err(|_| invalid("bad round state"))?;

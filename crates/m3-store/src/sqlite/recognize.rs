@@ -28,7 +28,7 @@ const PYTHON_MARKER: &str = "v2_schema_state";
 /// The tables m3 reads, with the columns it reads from each (the DDL in `schema.rs` and
 /// `execution/schema.rs`, `subscriptions.rs`; a unit test keeps them in step). The rounds table is absent on
 /// purpose: like the original, the store adds every column a partial rounds table lacks.
-const KNOWN_TABLES: [(&str, &[&str]); 11] = [
+const KNOWN_TABLES: [(&str, &[&str]); 13] = [
     (
         "m3rs_executions",
         &[
@@ -85,6 +85,11 @@ const KNOWN_TABLES: [(&str, &[&str]); 11] = [
     ("m3rs_subscriptions", &["id", "record_json"]),
     ("m3rs_link_key", &["id", "key", "created_at"]),
     ("m3rs_tokens", &["id", "name", "digest", "record_json"]),
+    ("m3rs_policies", &["seq", "name", "record_json"]),
+    (
+        "m3rs_round_reminders",
+        &["execution_id", "round_id", "fraction"],
+    ),
 ];
 
 /// How many foreign table names a refusal names (enough to recognize the application).
@@ -214,6 +219,15 @@ mod tests {
         // open.
         executions.subscription_store().await.unwrap();
         executions.token_store().await.unwrap();
+        executions.policy_store().await.unwrap();
+        let mut writer = SqliteConnectOptions::new()
+            .filename(&path)
+            .connect()
+            .await
+            .unwrap();
+        crate::sqlite::reminders::create_table(&mut writer)
+            .await
+            .unwrap();
         let rounds = crate::SqliteManagedInputStore::open(&path).await.unwrap();
         rounds.ensure_schema().await.unwrap();
         let mut conn = SqliteConnectOptions::new()

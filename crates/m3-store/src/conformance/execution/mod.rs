@@ -30,6 +30,7 @@ pub mod feed;
 mod harness;
 pub mod leases;
 pub mod lifecycle;
+pub mod policies;
 pub mod queue;
 pub mod recovery;
 pub mod signals;
@@ -107,6 +108,8 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     tokens::names_are_unique_and_tokens_expire,
     workers::a_worker_is_announced_renewed_and_retired,
     workers::silent_workers_are_pruned_and_bad_announcements_refused,
+    policies::policies_are_shared_unique_and_removed,
+    policies::deadline_reminders_are_appended_once_per_fraction,
     subscriptions::a_subscription_is_added_listed_and_removed_without_its_secret,
     subscriptions::bad_subscriptions_are_refused_and_add_nothing,
     subscriptions::one_notifier_holds_a_subscription_until_its_lease_expires,

@@ -24,6 +24,7 @@ use crate::execution::record::{
 };
 use crate::execution::rules::change_step;
 use crate::execution::rules::errors as error;
+use crate::policies::{PolicyStore, RowPolicyStore};
 use crate::signal::datagram::DatagramSignal;
 use crate::signal::{Announce, Change, ChangeKind, ChangeProbe, ChangeSignal};
 use crate::sqlite::SqliteStoreOptions;
@@ -31,6 +32,7 @@ use crate::sqlite::connect::{WriteTx, begin_write, open_pool};
 use crate::sqlite::error::storage;
 use crate::sqlite::feed;
 use crate::sqlite::file::{WriteGate, write_gate};
+use crate::sqlite::policies::SqlitePolicyRows;
 use crate::sqlite::subscriptions::SqliteRows;
 use crate::sqlite::tokens::SqliteTokenRows;
 use crate::sqlite::workers::SqliteWorkerRows;
@@ -77,6 +79,8 @@ pub(super) struct Inner {
     tokens: OnceCell<Arc<dyn TokenStore>>,
     /// The worker registry, made (with its table) on first use.
     workers: OnceCell<Arc<dyn WorkerRegistry>>,
+    /// The policies, made (with their table) on first use.
+    policies: OnceCell<Arc<dyn PolicyStore>>,
     /// Where committed changes are announced (shared by every store on the file).
     pub(super) signal: Arc<DatagramSignal>,
     /// The connections' configured `synchronous`, for the managed-input store on the pool.
@@ -125,6 +129,7 @@ impl SqliteExecutionStore {
                 subscriptions: OnceCell::new(),
                 tokens: OnceCell::new(),
                 workers: OnceCell::new(),
+                policies: OnceCell::new(),
                 signal,
                 synchronous: options.get_synchronous(),
                 _probe: probe,
@@ -388,6 +393,43 @@ impl ExecutionStore for SqliteExecutionStore {
     async fn oauth_credential_rows(&self) -> Result<Arc<dyn crate::oauth::OAuthCredentialRows>> {
         let rows = crate::sqlite::oauth::SqliteOAuthRows::open(self.inner().pool.clone()).await?;
         Ok(Arc::new(rows))
+    }
+
+    async fn policy_store(&self) -> Result<Arc<dyn PolicyStore>> {
+        let inner = self.inner();
+        let store = inner
+            .policies
+            .get_or_try_init(|| async {
+                let rows =
+                    SqlitePolicyRows::open(inner.pool.clone(), Arc::clone(&inner.clock)).await?;
+                Ok::<_, Error>(Arc::new(RowPolicyStore::new(rows)) as Arc<dyn PolicyStore>)
+            })
+            .await?;
+        Ok(Arc::clone(store))
+    }
+
+    async fn remind_deadline(
+        &self,
+        execution_id: &str,
+        round_id: &str,
+        reminder: m3_types::DeadlineReminder,
+    ) -> Result<bool> {
+        let rounds = self.managed_input_store().await?;
+        let round = crate::RoundRef::new(execution_id, round_id);
+        let record = match rounds.get_round(&round).await? {
+            Some(record) if record.status == m3_types::ManagedInputStatus::Pending => record,
+            _ => return Ok(false),
+        };
+        let change = crate::changes::rules::reminder_change(&record, reminder, self.now());
+        let mut write = self.begin_write().await?;
+        let result = crate::sqlite::reminders::remind(&mut write, &change).await;
+        let appended = write.finish(result).await?;
+        if appended {
+            self.inner
+                .signal
+                .notify(&Change::new(execution_id, ChangeKind::Round));
+        }
+        Ok(appended)
     }
 
     fn clock(&self) -> Arc<dyn Clock> {

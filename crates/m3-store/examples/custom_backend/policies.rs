@@ -1,0 +1,142 @@
+//! Policies and deadline reminders of the directory store. Policies: one file,
+//! `policies.json`, with every policy's row (its name and text), read and written under the
+//! store's lock; [`RowPolicyStore`](m3_store::policies::RowPolicyStore) makes every
+//! decision. Reminders: `reminders.json` lists the (round, fraction) pairs reminded, and a
+//! reminder stages that list and its feed record in the same commit, so it is appended
+//! once.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use m3_store::changes::rules::reminder_change;
+use m3_store::policies::PolicyRows;
+use m3_store::{ExecutionStore, RoundRef};
+use m3_types::{Clock, DeadlineReminder, Error, ManagedInputRecord, ManagedInputStatus, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::files::Locked;
+use crate::store::DirectoryStore;
+
+/// The policies' file, relative to the directory.
+const POLICIES_FILE: &str = "policies.json";
+
+/// The reminders' file, relative to the directory.
+const REMINDERS_FILE: &str = "reminders.json";
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct PoliciesFile {
+    /// `(name, text)`, oldest first.
+    rows: Vec<(String, String)>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct RemindersFile {
+    /// `(execution id, round id, fraction key)` of every reminder appended.
+    sent: Vec<(String, String, String)>,
+}
+
+fn file_path(locked: &Locked<'_>, name: &str) -> PathBuf {
+    locked.dir().root().join(name)
+}
+
+fn read_file<T: Default + serde::de::DeserializeOwned>(
+    locked: &Locked<'_>,
+    name: &str,
+) -> Result<T> {
+    let path = file_path(locked, name);
+    Ok(locked
+        .read_json(&path, |why| {
+            Error::storage(format!("{} is damaged: {why}", path.display()))
+        })?
+        .unwrap_or_default())
+}
+
+impl DirectoryStore {
+    /// Applies `change` to the policies' file under the exclusive lock; stages it if
+    /// `change` says it changed something.
+    async fn change_policies<T: Send + 'static>(
+        &self,
+        change: impl FnOnce(&mut PoliciesFile) -> (T, bool) + Send + 'static,
+    ) -> Result<T> {
+        self.write(move |locked, _| {
+            let mut file: PoliciesFile = read_file(locked, POLICIES_FILE)?;
+            let (value, changed) = change(&mut file);
+            if changed {
+                let path = file_path(locked, POLICIES_FILE);
+                locked.stage(&path, &file)?;
+            }
+            Ok(value)
+        })
+        .await
+    }
+
+    /// Appends the reminder of the pending round `round` once (see
+    /// [`ExecutionStore::remind_deadline`]).
+    pub(crate) async fn remind(&self, round: RoundRef, reminder: DeadlineReminder) -> Result<bool> {
+        self.write(move |locked, now| {
+            let Some(path) = crate::rounds::round_path(locked, &round) else {
+                return Ok(false);
+            };
+            let Some(file) = crate::rounds::read_round(locked, &path)? else {
+                return Ok(false);
+            };
+            let Ok(record) = serde_json::from_value::<ManagedInputRecord>(file.record) else {
+                return Ok(false);
+            };
+            let key = (
+                round.execution_id.clone(),
+                round.round_id.clone(),
+                reminder.fraction_key(),
+            );
+            let mut sent: RemindersFile = read_file(locked, REMINDERS_FILE)?;
+            if record.status != ManagedInputStatus::Pending || sent.sent.contains(&key) {
+                return Ok(false);
+            }
+            sent.sent.push(key);
+            let path = file_path(locked, REMINDERS_FILE);
+            locked.stage(&path, &sent)?;
+            crate::feed::stage_record(locked, reminder_change(&record, reminder, now))?;
+            Ok(true)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl PolicyRows for DirectoryStore {
+    fn clock(&self) -> Arc<dyn Clock> {
+        ExecutionStore::clock(self)
+    }
+
+    async fn insert_policy(&self, name: &str, text: &str) -> Result<bool> {
+        let row = (name.to_owned(), text.to_owned());
+        self.change_policies(move |file| {
+            if file.rows.iter().any(|(taken, _)| *taken == row.0) {
+                return (false, false);
+            }
+            file.rows.push(row);
+            (true, true)
+        })
+        .await
+    }
+
+    async fn all_policies(&self) -> Result<Vec<String>> {
+        self.read(|locked, _| {
+            let file: PoliciesFile = read_file(locked, POLICIES_FILE)?;
+            Ok(file.rows.into_iter().map(|(_, text)| text).collect())
+        })
+        .await
+    }
+
+    async fn delete_policy(&self, name: &str) -> Result<bool> {
+        let name = name.to_owned();
+        self.change_policies(move |file| {
+            let before = file.rows.len();
+            file.rows.retain(|(taken, _)| *taken != name);
+            let removed = file.rows.len() != before;
+            (removed, removed)
+        })
+        .await
+    }
+}
