@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{Running, Store, python, wait_until};
+use common::{Running, Store, managed_run, python, refs, shipping_server, wait_until};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
@@ -177,6 +177,36 @@ fn check_waiting_round(store: &Store) {
         !text.contains("Main Street") && !text.contains("Pune"),
         "an answer was delivered"
     );
+    stop(&running, Signal::SIGTERM);
+    running.finish().expect_code(0);
+}
+
+#[test]
+fn a_deadline_reminder_is_delivered_with_the_question_and_answer_link() {
+    let store = Store::new();
+    store.m3(&["demo"]).expect_code(0);
+    let receiver = Receiver::start(&store, "receiver", &[]);
+    subscribe(
+        &store,
+        &receiver,
+        &["--events", "round.deadline_approaching"],
+    );
+    let running = notifier(&store, &["--public-url", "https://m3.example.test/"]);
+    let mut run = managed_run(&shipping_server(""), "book_shipment");
+    run.extend(["--input-deadline", "6s", "--remind-at", "0.2"].map(String::from));
+    let waiting = store.spawn(&refs(&run));
+    let delivered = receiver.wait_for(1);
+    let data = &delivered[0]["body"]["data"];
+    assert_eq!(data["kind"], "round.deadline_approaching", "{data}");
+    assert_eq!(data["reminder"]["fraction"], 0.2, "{data}");
+    assert_eq!(data["question"]["server"], "shipping");
+    let link = data["answer_url"].as_str().unwrap();
+    assert!(
+        link.starts_with("https://m3.example.test/answer/"),
+        "{link}"
+    );
+    // Nobody answers: the deadline fails the round, as it would without the reminder.
+    assert_eq!(waiting.finish().code, 9);
     stop(&running, Signal::SIGTERM);
     running.finish().expect_code(0);
 }

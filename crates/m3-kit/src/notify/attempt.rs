@@ -93,7 +93,11 @@ impl Sender {
     ) -> Result<Vec<u8>> {
         let question = self.question(record).await?;
         let answer_url = match (&question, record.kind) {
-            (Some(question), ChangeRecordKind::RoundPending) => {
+            // A reminder carries the link too: it asks the same person the same question.
+            (
+                Some(question),
+                ChangeRecordKind::RoundPending | ChangeRecordKind::RoundDeadlineApproaching,
+            ) => {
                 self.answer_url(record, question, &subscription.id, now)
                     .await?
             }

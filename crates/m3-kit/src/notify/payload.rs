@@ -67,8 +67,8 @@ pub struct EventData<'a> {
     pub record: &'a ChangeRecord,
     /// The round's question (rounds only; `null` if the round can no longer be read).
     pub question: Option<&'a Question>,
-    /// The link that answers the round (a pending round, when `m3 serve`'s public URL is
-    /// configured; `null` otherwise).
+    /// The link that answers the round (`round.pending` and `round.deadline_approaching`
+    /// records, when `m3 serve`'s public URL is configured; `null` otherwise).
     pub answer_url: Option<&'a str>,
 }
 

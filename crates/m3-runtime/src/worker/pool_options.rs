@@ -51,17 +51,19 @@ impl Default for PoolOptions {
             sweep: Some(SweepOptions::default()),
             idle_poll: DEFAULT_IDLE_POLL,
             events_from_start: false,
-            heartbeat: Some(DEFAULT_WORKER_HEARTBEAT),
+            heartbeat: None,
         }
     }
 }
 
 impl PoolOptions {
-    /// The settings of `m3 worker`: claims the whole queue, [`DEFAULT_CONCURRENCY`] at once.
+    /// The settings of `m3 worker`: claims the whole queue, [`DEFAULT_CONCURRENCY`] at once,
+    /// registered in the store's worker registry.
     pub fn queue_worker() -> Self {
         Self {
             concurrency: Some(DEFAULT_CONCURRENCY),
             claim_queue: true,
+            heartbeat: Some(DEFAULT_WORKER_HEARTBEAT),
             ..Self::default()
         }
     }
@@ -115,8 +117,8 @@ impl PoolOptions {
         self
     }
 
-    /// How often the pool renews its worker-registry entry (default 10 s, at least 10 ms;
-    /// `None`: it does not register). A worker silent for six heartbeats (and at least a
+    /// How often the pool renews its worker-registry entry (at least 10 ms; `None`, the
+    /// default: it does not register; [`PoolOptions::queue_worker`]: every 10 s). A worker silent for six heartbeats (and at least a
     /// minute) is pruned from the registry by the others.
     #[must_use]
     pub fn heartbeat(mut self, every: Option<Duration>) -> Self {

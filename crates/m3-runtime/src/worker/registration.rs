@@ -19,6 +19,11 @@ const MIN_SILENCE: Duration = Duration::from_secs(60);
 /// How many heartbeats a worker may miss before the others prune it.
 const MISSED_HEARTBEATS: u32 = 6;
 
+/// How long a stopping pool waits for its entry to be retired: a store that is busy (a
+/// writer holding SQLite's lock) must not hold up the stop; the entry is then pruned as
+/// silent later.
+const RETIRE_WAIT: Duration = Duration::from_secs(2);
+
 /// The running registration of one pool.
 #[derive(Debug)]
 pub(super) struct Registration {
@@ -46,7 +51,8 @@ impl Registration {
         }
     }
 
-    /// Retires the entry and waits until it is gone (or the attempt failed).
+    /// Retires the entry and waits until it is gone, the attempt failed, or
+    /// [`RETIRE_WAIT`] passed (then the entry is left to be pruned).
     pub(super) async fn retire(&self) {
         self.stop.cancel();
         let task = self
@@ -54,8 +60,11 @@ impl Registration {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(task) = task {
-            let _ = task.await;
+        if let Some(mut task) = task
+            && tokio::time::timeout(RETIRE_WAIT, &mut task).await.is_err()
+        {
+            task.abort();
+            tracing::warn!("the store is busy: the worker's registry entry is left to be pruned");
         }
     }
 }

@@ -62,6 +62,7 @@ fn headline(record: &ChangeRecord, question: Option<&Question>) -> String {
     };
     match record.kind.as_str() {
         "round.pending" => format!("An answer is needed: {what}"),
+        "round.deadline_approaching" => format!("Reminder, the deadline is near: {what}"),
         kind => format!("{kind}: {what}"),
     }
 }
