@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 
 use super::error::db;
 use super::executions::{Pending, PgExecutionStore, Store, commit, decode, encode, insert_event};
-use super::rounds::fail_unresolved;
+use super::round_write::fail_unresolved;
 use m3_store::execution::rules::{
     Acquire, ExecutionSlot, ROUND_CLOSED_AT_FINISH, TerminalData, check_acquire, check_release,
     check_terminalize, created_payload, created_record, errors, finish_step, finished_payload,

@@ -55,6 +55,7 @@ mod renew;
 mod round_corrupt;
 mod round_create;
 mod round_pending;
+mod round_write;
 mod rounds;
 mod server_time;
 mod signal;

@@ -11,7 +11,8 @@ use time::OffsetDateTime;
 
 use super::error::db;
 use super::executions::{Pending, PgExecutionStore, commit, decode as decode_execution, encode};
-use super::rounds::{PgManagedInputStore, decode, encode as encode_round};
+use super::round_write::{decode, encode as encode_round};
+use super::rounds::PgManagedInputStore;
 use m3_store::execution::rules::{lease_expiry, renew_step};
 use m3_store::managed_input::rules::{renew_item, require_lease_duration};
 use m3_store::{ExecutionLease, ExecutionLeaseRef, LeaseRef, RoundRef};

@@ -16,7 +16,8 @@ use time::OffsetDateTime;
 use super::error::db;
 use super::feed::RoundAppend;
 use super::known_round::KnownRound;
-use super::rounds::{PgManagedInputStore, decode, encode, server_now};
+use super::round_write::{decode, encode, server_now};
+use super::rounds::PgManagedInputStore;
 use super::server_time::Window;
 use m3_store::CreateRound;
 use m3_store::managed_input::rules::{

@@ -5,7 +5,8 @@ use m3_store::{PendingPage, PendingQuery};
 use m3_types::Result;
 
 use super::error::db;
-use super::rounds::{PgManagedInputStore, decode};
+use super::round_write::decode;
+use super::rounds::PgManagedInputStore;
 
 impl PgManagedInputStore {
     /// [`ManagedInputStore::pending_page`](m3_store::ManagedInputStore::pending_page).
