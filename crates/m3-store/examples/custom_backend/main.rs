@@ -44,6 +44,7 @@ mod store;
 #[cfg(unix)]
 mod subscriptions;
 #[cfg(unix)]
+mod tables;
 mod tokens;
 mod workers;
 

@@ -5,18 +5,17 @@
 //! reminder stages that list and its feed record in the same commit, so it is appended
 //! once.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use m3_store::changes::rules::reminder_change;
 use m3_store::policies::PolicyRows;
 use m3_store::{ExecutionStore, RoundRef};
-use m3_types::{Clock, DeadlineReminder, Error, ManagedInputRecord, ManagedInputStatus, Result};
+use m3_types::{Clock, DeadlineReminder, ManagedInputRecord, ManagedInputStatus, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::files::Locked;
 use crate::store::DirectoryStore;
+use crate::tables::{read_table, table_path};
 
 /// The policies' file, relative to the directory.
 const POLICIES_FILE: &str = "policies.json";
@@ -36,41 +35,7 @@ struct RemindersFile {
     sent: Vec<(String, String, String)>,
 }
 
-fn file_path(locked: &Locked<'_>, name: &str) -> PathBuf {
-    locked.dir().root().join(name)
-}
-
-fn read_file<T: Default + serde::de::DeserializeOwned>(
-    locked: &Locked<'_>,
-    name: &str,
-) -> Result<T> {
-    let path = file_path(locked, name);
-    Ok(locked
-        .read_json(&path, |why| {
-            Error::storage(format!("{} is damaged: {why}", path.display()))
-        })?
-        .unwrap_or_default())
-}
-
 impl DirectoryStore {
-    /// Applies `change` to the policies' file under the exclusive lock; stages it if
-    /// `change` says it changed something.
-    async fn change_policies<T: Send + 'static>(
-        &self,
-        change: impl FnOnce(&mut PoliciesFile) -> (T, bool) + Send + 'static,
-    ) -> Result<T> {
-        self.write(move |locked, _| {
-            let mut file: PoliciesFile = read_file(locked, POLICIES_FILE)?;
-            let (value, changed) = change(&mut file);
-            if changed {
-                let path = file_path(locked, POLICIES_FILE);
-                locked.stage(&path, &file)?;
-            }
-            Ok(value)
-        })
-        .await
-    }
-
     /// Appends the reminder of the pending round `round` once (see
     /// [`ExecutionStore::remind_deadline`]).
     pub(crate) async fn remind(&self, round: RoundRef, reminder: DeadlineReminder) -> Result<bool> {
@@ -89,12 +54,12 @@ impl DirectoryStore {
                 round.round_id.clone(),
                 reminder.fraction_key(),
             );
-            let mut sent: RemindersFile = read_file(locked, REMINDERS_FILE)?;
+            let mut sent: RemindersFile = read_table(locked, REMINDERS_FILE)?;
             if record.status != ManagedInputStatus::Pending || sent.sent.contains(&key) {
                 return Ok(false);
             }
             sent.sent.push(key);
-            let path = file_path(locked, REMINDERS_FILE);
+            let path = table_path(locked, REMINDERS_FILE);
             locked.stage(&path, &sent)?;
             crate::feed::stage_record(locked, reminder_change(&record, reminder, now))?;
             Ok(true)
@@ -111,7 +76,7 @@ impl PolicyRows for DirectoryStore {
 
     async fn insert_policy(&self, name: &str, text: &str) -> Result<bool> {
         let row = (name.to_owned(), text.to_owned());
-        self.change_policies(move |file| {
+        self.change_table(POLICIES_FILE, move |file: &mut PoliciesFile| {
             if file.rows.iter().any(|(taken, _)| *taken == row.0) {
                 return (false, false);
             }
@@ -123,7 +88,7 @@ impl PolicyRows for DirectoryStore {
 
     async fn all_policies(&self) -> Result<Vec<String>> {
         self.read(|locked, _| {
-            let file: PoliciesFile = read_file(locked, POLICIES_FILE)?;
+            let file: PoliciesFile = read_table(locked, POLICIES_FILE)?;
             Ok(file.rows.into_iter().map(|(_, text)| text).collect())
         })
         .await
@@ -131,7 +96,7 @@ impl PolicyRows for DirectoryStore {
 
     async fn delete_policy(&self, name: &str) -> Result<bool> {
         let name = name.to_owned();
-        self.change_policies(move |file| {
+        self.change_table(POLICIES_FILE, move |file: &mut PoliciesFile| {
             let before = file.rows.len();
             file.rows.retain(|(taken, _)| *taken != name);
             let removed = file.rows.len() != before;

@@ -3,17 +3,16 @@
 //! like everything else. [`RowTokenStore`](m3_store::tokens::RowTokenStore) makes every
 //! decision; this file only keeps rows.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use m3_store::ExecutionStore;
 use m3_store::tokens::TokenRows;
-use m3_types::{Clock, Error, Result};
+use m3_types::{Clock, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::files::Locked;
 use crate::store::DirectoryStore;
+use crate::tables::read_table;
 
 /// The file, relative to the directory.
 const TOKENS_FILE: &str = "tokens.json";
@@ -32,39 +31,6 @@ struct TokenRow {
     text: String,
 }
 
-fn path(locked: &Locked<'_>) -> PathBuf {
-    locked.dir().root().join(TOKENS_FILE)
-}
-
-fn read_file(locked: &Locked<'_>) -> Result<TokensFile> {
-    let path = path(locked);
-    Ok(locked
-        .read_json(&path, |why| {
-            Error::storage(format!("{} is damaged: {why}", path.display()))
-        })?
-        .unwrap_or_default())
-}
-
-impl DirectoryStore {
-    /// Applies `change` to the file under the exclusive lock; stages it if `change` says
-    /// it changed something.
-    async fn change_tokens<T: Send + 'static>(
-        &self,
-        change: impl FnOnce(&mut TokensFile) -> (T, bool) + Send + 'static,
-    ) -> Result<T> {
-        self.write(move |locked, _| {
-            let mut file = read_file(locked)?;
-            let (value, changed) = change(&mut file);
-            if changed {
-                let path = path(locked);
-                locked.stage(&path, &file)?;
-            }
-            Ok(value)
-        })
-        .await
-    }
-}
-
 #[async_trait]
 impl TokenRows for DirectoryStore {
     fn clock(&self) -> Arc<dyn Clock> {
@@ -78,7 +44,7 @@ impl TokenRows for DirectoryStore {
             digest: digest.to_owned(),
             text: text.to_owned(),
         };
-        self.change_tokens(move |file| {
+        self.change_table(TOKENS_FILE, move |file: &mut TokensFile| {
             if file
                 .rows
                 .iter()
@@ -95,7 +61,7 @@ impl TokenRows for DirectoryStore {
     async fn token_by_digest(&self, digest: &str) -> Result<Option<String>> {
         let digest = digest.to_owned();
         self.read(move |locked, _| {
-            Ok(read_file(locked)?
+            Ok(read_table::<TokensFile>(locked, TOKENS_FILE)?
                 .rows
                 .into_iter()
                 .find(|row| row.digest == digest)
@@ -106,7 +72,7 @@ impl TokenRows for DirectoryStore {
 
     async fn all_tokens(&self) -> Result<Vec<String>> {
         self.read(|locked, _| {
-            Ok(read_file(locked)?
+            Ok(read_table::<TokensFile>(locked, TOKENS_FILE)?
                 .rows
                 .into_iter()
                 .map(|row| row.text)
@@ -117,7 +83,7 @@ impl TokenRows for DirectoryStore {
 
     async fn delete_token(&self, id: &str) -> Result<bool> {
         let id = id.to_owned();
-        self.change_tokens(move |file| {
+        self.change_table(TOKENS_FILE, move |file: &mut TokensFile| {
             let before = file.rows.len();
             file.rows.retain(|row| row.id != id);
             let removed = file.rows.len() != before;

@@ -3,17 +3,16 @@
 //! else. [`RowWorkerRegistry`](m3_store::workers::RowWorkerRegistry) makes every decision;
 //! this file only keeps rows.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use m3_store::ExecutionStore;
 use m3_store::workers::WorkerRows;
-use m3_types::{Clock, Error, Result};
+use m3_types::{Clock, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::files::Locked;
 use crate::store::DirectoryStore;
+use crate::tables::read_table;
 
 /// The file, relative to the directory.
 const WORKERS_FILE: &str = "workers.json";
@@ -24,44 +23,13 @@ struct WorkersFile {
     rows: Vec<(String, String)>,
 }
 
-fn path(locked: &Locked<'_>) -> PathBuf {
-    locked.dir().root().join(WORKERS_FILE)
-}
-
-fn read_file(locked: &Locked<'_>) -> Result<WorkersFile> {
-    let path = path(locked);
-    Ok(locked
-        .read_json(&path, |why| {
-            Error::storage(format!("{} is damaged: {why}", path.display()))
-        })?
-        .unwrap_or_default())
-}
-
 impl DirectoryStore {
-    /// Applies `change` to the file under the exclusive lock; stages it if `change` says
-    /// it changed something.
-    async fn change_workers<T: Send + 'static>(
-        &self,
-        change: impl FnOnce(&mut WorkersFile) -> (T, bool) + Send + 'static,
-    ) -> Result<T> {
-        self.write(move |locked, _| {
-            let mut file = read_file(locked)?;
-            let (value, changed) = change(&mut file);
-            if changed {
-                let path = path(locked);
-                locked.stage(&path, &file)?;
-            }
-            Ok(value)
-        })
-        .await
-    }
-
     /// Removes the rows `keep` refuses; whether any was removed.
     async fn remove_workers(
         &self,
         keep: impl Fn(&(String, String)) -> bool + Send + 'static,
     ) -> Result<bool> {
-        self.change_workers(move |file| {
+        self.change_table(WORKERS_FILE, move |file: &mut WorkersFile| {
             let before = file.rows.len();
             file.rows.retain(|row| keep(row));
             let removed = file.rows.len() != before;
@@ -79,7 +47,7 @@ impl WorkerRows for DirectoryStore {
 
     async fn put_worker(&self, worker_id: &str, text: &str) -> Result<()> {
         let (id, text) = (worker_id.to_owned(), text.to_owned());
-        self.change_workers(move |file| {
+        self.change_table(WORKERS_FILE, move |file: &mut WorkersFile| {
             match file.rows.iter_mut().find(|(kept, _)| *kept == id) {
                 Some((_, kept)) => *kept = text,
                 None => file.rows.push((id, text)),
@@ -91,22 +59,22 @@ impl WorkerRows for DirectoryStore {
 
     async fn update_worker(&self, worker_id: &str, text: &str) -> Result<bool> {
         let (id, text) = (worker_id.to_owned(), text.to_owned());
-        self.change_workers(
-            move |file| match file.rows.iter_mut().find(|(kept, _)| *kept == id) {
+        self.change_table(WORKERS_FILE, move |file: &mut WorkersFile| {
+            match file.rows.iter_mut().find(|(kept, _)| *kept == id) {
                 Some((_, kept)) => {
                     *kept = text;
                     (true, true)
                 }
                 None => (false, false),
-            },
-        )
+            }
+        })
         .await
     }
 
     async fn worker(&self, worker_id: &str) -> Result<Option<String>> {
         let id = worker_id.to_owned();
         self.read(move |locked, _| {
-            Ok(read_file(locked)?
+            Ok(read_table::<WorkersFile>(locked, WORKERS_FILE)?
                 .rows
                 .into_iter()
                 .find(|(kept, _)| *kept == id)
@@ -117,7 +85,7 @@ impl WorkerRows for DirectoryStore {
 
     async fn all_workers(&self) -> Result<Vec<String>> {
         self.read(|locked, _| {
-            Ok(read_file(locked)?
+            Ok(read_table::<WorkersFile>(locked, WORKERS_FILE)?
                 .rows
                 .into_iter()
                 .map(|(_, text)| text)
