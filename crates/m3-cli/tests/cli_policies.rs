@@ -157,6 +157,35 @@ fn policies_on(store: &Store) {
         "{listed}"
     );
     assert!(!listed.contains("Pune"), "the list shows content: {listed}");
+    // A secret-named value a policy answers with is shown redacted, in JSON too.
+    let secret = r#"{"password": "hunter2-policy-secret", "city": "Pune"}"#;
+    let added = store
+        .m3(&[
+            "--json",
+            "policies",
+            "add",
+            "with-secret",
+            "--after",
+            "1m",
+            "--accept",
+            secret,
+        ])
+        .expect_code(0)
+        .stdout;
+    let listed = store
+        .m3(&["--json", "policies", "list"])
+        .expect_code(0)
+        .stdout;
+    for shown in [&added, &listed] {
+        assert!(!shown.contains("hunter2-policy-secret"), "{shown}");
+        assert!(
+            shown.contains("[REDACTED]") && shown.contains("Pune"),
+            "{shown}"
+        );
+    }
+    store
+        .m3(&["policies", "remove", "with-secret"])
+        .expect_code(0);
     store
         .m3(&["policies", "remove", "decline-late"])
         .expect_code(0);

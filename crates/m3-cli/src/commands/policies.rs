@@ -178,7 +178,10 @@ fn describe(policy: &Policy) -> String {
     )
 }
 
+/// The policy as `--json` shows it: its answer's content in the redacted projection, so a
+/// secret-named value it gives (a password) is never printed.
 fn policy_json(policy: &Policy) -> Value {
+    let answer = serde_json::to_value(&policy.answer).unwrap_or(Value::Null);
     json!({
         "name": policy.name,
         "server": policy.server,
@@ -188,7 +191,7 @@ fn policy_json(policy: &Policy) -> Value {
         "message": policy.message,
         "schema_digest": policy.schema_digest,
         "after_ms": policy.after_ms,
-        "answer": policy.answer,
+        "answer": m3_types::redact(&answer),
         "created_at": m3_types::timestamp::format(policy.created_at),
     })
 }
