@@ -189,7 +189,7 @@ pub(crate) enum Command {
         fault: Option<Fault>,
         /// Append one JSON line per tools/call to FILE (pid, parent pid, tool, whether it
         /// carried an answer, the answered city): tests count deliveries with it.
-        #[arg(long, value_name = "FILE", conflicts_with = "http")]
+        #[arg(long, value_name = "FILE")]
         call_log: Option<PathBuf>,
         /// Never answer a tools/call that carries input responses (tests kill a worker
         /// while the answer is in flight).
@@ -270,7 +270,8 @@ Examples:
 const WORKER_EXAMPLES: &str = "\
 Examples:
   m3 worker                              # 16 at once, 30 s drain on SIGINT/SIGTERM
-  m3 --json worker --concurrency 64 --drain-timeout 10";
+  m3 --json worker --concurrency 64 --drain-timeout 10
+  m3 worker --handover-only              # takes over what stopping workers hand over";
 
 /// `m3 worker`'s options.
 #[derive(Debug, Args)]
@@ -279,10 +280,15 @@ pub(crate) struct WorkerArgs {
     #[arg(long, value_name = "N", default_value_t = m3_kit::DEFAULT_CONCURRENCY,
         value_parser = parse_concurrency)]
     pub(crate) concurrency: usize,
-    /// On SIGINT/SIGTERM, let running executions finish this long, then fail the rest
-    /// closed as recovery would.
+    /// On SIGINT/SIGTERM, hand executions waiting on a transferable round to another live
+    /// worker and let the rest finish this long; what is left then fails closed as
+    /// recovery would.
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_seconds)]
     pub(crate) drain_timeout: f64,
+    /// Claim nothing new: only go on with executions other workers hand over when they
+    /// stop (the successor in a rolling deploy, docs/workers.md).
+    #[arg(long)]
+    pub(crate) handover_only: bool,
     /// Sweep recovery this often (default: half the default lease, 15 s).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub(crate) sweep_every: Option<f64>,

@@ -113,7 +113,7 @@ fn run_without_runtime(out: Output, command: Command) -> Result<ExitCode, Box<Co
             hold_retry,
             http,
         } => match http {
-            Some(address) => commands::example_server::run_http(out, &name, era, address),
+            Some(address) => commands::example_server::run_http(out, &name, era, address, call_log),
             None => commands::example_server::run(&name, era, fault, call_log, hold_retry),
         },
         Command::ExampleProvider {

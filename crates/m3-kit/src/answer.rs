@@ -221,9 +221,8 @@ impl AsyncMcpTestKit {
         // A repeat keeps the first answer's actor: read what the store kept.
         let answered_by = store.answered_by(&round).await?;
         let redacted = redacted_projection(&record)?;
-        let prompt =
-            crate::context::execution_prompt(&*self.inner.store, &round.execution_id).await?;
-        let diagnostics = RoundDiagnostics::of(&record, redacted, answered_by, prompt.as_deref());
+        let spec = crate::context::execution_spec(&*self.inner.store, &round.execution_id).await?;
+        let diagnostics = RoundDiagnostics::of(&record, redacted, answered_by, spec.as_ref());
         Ok(RoundDetails {
             round: record.pending,
             diagnostics,

@@ -11,7 +11,12 @@ use serde_json::Value;
 
 /// The keys the runtime's coordinator adds to a round's operation parameters for its own
 /// bookkeeping: not the operation's arguments.
-const BOOKKEEPING: [&str; 3] = ["logical_operation_id", "operation_kind", "operation_name"];
+const BOOKKEEPING: [&str; 4] = [
+    "logical_operation_id",
+    "operation_kind",
+    "operation_name",
+    m3_runtime::TRANSFERABLE_PARAMETER,
+];
 
 /// The context of round `record` of an execution whose agent was given `prompt`.
 pub(crate) fn round_context(record: &ManagedInputRecord, prompt: Option<&str>) -> RoundContext {
@@ -27,19 +32,25 @@ pub(crate) fn spec_prompt(spec: &Value) -> Option<&str> {
     spec.get("prompt").and_then(Value::as_str)
 }
 
-/// The prompt of execution `execution_id` (`None` when it has none, or for rounds without
-/// an execution record, which another implementation may have written).
+/// The submitted spec of execution `execution_id` (`None` for rounds without an execution
+/// record, which another implementation may have written).
 ///
 /// # Errors
 /// `storage_error`.
-pub(crate) async fn execution_prompt(
+pub(crate) async fn execution_spec(
     store: &dyn ExecutionStore,
     execution_id: &str,
-) -> Result<Option<String>> {
+) -> Result<Option<Value>> {
     Ok(store
         .get_execution(execution_id)
         .await?
-        .and_then(|record| spec_prompt(&record.spec).map(str::to_owned)))
+        .map(|record| record.spec))
+}
+
+/// Whether round `record`, pending, would be handed to another worker if its worker
+/// stopped ([`m3_runtime::survives_worker_restart`]); false for a round that is not pending.
+pub(crate) fn transferable(record: &ManagedInputRecord) -> bool {
+    m3_runtime::survives_worker_restart(record)
 }
 
 /// A pending round with its context, from
@@ -53,15 +64,21 @@ pub struct PendingRound {
     pub round: PendingElicitationRound,
     /// The operation's arguments and the agent's prompt, redacted.
     pub context: RoundContext,
+    /// Whether the round survives its worker's restart: a stopping worker hands it to
+    /// another live worker (docs/workers.md, "Handing over"); false: it fails closed when
+    /// its worker stops.
+    pub transferable: bool,
 }
 
 impl PendingRound {
-    /// Round `record` (pending) with the context of an agent given `prompt`.
-    pub(crate) fn of(record: ManagedInputRecord, prompt: Option<&str>) -> Self {
-        let context = round_context(&record, prompt);
+    /// Round `record` (pending) of the execution submitted as `spec`.
+    pub(crate) fn of(record: ManagedInputRecord, spec: &Value) -> Self {
+        let context = round_context(&record, spec_prompt(spec));
+        let transferable = transferable(&record);
         Self {
             round: record.pending,
             context,
+            transferable,
         }
     }
 }

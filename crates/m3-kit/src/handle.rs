@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use crate::context::{execution_prompt, round_context};
+use crate::context::{execution_spec, round_context, spec_prompt, transferable};
 use crate::shared::KitInner;
 
 /// Diagnostics of one round (never the raw responses).
@@ -65,6 +65,9 @@ pub struct RoundDiagnostics {
     /// What the round decides on: the operation's arguments and the agent's prompt,
     /// redacted (see [`RoundContext`](m3_types::RoundContext)).
     pub context: m3_types::RoundContext,
+    /// Whether the round, pending, survives its worker's restart (handed to another live
+    /// worker when its worker stops; docs/workers.md). False once it is not pending.
+    pub transferable: bool,
 }
 
 /// One round with its requests and its redacted diagnostics, from
@@ -408,10 +411,10 @@ impl AsyncExecutionHandle {
             return Ok(Vec::new());
         }
         let store = self.kit.store.managed_input_store().await?;
-        let prompt = execution_prompt(&*self.kit.store, &self.execution_id).await?;
+        let spec = execution_spec(&*self.kit.store, &self.execution_id).await?;
         let mut out = Vec::new();
         for record in store.list_rounds(&self.execution_id).await? {
-            out.push(diagnostics(&*store, &record, prompt.as_deref()).await?);
+            out.push(diagnostics(&*store, &record, spec.as_ref()).await?);
         }
         Ok(out)
     }
@@ -437,8 +440,8 @@ impl AsyncExecutionHandle {
             .get_round(&RoundRef::new(self.execution_id.clone(), round_id))
             .await?
             .ok_or_else(missing)?;
-        let prompt = execution_prompt(&*self.kit.store, &self.execution_id).await?;
-        let diagnostics = diagnostics(&*store, &record, prompt.as_deref()).await?;
+        let spec = execution_spec(&*self.kit.store, &self.execution_id).await?;
+        let diagnostics = diagnostics(&*store, &record, spec.as_ref()).await?;
         Ok(RoundDetails {
             round: record.pending,
             diagnostics,
@@ -508,7 +511,7 @@ async fn wait_until(
 pub(crate) async fn diagnostics(
     store: &dyn ManagedInputStore,
     r: &ManagedInputRecord,
-    prompt: Option<&str>,
+    spec: Option<&Value>,
 ) -> Result<RoundDiagnostics> {
     let round = RoundRef::of(r);
     let redacted_responses = store.redacted_responses(&round).await?;
@@ -520,7 +523,7 @@ pub(crate) async fn diagnostics(
         r,
         redacted_responses,
         answered_by,
-        prompt,
+        spec,
     ))
 }
 
@@ -531,7 +534,7 @@ impl RoundDiagnostics {
         r: &ManagedInputRecord,
         redacted_responses: Option<Map<String, Value>>,
         answered_by: Option<Actor>,
-        prompt: Option<&str>,
+        spec: Option<&Value>,
     ) -> Self {
         Self {
             round_id: r.pending.round_id.clone(),
@@ -551,7 +554,8 @@ impl RoundDiagnostics {
             response_idempotency_key: r.response_idempotency_key.clone(),
             redacted_responses,
             answered_by,
-            context: round_context(r, prompt),
+            context: round_context(r, spec.and_then(spec_prompt)),
+            transferable: transferable(r),
         }
     }
 }

@@ -196,12 +196,10 @@ impl AsyncMcpTestKit {
             if !query.status.admits(record.status) {
                 continue;
             }
-            let prompt = crate::context::execution_prompt(
-                self.store().as_ref(),
-                &decision.round.execution_id,
-            )
-            .await?;
-            let diagnostics = diagnostics(store.as_ref(), &record, prompt.as_deref()).await?;
+            let spec =
+                crate::context::execution_spec(self.store().as_ref(), &decision.round.execution_id)
+                    .await?;
+            let diagnostics = diagnostics(store.as_ref(), &record, spec.as_ref()).await?;
             let principal = diagnostics.answered_by.as_ref().map(|a| &a.principal);
             if query.principal.is_some() && principal != query.principal.as_ref() {
                 continue;

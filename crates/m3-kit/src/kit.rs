@@ -311,14 +311,13 @@ impl AsyncMcpTestKit {
                 continue;
             }
             let store = self.inner.store.managed_input_store().await?;
-            let prompt = crate::context::spec_prompt(&record.spec);
             pending.extend(
                 store
                     .list_rounds(&record.execution_id)
                     .await?
                     .into_iter()
                     .filter(|r| r.status == ManagedInputStatus::Pending)
-                    .map(|r| crate::PendingRound::of(r, prompt)),
+                    .map(|r| crate::PendingRound::of(r, &record.spec)),
             );
         }
         pending.sort_by(|a, b| {

@@ -141,6 +141,14 @@ impl InputRound {
         self.driver.shared.era
     }
 
+    /// Whether the operation can go on from the store alone, on any connection to the
+    /// same server ([`McpConnection::resume`](crate::McpConnection::resume)): a 2026-07-28
+    /// round outside a task. A legacy round lives in its open request; a task's round in
+    /// the task the server keeps for this client.
+    pub fn is_resumable(&self) -> bool {
+        self.era() == ProtocolEra::Modern && !self.driver.in_task()
+    }
+
     /// Server binding name.
     pub fn server(&self) -> &str {
         &self.driver.origin.server

@@ -55,6 +55,7 @@ mod spec;
 mod store_retry;
 mod telemetry;
 mod trace;
+mod transfer;
 mod worker;
 
 pub use coordinator::{
@@ -75,10 +76,12 @@ pub use spec::{
 };
 pub use telemetry::{execution_trace_id, execution_trace_id_hex};
 pub use trace::ExecutionTrace;
+pub use transfer::{TRANSFERABLE_PARAMETER, survives_worker_restart};
 pub use worker::{
     DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_POLL, DEFAULT_WORKER_HEARTBEAT,
-    DRAINED_REASON, DrainReport, FILES_PER_EXECUTION, PoolEvent, PoolOptions, QUEUE_AGE_EXCEEDED,
-    SweepOptions, Worker, WorkerPool, raise_open_files_limit, spawn_sweep, sweep_once,
+    DRAINED_REASON, DrainReport, EVENT_EXECUTION_CHECKPOINT, FILES_PER_EXECUTION, PoolEvent,
+    PoolOptions, QUEUE_AGE_EXCEEDED, SweepOptions, Worker, WorkerPool, raise_open_files_limit,
+    spawn_sweep, sweep_once,
 };
 
 /// This crate's README, compiled and run as a doctest so its example keeps working.

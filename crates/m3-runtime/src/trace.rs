@@ -72,6 +72,38 @@ impl ExecutionTrace {
         }
     }
 
+    /// The trace as it is persisted (see [`persist_into`](Self::persist_into)), and the
+    /// values it redacted.
+    ///
+    /// # Errors
+    /// `protocol_error` when the trace cannot be serialized.
+    pub(crate) fn redacted(
+        &self,
+        extra_secrets: &[String],
+        marked: &[MarkedRound],
+    ) -> Result<(Value, Vec<String>)> {
+        let mut operations = serde_json::to_value(&self.operations)
+            .map_err(|e| Error::protocol("trace is not serializable").with_source(e))?;
+        let mut found = secret_values(&operations);
+        found.extend(marked.iter().flat_map(|round| round.values.iter().cloned()));
+        // Longest first, so a secret containing another is replaced whole.
+        found.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        found.dedup();
+        redact_marked_answers(&mut operations, marked);
+        let secrets: Vec<String> = found.iter().chain(extra_secrets).cloned().collect();
+        let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        let final_text = self
+            .final_text
+            .as_deref()
+            .map(|text| redact_with(&Value::String(text.to_owned()), &refs));
+        let mut trace = serde_json::to_value(self)
+            .map_err(|e| Error::protocol("trace is not serializable").with_source(e))?;
+        // `token_usage` is the harness's counters, not data: it keeps its key names.
+        trace["operations"] = redact_with(&operations, &refs);
+        trace["final_text"] = final_text.unwrap_or(Value::Null);
+        Ok((trace, secrets))
+    }
+
     /// Fill `result`'s trace, turn summary and error as they are persisted: the diagnostic
     /// projection. Values under secret-named keys (an answered `password` in
     /// `input_responses` or a legacy exchange) become `"[REDACTED]"`, and so does every
@@ -90,30 +122,10 @@ impl ExecutionTrace {
         extra_secrets: &[String],
         marked: &[MarkedRound],
     ) -> Result<()> {
-        let mut operations = serde_json::to_value(&self.operations)
-            .map_err(|e| Error::protocol("trace is not serializable").with_source(e))?;
-        let mut found = secret_values(&operations);
-        found.extend(marked.iter().flat_map(|round| round.values.iter().cloned()));
-        // Longest first, so a secret containing another is replaced whole.
-        found.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        found.dedup();
-        redact_marked_answers(&mut operations, marked);
-        let secrets: Vec<&str> = found
-            .iter()
-            .chain(extra_secrets)
-            .map(String::as_str)
-            .collect();
-        let final_text = self
-            .final_text
-            .as_deref()
-            .map(|text| redact_with(&Value::String(text.to_owned()), &secrets));
-        let mut trace = serde_json::to_value(self)
-            .map_err(|e| Error::protocol("trace is not serializable").with_source(e))?;
-        // `token_usage` is the harness's counters, not data: it keeps its key names.
-        trace["operations"] = redact_with(&operations, &secrets);
-        trace["final_text"] = final_text.clone().unwrap_or(Value::Null);
-        result.turns = vec![json!({"prompt": self.prompt, "final_text": final_text})];
+        let (trace, secrets) = self.redacted(extra_secrets, marked)?;
+        result.turns = vec![json!({"prompt": self.prompt, "final_text": trace["final_text"]})];
         result.trace = Some(trace);
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         result.error = error.map(|error| redacted_error(error.to_error_info(), &secrets));
         Ok(())
     }

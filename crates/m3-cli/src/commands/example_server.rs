@@ -50,11 +50,17 @@ pub(crate) fn run(
 
 /// Serves `name` over Streamable HTTP on `address` until SIGINT or SIGTERM; prints the
 /// endpoint URL as the first stdout line.
-pub(crate) fn run_http(out: Output, name: &str, era: Era, address: SocketAddr) -> ExitCode {
+pub(crate) fn run_http(
+    out: Output,
+    name: &str,
+    era: Era,
+    address: SocketAddr,
+    call_log: Option<std::path::PathBuf>,
+) -> ExitCode {
     let outcome = super::process::plumbing_runtime(true)
         .map_err(|error| Failure::other("io_error", format!("cannot start the runtime: {error}")))
         .and_then(|runtime| {
-            let outcome = runtime.block_on(serve_http(name, era, address));
+            let outcome = runtime.block_on(serve_http(name, era, address, call_log));
             runtime.shutdown_background();
             outcome
         });
@@ -67,11 +73,17 @@ pub(crate) fn run_http(out: Output, name: &str, era: Era, address: SocketAddr) -
     }
 }
 
-async fn serve_http(name: &str, era: Era, address: SocketAddr) -> Result<(), Failure> {
-    let options = ShippingOptions {
+async fn serve_http(
+    name: &str,
+    era: Era,
+    address: SocketAddr,
+    call_log: Option<std::path::PathBuf>,
+) -> Result<(), Failure> {
+    let mut options = ShippingOptions {
         era,
         ..ShippingOptions::default()
     };
+    options.call_log = call_log;
     let fixture = m3_fixtures::serve_named_http(name, options, address)
         .await
         .map_err(|error| match error {

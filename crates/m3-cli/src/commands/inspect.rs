@@ -227,6 +227,8 @@ struct Listed {
     #[serde(flatten)]
     round: PendingElicitationRound,
     context: m3_kit::RoundContext,
+    /// Whether the round survives its worker's restart (docs/workers.md).
+    transferable: bool,
 }
 
 /// The pending round of `handle`, if any, with its context.
@@ -234,8 +236,12 @@ async fn pending_of(handle: &AsyncExecutionHandle) -> Result<Option<Listed>, Fai
     let Some(round) = handle.pending_elicitation().await? else {
         return Ok(None);
     };
-    let context = handle.round(&round.round_id).await?.diagnostics.context;
-    Ok(Some(Listed { round, context }))
+    let diagnostics = handle.round(&round.round_id).await?.diagnostics;
+    Ok(Some(Listed {
+        round,
+        context: diagnostics.context,
+        transferable: diagnostics.transferable,
+    }))
 }
 
 /// The pending rounds of `execution`, or of every execution.

@@ -28,6 +28,7 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
         .drain_timeout(Duration::from_secs_f64(args.drain_timeout))
         .claim_lease(Duration::from_secs_f64(args.claim_lease))
         .sweep(Some(sweep))
+        .handover_only(args.handover_only)
         .events_from_start(true);
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     // Opening runs recovery first; the kit's embedded worker is this pool. OAuth tokens
@@ -51,7 +52,8 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
     out_event(
         out,
         "started",
-        json!({"worker_id": pool.owner_id(), "concurrency": args.concurrency}),
+        json!({"worker_id": pool.owner_id(), "concurrency": args.concurrency,
+            "handover_only": args.handover_only}),
     )?;
     let notifier_stop = tokio_util::sync::CancellationToken::new();
     let notifier =
@@ -83,7 +85,8 @@ pub(crate) async fn run(out: Output, db: &Path, args: WorkerArgs) -> Result<(), 
     out_event(
         out,
         "stopped",
-        json!({"finished": drained.finished, "failed_closed": drained.failed_closed}),
+        json!({"finished": drained.finished, "handed_over": drained.handed_over,
+            "failed_closed": drained.failed_closed}),
     )?;
     kit.close().await?;
     Ok(())
@@ -156,6 +159,17 @@ fn report_event(out: Output, event: &PoolEvent) -> Result<(), Failure> {
             "finished",
             json!({"execution_id": execution_id, "outcome": outcome, "error_code": error_code}),
         ),
+        PoolEvent::HandedOver {
+            execution_id,
+            successor,
+        } => out_event(
+            out,
+            "handed_over",
+            json!({"execution_id": execution_id, "successor": successor}),
+        ),
+        PoolEvent::Adopted { execution_id } => {
+            out_event(out, "adopted", json!({"execution_id": execution_id}))
+        }
         _ => Ok(()),
     }
 }

@@ -9,6 +9,11 @@ use super::lifecycle::{Active, Coordinator};
 use crate::lease::round as renewal;
 
 impl Coordinator {
+    /// Whether the wait ended for a handover (the round stays pending for a successor).
+    pub(crate) fn is_handed_over(&self) -> bool {
+        self.lock().handed_over
+    }
+
     /// Fails the active round (if any) with `error`.
     pub(crate) async fn fail_round(&self, error: &Error) {
         self.fail_active(error).await;
@@ -27,12 +32,18 @@ impl Coordinator {
         let Some(active) = self.lock().active.take() else {
             return;
         };
+        if self.lock().handed_over {
+            // The successor holds the round now; dropping `active` stops this worker's
+            // renewal of its lease.
+            return;
+        }
         let Active {
             round,
             lease,
             round_index,
             recovery,
             renewal: guard,
+            ..
         } = active;
         drop(guard);
         let lost = recovery.take().is_some();

@@ -43,6 +43,9 @@ pub(crate) struct CoordinatorSettings {
     pub(crate) remind_at: Vec<f64>,
     /// The worker's renewer, which keeps the round leases in batches.
     pub(crate) keeper: LeaseKeeper,
+    /// Cancelled when the worker stops and hands its waiting executions over: a wait for a
+    /// transferable round then ends, leaving the round pending for the successor.
+    pub(crate) handover: CancellationToken,
 }
 
 #[derive(Debug)]
@@ -52,6 +55,8 @@ pub(super) struct Active {
     pub(super) round_index: u32,
     pub(super) recovery: Arc<RecoverySlot>,
     pub(super) renewal: DropGuard,
+    /// Whether another worker can go on with this round (see `AgentSession`).
+    pub(super) transferable: bool,
 }
 
 #[derive(Debug, Default)]
@@ -59,6 +64,9 @@ pub(super) struct State {
     pub(super) rounds: u32,
     pub(super) closed: bool,
     pub(super) active: Option<Active>,
+    /// The wait ended for a handover: the round stays pending for the successor, and
+    /// nothing in this worker may fail it.
+    pub(super) handed_over: bool,
     /// Handed-over rounds whose answers hold values their schema marks secret.
     marked: Vec<MarkedRound>,
 }
@@ -66,12 +74,12 @@ pub(super) struct State {
 /// The managed-input coordinator of one execution.
 #[derive(Debug)]
 pub(crate) struct Coordinator {
-    executions: Arc<dyn ExecutionStore>,
+    pub(super) executions: Arc<dyn ExecutionStore>,
     pub(super) store: Arc<dyn ManagedInputStore>,
     execution_lease: ExecutionLeaseRef,
-    notifier: Arc<ResponseNotifier>,
-    on_pending: Option<RoundPendingHook>,
-    settings: CoordinatorSettings,
+    pub(super) notifier: Arc<ResponseNotifier>,
+    pub(super) on_pending: Option<RoundPendingHook>,
+    pub(super) settings: CoordinatorSettings,
     owner_id: String,
     state: Mutex<State>,
 }
@@ -104,7 +112,7 @@ impl Coordinator {
         }
     }
 
-    fn execution_id(&self) -> &str {
+    pub(super) fn execution_id(&self) -> &str {
         &self.execution_lease.execution_id
     }
 
@@ -132,6 +140,7 @@ impl Coordinator {
         &self,
         pending: PendingElicitationRound,
         operation_parameters: Map<String, Value>,
+        transferable: bool,
     ) -> Result<Delivery> {
         let round_id = pending.round_id.clone();
         let deadline = pending.deadline;
@@ -171,7 +180,7 @@ impl Coordinator {
         let result = self
             .create_and_wait(
                 pending,
-                operation_parameters,
+                (operation_parameters, transferable),
                 round_index,
                 deadline,
                 Waiters {
@@ -195,7 +204,7 @@ impl Coordinator {
     async fn create_and_wait(
         &self,
         pending: PendingElicitationRound,
-        operation_parameters: Map<String, Value>,
+        (operation_parameters, transferable): (Map<String, Value>, bool),
         round_index: u32,
         deadline: Option<OffsetDateTime>,
         waiters: Waiters<'_>,
@@ -203,9 +212,9 @@ impl Coordinator {
         let request_event = records::request_event(&pending, round_index)?;
         let unattended = pending.clone();
         let (round, lease) = self
-            .persist_round(pending, operation_parameters, round_index)
+            .persist_round(pending, (operation_parameters, transferable), round_index)
             .await?;
-        let recovery = self.start_renewal(&round, &lease, round_index);
+        let recovery = self.start_renewal(&round, &lease, round_index, transferable);
         self.enter_waiting(request_event).await?;
         if let Some(hook) = &self.on_pending {
             hook.call(self.execution_id(), &round.round_id);
@@ -229,10 +238,11 @@ impl Coordinator {
     async fn persist_round(
         &self,
         pending: PendingElicitationRound,
-        operation_parameters: Map<String, Value>,
+        (operation_parameters, transferable): (Map<String, Value>, bool),
         round_index: u32,
     ) -> Result<(RoundRef, LeaseRef)> {
-        let operation_parameters = records::round_parameters(&pending, operation_parameters);
+        let operation_parameters =
+            records::round_parameters(&pending, operation_parameters, transferable);
         let request = CreateRound::new(pending, self.owner_id.clone(), self.settings.lease)
             .with_round_index(round_index)
             .with_round_limit(self.settings.round_limit)
@@ -248,11 +258,12 @@ impl Coordinator {
 
     /// Starts renewing the round's lease and makes it the active round (from here on a
     /// failure fails it). Returns where the renewal reports a lost lease.
-    fn start_renewal(
+    pub(super) fn start_renewal(
         &self,
         round: &RoundRef,
         lease: &LeaseRef,
         round_index: u32,
+        transferable: bool,
     ) -> Arc<RecoverySlot> {
         let recovery = Arc::new(RecoverySlot::default());
         let token = CancellationToken::new();
@@ -272,6 +283,7 @@ impl Coordinator {
             round_index,
             recovery: Arc::clone(&recovery),
             renewal: token.drop_guard(),
+            transferable,
         });
         recovery
     }
@@ -288,7 +300,7 @@ impl Coordinator {
 
     /// Checks the committed response against the deadline, then starts its delivery: what
     /// the MCP retry carries.
-    async fn hand_over(
+    pub(super) async fn hand_over(
         &self,
         round: &RoundRef,
         lease: &LeaseRef,
@@ -411,7 +423,7 @@ impl Coordinator {
     /// A read that lost its database connection (a server restart) is repeated with
     /// backoff for as long as the round's lease is kept: the lease keeper rides out the
     /// same outage and ends the wait (through `recovery`) only once the lease is gone.
-    async fn await_response(
+    pub(super) async fn await_response(
         &self,
         round: &RoundRef,
         lease: &LeaseRef,
@@ -421,6 +433,7 @@ impl Coordinator {
         unattended: &mut Unattended,
     ) -> Result<ManagedInputRecord> {
         let mut backoff = Backoff::default();
+        let transferable = self.lock().active.as_ref().is_some_and(|a| a.transferable);
         // After a lost connection: re-read after this pause, not at the next wake-up.
         let mut reread_after: Option<Duration> = None;
         loop {
@@ -446,6 +459,10 @@ impl Coordinator {
                 () = waiters.local.notified() => false,
                 _ = waiters.changes.changed() => false,
                 () = recovery.notified() => false,
+                () = self.settings.handover.cancelled(), if transferable => {
+                    self.lock().handed_over = true;
+                    return Err(Error::cancelled("the round's execution is handed to another worker"));
+                }
                 () = sleep_at_most(budget.min(reread_after.unwrap_or(Duration::MAX))) => reread_after.is_none(),
             };
             if timer_only {
@@ -573,9 +590,9 @@ impl Coordinator {
 
 /// What a waiting coordinator wakes on: this process's responders, and the store's
 /// change signal (other processes, and the fallback poll).
-struct Waiters<'a> {
-    local: &'a tokio::sync::Notify,
-    changes: ChangeSubscription,
+pub(super) struct Waiters<'a> {
+    pub(super) local: &'a tokio::sync::Notify,
+    pub(super) changes: ChangeSubscription,
 }
 
 /// Sleeps for `budget`, or forever for [`Duration::MAX`] (which no timer can hold).

@@ -11,6 +11,7 @@
 //! A round is never redelivered. While it waits, the lease holder appends the round's
 //! deadline reminders and fires the store's policies (`unattended`).
 
+mod adopt;
 mod failure;
 mod lifecycle;
 mod notify;

@@ -10,9 +10,11 @@ use serde_json::{Map, Value, json};
 
 /// The operation's parameters as stored with the round: without the wire's
 /// continuation fields, with the operation's identity.
+/// A round another worker can carry on is marked [`TRANSFERABLE_PARAMETER`].
 pub(super) fn round_parameters(
     pending: &PendingElicitationRound,
     mut parameters: Map<String, Value>,
+    transferable: bool,
 ) -> Map<String, Value> {
     for key in [
         "requestState",
@@ -35,6 +37,9 @@ pub(super) fn round_parameters(
         "operation_name".into(),
         pending.operation_name.clone().into(),
     );
+    if transferable {
+        parameters.insert(crate::transfer::TRANSFERABLE_PARAMETER.into(), true.into());
+    }
     parameters
 }
 

@@ -11,6 +11,7 @@
 #[cfg(feature = "codex")]
 mod codex;
 mod contract;
+mod resumed;
 mod scripted;
 mod session;
 
@@ -21,6 +22,7 @@ use crate::selection::AgentSelection;
 #[cfg(feature = "codex")]
 pub use codex::{CodexHarness, TESTED_CODEX_VERSIONS, detect_codex_version};
 pub use contract::Harness;
+pub(crate) use resumed::ResumedOperation;
 pub use scripted::ScriptedHarness;
 pub use session::AgentSession;
 pub(crate) use session::{InputPolicy, OperationLog, SessionSetup};
@@ -37,6 +39,26 @@ pub fn harness_for(selection: &AgentSelection) -> Result<Box<dyn Harness>> {
             Ok(Box::new(ScriptedHarness::new(scripted.script.clone())))
         }
         AgentSelection::Codex(codex) => codex_harness(codex),
+    }
+}
+
+/// The harness that goes on with `selection` from script step `step`, after a handover.
+///
+/// # Errors
+/// `invalid_argument` for an invalid selection or one that cannot go on elsewhere (only
+/// the scripted harness records where it is).
+pub(crate) fn harness_resuming(
+    selection: &AgentSelection,
+    step: usize,
+) -> Result<Box<dyn Harness>> {
+    selection.validate()?;
+    match selection {
+        AgentSelection::Scripted(scripted) => Ok(Box::new(
+            ScriptedHarness::new(scripted.script.clone()).starting_at(step),
+        )),
+        AgentSelection::Codex(_) => Err(m3_types::Error::model_validation(
+            "a codex execution runs in its worker's process and cannot be handed over",
+        )),
     }
 }
 

@@ -12,12 +12,23 @@ use crate::selection::{Script, ScriptStep};
 #[derive(Debug, Clone)]
 pub struct ScriptedHarness {
     script: Script,
+    /// The first step to run (after a handover: the one whose round was handed over).
+    first_step: usize,
 }
 
 impl ScriptedHarness {
     /// A harness running `script`.
     pub fn new(script: Script) -> Self {
-        Self { script }
+        Self {
+            script,
+            first_step: 0,
+        }
+    }
+
+    /// The same harness, going on from step `index` (a successor after a handover).
+    pub(crate) fn starting_at(mut self, index: usize) -> Self {
+        self.first_step = index;
+        self
     }
 }
 
@@ -28,7 +39,8 @@ impl Harness for ScriptedHarness {
     }
 
     async fn run_turn(&self, _prompt: &str, session: &mut AgentSession) -> Result<String> {
-        for step in &self.script.steps {
+        for (index, step) in self.script.steps.iter().enumerate().skip(self.first_step) {
+            session.begin_step(index);
             let target = step.target()?;
             match (step, target) {
                 (ScriptStep::Say { say }, _) => session.say(say.clone()),

@@ -58,9 +58,71 @@ pub(crate) struct OperationLog {
     secrets: Mutex<Vec<String>>,
     /// Delivered rounds with answers their schema marks secret: redacted in the trace.
     marked: Mutex<Vec<MarkedRound>>,
+    /// The agent's answer so far; kept here so a handover can record it.
+    transcript: Mutex<Vec<String>>,
+    /// The index of the script step in progress (scripted harness): where a successor
+    /// worker goes on after a handover.
+    step: Mutex<Option<usize>>,
+    /// After a handover: the operation the predecessor left waiting, and the id of the
+    /// operation that continues it here (their attempts make one record).
+    interrupted: Mutex<Option<LogicalOperation>>,
+    continuation: Mutex<Option<String>>,
 }
 
 impl OperationLog {
+    /// The agent's answer so far.
+    pub(crate) fn transcript(&self) -> Vec<String> {
+        lock(&self.transcript).clone()
+    }
+
+    /// Records that script step `index` starts.
+    pub(crate) fn begin_step(&self, index: usize) {
+        *lock(&self.step) = Some(index);
+    }
+
+    /// The script step in progress, if the harness reports steps.
+    pub(crate) fn step(&self) -> Option<usize> {
+        *lock(&self.step)
+    }
+
+    /// Starts from what an earlier worker recorded before a handover: its (redacted)
+    /// operations and answer text.
+    /// `interrupted` names the operation whose round was handed over: the operation that
+    /// continues it ([`continue_as`](Self::continue_as)) is recorded as the same one.
+    pub(crate) fn restore(
+        &self,
+        operations: Vec<LogicalOperation>,
+        transcript: Vec<String>,
+        interrupted: &str,
+    ) {
+        let (left, done): (Vec<_>, Vec<_>) = operations
+            .into_iter()
+            .partition(|op| op.logical_operation_id == interrupted);
+        lock(&self.finished).extend(done);
+        *lock(&self.interrupted) = left.into_iter().next();
+        lock(&self.transcript).extend(transcript);
+    }
+
+    /// Records that operation `logical_operation_id` continues the interrupted one.
+    pub(crate) fn continue_as(&self, logical_operation_id: &str) {
+        *lock(&self.continuation) = Some(logical_operation_id.to_owned());
+    }
+
+    /// `record`, preceded by the interrupted operation's attempts when it continues it.
+    fn merged(&self, record: LogicalOperation) -> LogicalOperation {
+        if lock(&self.continuation).as_deref() != Some(record.logical_operation_id.as_str()) {
+            return record;
+        }
+        let Some(mut merged) = lock(&self.interrupted).clone() else {
+            return record;
+        };
+        merged.attempts.extend(record.attempts);
+        merged.rounds = record.rounds;
+        merged.finished_at = record.finished_at;
+        merged.error = record.error;
+        merged
+    }
+
     /// Registers values to redact from the trace, the result and the error.
     pub(crate) fn add_secrets(&self, values: &[String]) {
         let mut secrets = self.secrets.lock().unwrap_or_else(PoisonError::into_inner);
@@ -127,6 +189,10 @@ impl OperationLog {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
         if let Some(record) = connection.operation_record(logical_operation_id) {
+            let record = self.merged(record);
+            if lock(&self.continuation).as_deref() == Some(logical_operation_id) {
+                *lock(&self.interrupted) = None;
+            }
             self.finished
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -148,7 +214,9 @@ impl OperationLog {
             .as_ref()
             && let Some(record) = connection.operation_record(id)
         {
-            all.push(record);
+            all.push(self.merged(record));
+        } else if let Some(interrupted) = lock(&self.interrupted).clone() {
+            all.push(interrupted);
         }
         all.extend(
             self.external
@@ -159,6 +227,10 @@ impl OperationLog {
         );
         all
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The agent's view of an execution: its MCP servers and its answer text.
@@ -177,8 +249,10 @@ pub struct AgentSession {
     permission_policy: PermissionPolicy,
     interrupt: CancellationToken,
     log: Arc<OperationLog>,
-    transcript: Vec<String>,
     clock: Arc<dyn Clock>,
+    /// The operation a predecessor worker handed over mid-round: the next matching call
+    /// continues it instead of starting anew.
+    pub(super) resumed: Option<super::resumed::ResumedOperation>,
 }
 
 /// What a session is made of (see [`AgentSession::connect`]).
@@ -249,8 +323,8 @@ impl AgentSession {
             permission_policy: setup.permission_policy,
             interrupt: setup.interrupt,
             log: setup.log,
-            transcript: Vec::new(),
             clock: setup.clock,
+            resumed: None,
         })
     }
 
@@ -393,12 +467,17 @@ impl AgentSession {
 
     /// Adds text to the agent's answer.
     pub fn say(&mut self, text: impl Into<String>) {
-        self.transcript.push(text.into());
+        lock(&self.log.transcript).push(text.into());
     }
 
     /// The agent's answer so far (every `say` and every operation's text).
-    pub fn transcript(&self) -> &[String] {
-        &self.transcript
+    pub fn transcript(&self) -> Vec<String> {
+        self.log.transcript()
+    }
+
+    /// Records that script step `index` starts (where a successor goes on after a handover).
+    pub(crate) fn begin_step(&self, index: usize) {
+        self.log.begin_step(index);
     }
 
     /// Closes every connection gracefully.
@@ -426,6 +505,13 @@ impl AgentSession {
         );
         let trace_context =
             telemetry::operation_trace_context(&span, &self.execution_id, &logical_operation_id);
+        if self
+            .resumed
+            .as_ref()
+            .is_some_and(|r| r.matches(server, &request))
+        {
+            self.log.continue_as(&logical_operation_id);
+        }
         let request = request
             .with_logical_operation_id(logical_operation_id.clone())
             .with_round_limit(self.round_limit.saturating_add(1))
@@ -441,7 +527,7 @@ impl AgentSession {
         let done = result?;
         let text = done.text();
         if !text.is_empty() {
-            self.transcript.push(text);
+            self.say(text);
         }
         Ok(done)
     }
@@ -451,10 +537,23 @@ impl AgentSession {
         connection: &McpConnection,
         request: OperationRequest,
     ) -> Result<CompletedOperation> {
+        if let Some(resumed) = self.take_resumed(connection.server_name(), &request) {
+            return self.drive_resumed(connection, request, resumed).await;
+        }
         // The steps around the wait for an answer are boxed: a waiting execution keeps only
         // the wait's state, for as long as the answer takes.
-        let mut progress = Box::pin(connection.start(request)).await?;
-        let mut delivered = false;
+        let progress = Box::pin(connection.start(request)).await?;
+        self.drive_from(connection, progress, false).await
+    }
+
+    /// Goes on with an operation from `progress`; `delivered`: a managed round's answer was
+    /// just sent (the next progress resolves it).
+    pub(super) async fn drive_from(
+        &mut self,
+        connection: &McpConnection,
+        mut progress: OperationProgress,
+        mut delivered: bool,
+    ) -> Result<CompletedOperation> {
         loop {
             let mut round = match progress {
                 OperationProgress::Complete(done) => {
@@ -487,7 +586,10 @@ impl AgentSession {
                     let pending = self.pending_round(&mut round, &coordinator)?;
                     let round_id = pending.round_id.clone();
                     let parameters = round.record().arguments.clone().unwrap_or_default();
-                    let delivery = coordinator.await_round(pending, parameters).await?;
+                    let transferable = self.is_transferable(connection, &round);
+                    let delivery = coordinator
+                        .await_round(pending, parameters, transferable)
+                        .await?;
                     delivered = true;
                     (delivery.responses, Some((coordinator, round_id)))
                 }
@@ -502,7 +604,18 @@ impl AgentSession {
         }
     }
 
-    fn coordinator(&self) -> Result<&Coordinator> {
+    /// Whether a round of `connection` can be handed to another worker: everything its
+    /// retry needs is in the store (a 2026-07-28 round over Streamable HTTP; the retry is a
+    /// fresh request with the stored `requestState` and the answers).
+    fn is_transferable(&self, connection: &McpConnection, round: &InputRound) -> bool {
+        round.is_resumable()
+            && self.bindings.iter().any(|binding| {
+                binding.name() == connection.server_name()
+                    && matches!(binding, ServerBinding::Http(_))
+            })
+    }
+
+    pub(super) fn coordinator(&self) -> Result<&Coordinator> {
         match &self.input {
             InputPolicy::Managed(coordinator) => Ok(coordinator),
             _ => Err(Error::managed_input_state("no managed-input coordinator")),
@@ -539,7 +652,15 @@ async fn deliver(
     round: InputRound,
     responses: ResponseMap,
 ) -> Result<OperationProgress> {
-    let (sent, recorded) = tokio::join!(round.respond(responses), coordinator.record_delivery());
+    deliver_with(coordinator, round.respond(responses)).await
+}
+
+/// Runs `send` (a managed round's retry) while the coordinator records the delivery.
+pub(super) async fn deliver_with(
+    coordinator: &Coordinator,
+    send: impl std::future::Future<Output = Result<OperationProgress>>,
+) -> Result<OperationProgress> {
+    let (sent, recorded) = tokio::join!(send, coordinator.record_delivery());
     match recorded.and(sent) {
         Ok(next) => Ok(next),
         Err(error) => {

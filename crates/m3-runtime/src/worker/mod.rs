@@ -2,7 +2,9 @@
 //! execution-level lease with a heartbeat, honours cancel requests from any
 //! process, enforces the execution timeout and writes the terminal result.
 
+mod adoption;
 mod background;
+mod handover;
 mod limits;
 mod pool;
 mod pool_options;
@@ -11,6 +13,7 @@ mod runner;
 mod sweep;
 mod wait;
 
+pub use handover::EVENT_EXECUTION_CHECKPOINT;
 pub use limits::{FILES_PER_EXECUTION, raise_open_files_limit};
 pub use pool::{DrainReport, PoolEvent, WorkerPool};
 pub use pool_options::{

@@ -7,16 +7,18 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use m3_store::signal::{ChangeSubscription, Topic};
-use m3_store::{ClaimQueued, ClaimedExecution, ExecutionStore};
+use m3_store::{ClaimQueued, ClaimedExecution, ExecutionRecord, ExecutionStore};
 use m3_types::{ExecutionOutcome, Result};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
+use super::adoption::watch_handovers;
 use super::limits::raise_open_files_limit;
 use super::pool_options::PoolOptions;
 use super::registration::Registration;
-use super::runner::Worker;
+use super::runner::{Stops, Worker};
 use super::sweep::spawn_sweep;
 use super::wait::wait_for_queued;
 
@@ -49,6 +51,18 @@ pub enum PoolEvent {
         /// The error code of the run, when it ended without recording an outcome.
         error_code: Option<String>,
     },
+    /// This pool stopped and handed a waiting execution to another live worker.
+    HandedOver {
+        /// The execution.
+        execution_id: String,
+        /// The worker that holds it now.
+        successor: String,
+    },
+    /// Another worker handed this pool an execution; it goes on with it.
+    Adopted {
+        /// The execution.
+        execution_id: String,
+    },
 }
 
 /// One running execution's local tokens.
@@ -56,6 +70,17 @@ pub enum PoolEvent {
 struct Local {
     cancel: CancellationToken,
     drained: CancellationToken,
+    handover: CancellationToken,
+}
+
+impl Local {
+    fn stops(&self) -> Stops {
+        Stops {
+            cancel: self.cancel.clone(),
+            drained: self.drained.clone(),
+            handover: self.handover.clone(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -76,6 +101,8 @@ struct Inner {
     first_events: Mutex<Option<mpsc::UnboundedReceiver<PoolEvent>>>,
     /// The pool's entry in the store's worker registry.
     registration: Registration,
+    /// Executions this pool handed to another worker.
+    handed_over: Mutex<Vec<String>>,
 }
 
 /// Claims and runs queued executions (cheap to clone).
@@ -92,6 +119,8 @@ pub struct DrainReport {
     pub finished: usize,
     /// Executions failed closed after it.
     pub failed_closed: Vec<String>,
+    /// Executions handed to another live worker during it.
+    pub handed_over: Vec<String>,
 }
 
 impl WorkerPool {
@@ -118,6 +147,7 @@ impl WorkerPool {
             Arc::clone(&store),
             &owner_id,
             options.heartbeat,
+            options.handover_only,
             claiming.clone(),
         );
         let pool = Self {
@@ -133,6 +163,7 @@ impl WorkerPool {
                 tasks: TaskTracker::new(),
                 claiming,
                 registration,
+                handed_over: Mutex::new(Vec::new()),
                 stopped: CancellationToken::new(),
                 events,
                 first_events: Mutex::new(first_events),
@@ -144,6 +175,10 @@ impl WorkerPool {
         }
         let claimer = pool.clone();
         tokio::spawn(async move { claimer.claim_loop().await });
+        if pool.inner.options.heartbeat.is_some() {
+            let adopter = pool.clone();
+            tokio::spawn(async move { adopter.adopt_loop().await });
+        }
         Ok(pool)
     }
 
@@ -200,6 +235,12 @@ impl WorkerPool {
     pub async fn shutdown_or(&self, force: impl std::future::Future<Output = ()>) -> DrainReport {
         self.inner.claiming.cancel();
         self.inner.tasks.close();
+        if self.inner.options.heartbeat.is_some() {
+            // A registered worker hands what waits on a transferable round to a live one.
+            for local in lock(&self.inner.local).values() {
+                local.handover.cancel();
+            }
+        }
         let before = self.running();
         let drained = tokio::select! {
             finished = tokio::time::timeout(self.inner.options.drain_timeout, self.inner.tasks.wait()) => finished.is_ok(),
@@ -217,7 +258,9 @@ impl WorkerPool {
             }
             self.inner.tasks.wait().await;
         }
-        report.finished = before.saturating_sub(report.failed_closed.len());
+        report.handed_over = std::mem::take(&mut *lock(&self.inner.handed_over));
+        let moved = report.failed_closed.len() + report.handed_over.len();
+        report.finished = before.saturating_sub(moved);
         self.inner.stopped.cancel();
         self.inner.registration.retire().await;
         report
@@ -243,6 +286,7 @@ impl WorkerPool {
                 // Not a child of `claiming`: a drain stops claiming but lets executions run.
                 cancel: CancellationToken::new(),
                 drained: CancellationToken::new(),
+                handover: CancellationToken::new(),
             })
             .clone()
     }
@@ -332,9 +376,30 @@ impl WorkerPool {
             let ended = pool
                 .inner
                 .worker
-                .run_claimed(claimed, local.cancel, local.drained)
+                .run_claimed_stoppable(claimed, local.stops())
                 .await;
+            pool.ended(&id, ended, permit);
+        });
+    }
+
+    /// Reports how a run of `id` ended and frees its slot.
+    fn ended(
+        &self,
+        id: &str,
+        ended: Result<ExecutionRecord>,
+        permit: Option<OwnedSemaphorePermit>,
+    ) {
+        let id = id.to_owned();
+        let pool = self;
+        {
             let event = match ended {
+                Ok(record) if !record.is_finished() => {
+                    lock(&pool.inner.handed_over).push(id.clone());
+                    PoolEvent::HandedOver {
+                        execution_id: id.clone(),
+                        successor: record.lease.map(|l| l.owner_id).unwrap_or_default(),
+                    }
+                }
                 Ok(record) => PoolEvent::Finished {
                     execution_id: id.clone(),
                     outcome: record.outcome,
@@ -350,7 +415,9 @@ impl WorkerPool {
                 }
             };
             if let PoolEvent::Finished {
-                outcome, error_code, ..
+                outcome,
+                error_code,
+                ..
             } = &event
             {
                 let label = outcome
@@ -362,7 +429,58 @@ impl WorkerPool {
             lock(&pool.inner.local).remove(&id);
             drop(permit);
             pool.emit(event);
+        }
+    }
+
+    /// Takes the executions other workers hand to this one, as they are handed over
+    /// ([`watch_handovers`]), until the pool stops claiming.
+    async fn adopt_loop(self) {
+        let (found, mut handed) = mpsc::unbounded_channel();
+        let stop = self.inner.claiming.clone();
+        let watcher = watch_handovers(
+            Arc::clone(&self.inner.store),
+            self.inner.owner_id.clone(),
+            found,
+            stop.clone(),
+        );
+        tokio::spawn(watcher);
+        loop {
+            let record = tokio::select! {
+                record = handed.recv() => match record {
+                    Some(record) => record,
+                    None => return,
+                },
+                () = stop.cancelled() => return,
+            };
+            if lock(&self.inner.local).contains_key(&record.execution_id) {
+                continue;
+            }
+            // A handed-over execution is this worker's already: it runs even over the
+            // concurrency limit rather than be left to expire.
+            let permit = self
+                .inner
+                .slots
+                .as_ref()
+                .and_then(|slots| Arc::clone(slots).try_acquire_owned().ok());
+            self.spawn_adopted(record, permit);
+        }
+    }
+
+    fn spawn_adopted(&self, record: ExecutionRecord, permit: Option<OwnedSemaphorePermit>) {
+        let id = record.execution_id.clone();
+        let local = self.local_entry(&id);
+        self.emit(PoolEvent::Adopted {
+            execution_id: id.clone(),
         });
+        let pool = self.clone();
+        let span = crate::telemetry::execution_span(&id);
+        self.inner.tasks.spawn(
+            async move {
+                let ended = pool.inner.worker.run_adopted(record, local.stops()).await;
+                pool.ended(&id, ended, permit);
+            }
+            .instrument(span),
+        );
     }
 
     fn emit(&self, event: PoolEvent) {

@@ -30,6 +30,10 @@ pub struct PoolOptions {
     /// How often the pool renews its entry in the store's worker registry (`None`: it
     /// does not register).
     pub heartbeat: Option<Duration>,
+    /// Take executions other workers hand over and claim nothing new (`m3 worker
+    /// --handover-only`: the successor in a rolling deploy). Needs a `heartbeat`: only a
+    /// registered worker is offered executions. Default false.
+    pub handover_only: bool,
 }
 
 /// Default `m3 worker` concurrency.
@@ -52,6 +56,7 @@ impl Default for PoolOptions {
             idle_poll: DEFAULT_IDLE_POLL,
             events_from_start: false,
             heartbeat: None,
+            handover_only: false,
         }
     }
 }
@@ -123,6 +128,16 @@ impl PoolOptions {
     #[must_use]
     pub fn heartbeat(mut self, every: Option<Duration>) -> Self {
         self.heartbeat = every.map(|every| every.max(Duration::from_millis(10)));
+        self
+    }
+
+    /// Only takes handed-over executions; claims nothing from the queue.
+    #[must_use]
+    pub fn handover_only(mut self, yes: bool) -> Self {
+        self.handover_only = yes;
+        if yes {
+            self.claim_queue = false;
+        }
         self
     }
 }

@@ -38,11 +38,13 @@ impl Registration {
         store: Arc<dyn ExecutionStore>,
         worker_id: &str,
         every: Option<Duration>,
+        handover_only: bool,
         draining: CancellationToken,
     ) -> Self {
         let stop = CancellationToken::new();
         let task = every.map(|every| {
-            let new = NewWorker::new(worker_id, host_name(), std::process::id());
+            let new = NewWorker::new(worker_id, host_name(), std::process::id())
+                .handover_only(handover_only);
             tokio::spawn(keep_registered(store, new, every, draining, stop.clone()))
         });
         Self {

@@ -17,8 +17,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::background;
+use super::handover::Adoption;
 use crate::coordinator::{Coordinator, CoordinatorSettings, ResponseNotifier, RoundPendingHook};
-use crate::harness::{AgentSession, Harness, InputPolicy, OperationLog, SessionSetup, harness_for};
+use crate::harness::{
+    AgentSession, Harness, InputPolicy, OperationLog, SessionSetup, harness_for, harness_resuming,
+};
 use crate::lease::LeaseKeeper;
 use crate::spec::ExecutionSpec;
 use crate::store_retry;
@@ -101,11 +104,20 @@ impl Ending {
 pub const DRAINED_REASON: &str = "worker stopped after its drain timeout";
 
 /// How an execution ended, for the terminal write.
-struct Ended {
+pub(super) struct Ended {
     final_text: Option<String>,
     error: Option<Error>,
     /// The outcome when it is not the one `error` implies.
     outcome: Option<ExecutionOutcome>,
+}
+
+/// The local signals of one running execution: cancel it, fail it closed (the drain
+/// timeout), hand it to another worker (a stop while it waits for a transferable round).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Stops {
+    pub(crate) cancel: CancellationToken,
+    pub(crate) drained: CancellationToken,
+    pub(crate) handover: CancellationToken,
 }
 
 /// What ends a running turn early.
@@ -188,8 +200,11 @@ impl Worker {
             let (record, spec) = self.load(execution_id).await?;
             let lease = self.claim(&record, &spec).await?;
             drop(record);
-            self.drive(spec, lease, cancel, CancellationToken::new())
-                .await
+            let stops = Stops {
+                cancel,
+                ..Stops::default()
+            };
+            self.drive(spec, lease, stops, None).await
         };
         run.instrument(telemetry::execution_span(execution_id))
             .await
@@ -212,8 +227,22 @@ impl Worker {
         cancel: CancellationToken,
         drained: CancellationToken,
     ) -> Result<ExecutionRecord> {
+        let stops = Stops {
+            cancel,
+            drained,
+            ..Stops::default()
+        };
+        self.run_claimed_stoppable(claimed, stops).await
+    }
+
+    /// [`run_claimed`](Self::run_claimed) with every local signal, handing over included.
+    pub(crate) async fn run_claimed_stoppable(
+        &self,
+        claimed: ClaimedExecution,
+        stops: Stops,
+    ) -> Result<ExecutionRecord> {
         let span = telemetry::execution_span(&claimed.record.execution_id);
-        self.run_claimed_in_span(claimed, cancel, drained)
+        self.run_claimed_in_span(claimed, stops)
             .instrument(span)
             .await
     }
@@ -221,8 +250,7 @@ impl Worker {
     async fn run_claimed_in_span(
         &self,
         claimed: ClaimedExecution,
-        cancel: CancellationToken,
-        drained: CancellationToken,
+        stops: Stops,
     ) -> Result<ExecutionRecord> {
         let lease = claimed.lease.to_ref();
         let parsed = parse_spec(&claimed.record);
@@ -240,17 +268,23 @@ impl Worker {
             }
         };
         self.executions.renew_lease(&lease, spec.lease()).await?;
-        self.drive(spec, lease, cancel, drained).await
+        self.drive(spec, lease, stops, None).await
     }
 
-    /// Runs a leased execution in lifecycle `starting` to its end.
-    async fn drive(
+    /// Runs a leased execution in lifecycle `starting` (or, `adoption`, one handed over while
+    /// it waited) to its end, or hands it to another worker.
+    pub(super) async fn drive(
         &self,
         spec: ExecutionSpec,
         lease: ExecutionLeaseRef,
-        cancel: CancellationToken,
-        drained: CancellationToken,
+        stops: Stops,
+        adoption: Option<Adoption>,
     ) -> Result<ExecutionRecord> {
+        let Stops {
+            cancel,
+            drained,
+            handover,
+        } = stops;
         let execution_id = lease.execution_id.as_str();
         let stop = CancellationToken::new();
         let _stop_guard = stop.clone().drop_guard();
@@ -271,8 +305,8 @@ impl Worker {
             stop.clone(),
         );
         let log = Arc::new(OperationLog::default());
-        let coordinator = self.coordinator_for(&spec, &lease).await?;
-        let ending = if self.executions.is_cancel_requested(execution_id).await? {
+        let coordinator = self.coordinator_for(&spec, &lease, &handover).await?;
+        let mut ending = if self.executions.is_cancel_requested(execution_id).await? {
             Ending::Cancelled
         } else {
             let watch = Watch {
@@ -281,9 +315,22 @@ impl Worker {
                 lost: &lost,
                 lost_error: &lost_error,
             };
-            self.race(&spec, &lease, coordinator.clone(), Arc::clone(&log), watch)
-                .await
+            let turn = Turn {
+                spec: &spec,
+                lease: &lease,
+                coordinator: coordinator.clone(),
+                log: Arc::clone(&log),
+                adoption,
+            };
+            self.race(turn, watch).await
         };
+        if coordinator.as_ref().is_some_and(|c| c.is_handed_over()) {
+            // Passed on while its lease (renewed by the heartbeat) is still this worker's.
+            match Box::pin(self.pass_on(&spec, &lease, &log, &drained)).await {
+                Some(record) => return Ok(record),
+                None => ending = Ending::Drained,
+            }
+        }
         let outcome = ending.outcome_override(&spec);
         let (final_text, error) = ending.into_outcome(&spec);
         if let Some(coordinator) = &coordinator {
@@ -345,6 +392,7 @@ impl Worker {
         &self,
         spec: &ExecutionSpec,
         lease: &ExecutionLeaseRef,
+        handover: &CancellationToken,
     ) -> Result<Option<Arc<Coordinator>>> {
         if spec.human_input != HumanInput::Managed {
             return Ok(None);
@@ -363,25 +411,23 @@ impl Worker {
                 input_deadline: spec.input_deadline_ms.map(std::time::Duration::from_millis),
                 remind_at: spec.remind_at(),
                 keeper: self.keeper.clone(),
+                handover: handover.clone(),
             },
         ))))
     }
 
     /// Runs the turn against cancellation, the execution timeout and lease loss;
     /// a harness that interrupts gracefully gets [`INTERRUPT_GRACE`] to do so.
-    async fn race(
-        &self,
-        spec: &ExecutionSpec,
-        lease: &ExecutionLeaseRef,
-        coordinator: Option<Arc<Coordinator>>,
-        log: Arc<OperationLog>,
-        watch: Watch<'_>,
-    ) -> Ending {
+    async fn race(&self, turn: Turn<'_>, watch: Watch<'_>) -> Ending {
+        let spec = turn.spec;
         let interrupt = CancellationToken::new();
         // A harness that cannot be built fails the execution (inside `body`), not `run`.
-        let harness = harness_for(&spec.agent);
+        let harness = match &turn.adoption {
+            None => harness_for(&spec.agent),
+            Some(adoption) => harness_resuming(&spec.agent, adoption.step),
+        };
         let graceful = harness.as_ref().is_ok_and(|h| h.interrupts_gracefully());
-        let body = self.body(harness, spec, lease, coordinator, log, interrupt.clone());
+        let body = self.body(harness, turn, interrupt.clone());
         tokio::pin!(body);
         let ending = tokio::select! {
             done = &mut body => Ending::Done(done),
@@ -403,13 +449,29 @@ impl Worker {
     async fn body(
         &self,
         harness: Result<Box<dyn Harness>>,
-        spec: &ExecutionSpec,
-        lease: &ExecutionLeaseRef,
-        coordinator: Option<Arc<Coordinator>>,
-        log: Arc<OperationLog>,
+        turn: Turn<'_>,
         interrupt: CancellationToken,
     ) -> Result<String> {
+        let Turn {
+            spec,
+            lease,
+            coordinator,
+            log,
+            adoption,
+        } = turn;
         let harness = harness?;
+        // A handed-over execution waits for its round's answer before it connects anything.
+        let resumed = match (&adoption, &coordinator) {
+            (Some(adoption), Some(coordinator)) => {
+                Some(Box::pin(adoption.take_over(coordinator, &log)).await?)
+            }
+            (Some(_), None) => {
+                return Err(Error::managed_input_state(
+                    "only a managed execution is handed over",
+                ));
+            }
+            (None, _) => None,
+        };
         let input = match (coordinator, &spec.elicitation_plan) {
             (Some(coordinator), _) => InputPolicy::Managed(coordinator),
             (None, Some(plan)) => InputPolicy::Plan(plan.matcher()),
@@ -432,8 +494,19 @@ impl Worker {
         }))
         .await?;
         let (store, id) = (&*self.executions, lease.execution_id.as_str());
-        store_retry::transition(store, id, ExecutionStatus::RunningTurn, lease, spec.lease())
-            .await?;
+        match resumed {
+            Some(resumed) => session.resume_with(resumed),
+            None => {
+                store_retry::transition(
+                    store,
+                    id,
+                    ExecutionStatus::RunningTurn,
+                    lease,
+                    spec.lease(),
+                )
+                .await?;
+            }
+        }
         let text = harness.run_turn(&spec.prompt, &mut session).await;
         Box::pin(session.close()).await;
         let text = text?;
@@ -441,7 +514,7 @@ impl Worker {
         Ok(text)
     }
 
-    async fn finish(
+    pub(super) async fn finish(
         &self,
         spec: &ExecutionSpec,
         lease: &ExecutionLeaseRef,
@@ -514,8 +587,18 @@ impl Worker {
 /// How long a harness that interrupts gracefully gets after cancel or timeout.
 const INTERRUPT_GRACE: std::time::Duration = std::time::Duration::from_secs(8);
 
+/// One turn to run: the execution, its coordinator and log, and what a predecessor handed
+/// over (if it did).
+struct Turn<'a> {
+    spec: &'a ExecutionSpec,
+    lease: &'a ExecutionLeaseRef,
+    coordinator: Option<Arc<Coordinator>>,
+    log: Arc<OperationLog>,
+    adoption: Option<Adoption>,
+}
+
 /// The stored spec of `record`.
-fn parse_spec(record: &ExecutionRecord) -> Result<ExecutionSpec> {
+pub(super) fn parse_spec(record: &ExecutionRecord) -> Result<ExecutionSpec> {
     serde_json::from_value(record.spec.clone())
         .map_err(|e| Error::model_validation("stored execution spec is invalid").with_source(e))
 }

@@ -122,6 +122,7 @@ pub(super) async fn answer(
                 idempotency_key: Some(&key),
                 action: Some(&action),
                 context: Some(&details.diagnostics.context),
+                transferable: Some(details.diagnostics.transferable),
             };
             let form = render::round_form(&base, &details.round, &view);
             (status_of(&error), form)

@@ -159,6 +159,7 @@ async fn answer(
                 idempotency_key: Some(&key),
                 action: None,
                 context: Some(&details.diagnostics.context),
+                transferable: Some(details.diagnostics.transferable),
             };
             let element = if details.diagnostics.status == m3_types::ManagedInputStatus::Pending {
                 render::round_form(&base, &details.round, &view)

@@ -51,6 +51,7 @@ pub(super) fn round(base: &str, details: &RoundDetails, view: &RoundView<'_>) ->
     if details.diagnostics.status == ManagedInputStatus::Pending {
         let view = RoundView {
             context: Some(&details.diagnostics.context),
+            transferable: Some(details.diagnostics.transferable),
             ..*view
         };
         round_form(base, &details.round, &view)
@@ -70,6 +71,8 @@ pub(super) struct RoundView<'a> {
     pub(super) action: Option<&'a str>,
     /// The operation's arguments and the agent's prompt, shown above the requests.
     pub(super) context: Option<&'a RoundContext>,
+    /// Whether the round survives its worker's restart (said in the meta line).
+    pub(super) transferable: Option<bool>,
 }
 
 /// `<form data-round-id data-execution-id>` with one element per request.
@@ -101,6 +104,7 @@ pub(super) fn round_form(
                 " · execution " a href={(base) "/executions/" (encode(&round.execution_id))} { code { (round.execution_id) } }
                 " · asked " (age(round.created_at))
                 @if let Some(deadline) = round.deadline { (deadline_note(deadline)) }
+                @if let Some(transferable) = view.transferable { (restart_note(transferable)) }
             }
             @if let Some(message) = view.errors.and_then(|e| e.round.as_deref()) {
                 p class="alert" role="alert" { (message) }
@@ -240,6 +244,19 @@ pub(super) fn deadline_note(deadline: OffsetDateTime) -> Markup {
         span class="deadline" {
             " · deadline " time datetime=(at) title=(at) { (at) }
             " · " span class="countdown" data-deadline=(at) data-passed=(left.is_negative() || left.is_zero()) { (time_left(left)) }
+        }
+    }
+}
+
+/// Whether the question outlives its worker: a stopping worker hands a transferable round
+/// to another one; any other fails closed when its worker stops (docs/workers.md).
+fn restart_note(transferable: bool) -> Markup {
+    html! {
+        " · "
+        @if transferable {
+            span class="restart" data-transferable="true" { "survives a worker restart" }
+        } @else {
+            span class="restart" data-transferable="false" title="Its server's request lives in the worker: answer before the worker stops" { "closes if its worker stops" }
         }
     }
 }

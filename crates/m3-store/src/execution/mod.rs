@@ -39,9 +39,9 @@ use crate::changes::{ChangePage, PruneChanges, Pruned};
 pub use record::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, EVENT_ELICITATION_REQUEST,
     EVENT_ELICITATION_RESPONSE, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
-    EVENT_EXECUTION_STATE_CHANGED, ExecutionChange, ExecutionEvent, ExecutionLease,
-    ExecutionLeaseRef, ExecutionRecord, FinishExecution, ListExecutions, NewExecution, RenewLeases,
-    TerminalizeExpired, Terminalized,
+    EVENT_EXECUTION_HANDED_OVER, EVENT_EXECUTION_STATE_CHANGED, ExecutionChange, ExecutionEvent,
+    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution, ListExecutions,
+    NewExecution, RenewLeases, TerminalizeExpired, Terminalized,
 };
 
 /// Durable executions with worker leases, a cancel flag and an append-only,
@@ -206,6 +206,34 @@ pub trait ExecutionStore: std::fmt::Debug + Send + Sync + 'static {
     /// `not_found` if the execution does not exist; `managed_input_conflict` if the
     /// fence fails; `storage_error`.
     async fn finish(&self, request: FinishExecution) -> Result<ExecutionRecord>;
+
+    /// Hands the execution held by the live `lease` to another live worker, `successor`:
+    /// one compare-and-set from the current owner to the successor, who then holds the
+    /// execution under a fresh token until `now + ttl` (and renews it as any owner does).
+    /// Appends `execution.handed_over {from, to}`.
+    ///
+    /// Only the current owner can hand over, and only while its lease is live: an expired
+    /// lease is never handed over (a worker that disappeared is recovered, its rounds failed
+    /// closed). The successor is named, never found: no process takes a lease nobody gave it.
+    /// A round's lease belongs to its execution's runtime, so the rounds need no write.
+    ///
+    /// Provided: [`write_execution`](Self::write_execution) with
+    /// [`ExecutionChange::HandOver`].
+    ///
+    /// # Errors
+    /// `invalid_argument` for an empty successor, the owner itself, or a zero ttl;
+    /// `not_found` if the execution does not exist; `managed_input_conflict` if `lease` is
+    /// not the stored live lease; `managed_input_state` if the execution finished;
+    /// `storage_error`.
+    async fn hand_over(
+        &self,
+        lease: &ExecutionLeaseRef,
+        successor: &str,
+        ttl: Duration,
+    ) -> Result<ExecutionRecord> {
+        let change = ExecutionChange::hand_over(lease.clone(), successor, ttl);
+        self.write_execution(change).await
+    }
 
     /// Records a cancellation request (from any process; no lease needed).
     /// The first request's time and reason are kept; repeating is a no-op, and

@@ -18,6 +18,9 @@ pub const EVENT_EXECUTION_STATE_CHANGED: &str = "execution.state_changed";
 /// [`terminalize_expired`](super::ExecutionStore::terminalize_expired)).
 /// It is always the last event of an execution.
 pub const EVENT_EXECUTION_FINISHED: &str = "execution.finished";
+/// Kind of the event the store appends when a live owner hands its execution to another
+/// worker ([`hand_over`](super::ExecutionStore::hand_over)): `{"from": owner, "to": owner}`.
+pub const EVENT_EXECUTION_HANDED_OVER: &str = "execution.handed_over";
 /// Kind of the event the managed-input coordinator appends when it stores a round: the
 /// round's identity, operation and redacted requests.
 pub const EVENT_ELICITATION_REQUEST: &str = "elicitation.request";
@@ -352,6 +355,18 @@ pub enum ExecutionChange {
         /// Why (kept from the first request only).
         reason: Option<String>,
     },
+    /// `hand_over`: the live lease `lease` passes to `successor`, under a fresh token,
+    /// until `now + ttl`.
+    HandOver {
+        /// The execution to change.
+        execution_id: String,
+        /// The current owner's live lease (the compare-and-set's expected value).
+        lease: ExecutionLeaseRef,
+        /// The worker that holds the execution afterwards.
+        successor: String,
+        /// How long the successor's lease lasts before its first renewal.
+        ttl: std::time::Duration,
+    },
 }
 
 impl ExecutionChange {
@@ -378,12 +393,27 @@ impl ExecutionChange {
         }
     }
 
+    /// Hands `lease`'s execution to `successor` for `ttl` (see
+    /// [`ExecutionStore::hand_over`](super::ExecutionStore::hand_over)).
+    pub fn hand_over(
+        lease: ExecutionLeaseRef,
+        successor: impl Into<String>,
+        ttl: std::time::Duration,
+    ) -> Self {
+        Self::HandOver {
+            execution_id: lease.execution_id.clone(),
+            lease,
+            successor: successor.into(),
+            ttl,
+        }
+    }
+
     /// The execution this change is for.
     pub fn execution_id(&self) -> &str {
         match self {
-            Self::Transition { execution_id, .. } | Self::Cancel { execution_id, .. } => {
-                execution_id
-            }
+            Self::Transition { execution_id, .. }
+            | Self::Cancel { execution_id, .. }
+            | Self::HandOver { execution_id, .. } => execution_id,
         }
     }
 }

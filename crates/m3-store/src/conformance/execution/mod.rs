@@ -27,6 +27,7 @@ pub mod answers;
 pub mod batch;
 pub mod concurrency;
 pub mod feed;
+pub mod handover;
 mod harness;
 pub mod leases;
 pub mod lifecycle;
@@ -79,6 +80,9 @@ pub const CASES: &[(&str, ExecutionCase)] = cases![
     leases::a_released_lease_can_be_acquired_again_and_the_old_token_is_dead,
     leases::leased_writes_need_the_live_lease_and_unleased_writes_need_none,
     leases::finish_with_the_lease_ends_it_and_release_afterwards_succeeds,
+    handover::the_live_owner_hands_its_lease_to_a_successor,
+    handover::a_handover_needs_the_live_lease_and_changes_nothing_when_refused,
+    handover::racing_handovers_of_one_lease_apply_once,
     batch::renew_leases_decides_each_item_like_renew_lease,
     batch::renew_leases_accepts_an_empty_batch_and_refuses_a_zero_ttl,
     recovery::expired_leases_are_listed_in_expiry_order,

@@ -13,9 +13,9 @@ use time::OffsetDateTime;
 use super::errors;
 use super::payloads::to_canonical_opt;
 use crate::execution::record::{
-    AppendEvent, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution, NewExecution,
-    TerminalizeExpired,
+    AppendEvent, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_HANDED_OVER,
+    EVENT_EXECUTION_STATE_CHANGED, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
+    FinishExecution, NewExecution, TerminalizeExpired,
 };
 
 /// The failure message of a round still unresolved when its execution finishes: `finish`
@@ -64,10 +64,11 @@ pub fn mark_finished(
 }
 
 /// Event kinds only the store itself appends.
-pub const RESERVED_KINDS: [&str; 3] = [
+pub const RESERVED_KINDS: [&str; 4] = [
     EVENT_EXECUTION_CREATED,
     EVENT_EXECUTION_STATE_CHANGED,
     EVENT_EXECUTION_FINISHED,
+    EVENT_EXECUTION_HANDED_OVER,
 ];
 
 /// `invalid_argument` / [`Reason::EmptyArgument`] for an empty or blank string.

@@ -27,6 +27,6 @@ pub use payloads::{
 pub use staged::StagedWrite;
 pub use steps::{
     ExecutionSlot, append_step, cancel_step, change_step, check_release, claim_step, created_event,
-    finish_step, granted_lease, lease_step, release_step, renew_step, renewed_lease,
-    terminalize_step, transition_step,
+    finish_step, granted_lease, hand_over_step, lease_step, release_step, renew_step,
+    renewed_lease, terminalize_step, transition_step,
 };

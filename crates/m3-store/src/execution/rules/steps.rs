@@ -11,9 +11,9 @@ use super::{
     check_transition, diagnose, errors, mark_finished, state_changed_payload,
 };
 use crate::execution::record::{
-    AppendEvent, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_STATE_CHANGED,
-    ExecutionChange, ExecutionEvent, ExecutionLease, ExecutionLeaseRef, ExecutionRecord,
-    FinishExecution, TerminalizeExpired,
+    AppendEvent, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_HANDED_OVER,
+    EVENT_EXECUTION_STATE_CHANGED, ExecutionChange, ExecutionEvent, ExecutionLease,
+    ExecutionLeaseRef, ExecutionRecord, FinishExecution, TerminalizeExpired,
 };
 use crate::managed_input::rules::Decision;
 
@@ -157,7 +157,51 @@ pub fn change_step(
             transition_step(slot, *to, lease.as_ref(), now)
         }
         ExecutionChange::Cancel { reason, .. } => Ok(cancel_step(slot, reason.as_deref(), now)),
+        ExecutionChange::HandOver {
+            lease,
+            successor,
+            ttl,
+            ..
+        } => hand_over_step(slot, lease, successor, *ttl, now),
     }
+}
+
+/// `hand_over`: the execution is unfinished and `lease` is its stored, live lease (the
+/// compare-and-set); then `successor` holds it under a fresh token until `now + ttl`, and
+/// the `execution.handed_over` event records both owners. Returns the changed record.
+///
+/// # Errors
+/// `invalid_argument` for an empty successor, the successor being the current owner, or a
+/// zero ttl; as [`check_lease_write`] otherwise (an expired lease is never handed over).
+pub fn hand_over_step(
+    slot: &mut impl ExecutionSlot,
+    lease: &ExecutionLeaseRef,
+    successor: &str,
+    ttl: std::time::Duration,
+    now: OffsetDateTime,
+) -> Result<ExecutionRecord> {
+    super::require_non_empty(successor, "successor")?;
+    if successor == lease.owner_id {
+        return Err(m3_types::Error::model_validation(
+            "an execution is handed over to another worker, not to its owner",
+        )
+        .with_detail("successor", successor));
+    }
+    let expires_at = super::lease_expiry(now, ttl)?;
+    check_lease_write(Some(slot.record()), lease, now)?;
+    let granted = granted_lease(
+        &lease.execution_id,
+        successor.to_owned(),
+        super::new_execution_lease_token(),
+        expires_at,
+    );
+    lease_step(slot, granted, now);
+    slot.append_event(
+        EVENT_EXECUTION_HANDED_OVER,
+        serde_json::json!({"from": lease.owner_id, "to": successor}),
+        now,
+    );
+    Ok(slot.record().clone())
 }
 
 /// `request_cancel`: the first request on an unfinished execution records when and why;

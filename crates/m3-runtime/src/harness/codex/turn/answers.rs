@@ -55,7 +55,8 @@ impl Turn<'_> {
                 pending.deadline = coordinator.deadline_for(created_at);
                 let parameters = op.arguments.clone().unwrap_or_default();
                 Box::pin(async move {
-                    let delivery = coordinator.await_round(pending, parameters).await?;
+                    // Codex is its own MCP client: its rounds live in its process.
+                    let delivery = coordinator.await_round(pending, parameters, false).await?;
                     // Codex answers the server itself once it has the responses, so the
                     // delivery is recorded before they are handed over.
                     coordinator.record_delivery().await?;
