@@ -142,6 +142,10 @@ class CliAnswerer:
 # The OAuth scenarios: m3 connects (a 401 starts authorization), lists and calls nothing
 # more than the handshake needs; the checks are about the authorization itself.
 AUTH_STEPS = [{"say": "connected"}]
+# The OAuth scenarios whose server refuses a later request (a call needing a larger
+# scope, a token of an authorization server it no longer trusts): m3 also calls the
+# mock server's one tool, so that refusal is met and answered.
+AUTH_CALL_SCENARIOS = {"auth/scope-step-up", "auth/authorization-server-migration"}
 # Where the driver puts a client secret the suite hands over (m3 reads it from there).
 SECRET_VARIABLE = "M3_CONFORMANCE_CLIENT_SECRET"
 # A client ID metadata document URL (SEP-991) as an operator would host one; the suite's
@@ -207,7 +211,9 @@ def main() -> int:
     url = sys.argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     steps = SCENARIOS.get(scenario)
-    if steps is None and scenario.startswith("auth/"):
+    if steps is None and scenario in AUTH_CALL_SCENARIOS:
+        steps = lambda: [*AUTH_STEPS, call("test-tool")]  # noqa: E731
+    elif steps is None and scenario.startswith("auth/"):
         steps = lambda: AUTH_STEPS  # noqa: E731
     if steps is None:
         print(f"m3 conformance driver: no script for scenario '{scenario}'", file=sys.stderr)
