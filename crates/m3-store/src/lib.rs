@@ -120,7 +120,8 @@ pub mod execution;
 pub use execution::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, EVENT_ELICITATION_REQUEST,
     EVENT_ELICITATION_RESPONSE, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
-    EVENT_EXECUTION_STATE_CHANGED, ExecutionChange, ExecutionEvent, ExecutionLease,
+    EVENT_EXECUTION_STATE_CHANGED, EVENT_OAUTH_AUTHORIZATION_FINISHED,
+    EVENT_OAUTH_AUTHORIZATION_REQUIRED, ExecutionChange, ExecutionEvent, ExecutionLease,
     ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions,
     NewExecution, RenewLeases, TerminalizeExpired, Terminalized,
 };

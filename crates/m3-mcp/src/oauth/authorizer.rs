@@ -96,6 +96,14 @@ impl Authorizer {
         OAuthKey::new(self.url.clone(), client)
     }
 
+    fn credentials(&self) -> KeyedCredentials {
+        KeyedCredentials {
+            store: Arc::clone(&self.context.store),
+            key: self.key(),
+            registration: Arc::clone(&self.registration),
+        }
+    }
+
     fn failed(&self, step: &str, error: &AuthError) -> Error {
         Error::transport(format!(
             "MCP server '{}': OAuth {step} failed: {error}",
@@ -117,11 +125,7 @@ impl Authorizer {
             AuthorizationManager::new(self.url.as_str()).await
         };
         let mut manager = manager.map_err(|error| self.failed("setup", &error))?;
-        manager.set_credential_store(KeyedCredentials {
-            store: Arc::clone(&self.context.store),
-            key: self.key(),
-            registration: Arc::clone(&self.registration),
-        });
+        manager.set_credential_store(self.credentials());
         Ok(manager)
     }
 
@@ -175,12 +179,11 @@ impl Authorizer {
             .map_err(|error| Error::transport(format!("MCP server '{}': {error}", self.server)))?;
         let required = WWWAuthenticateParams::parse(challenge, &base).scope;
         let required = required.as_deref();
-        let granted = match &self.manager {
-            Some(manager) => manager.lock().await.get_current_scopes().await,
-            None => Vec::new(),
-        };
         let mut current = self.settings.scopes.clone();
-        current.extend(granted);
+        if let Some(manager) = &self.manager {
+            current.extend(manager.lock().await.get_current_scopes().await);
+        }
+        current.extend(self.credentials().granted_scopes().await);
         let Some(scopes) = required.and_then(|required| scope_union(&current, required)) else {
             return Err(Error::transport(format!(
                 "MCP server '{}' answered HTTP 403: the token's scope is insufficient, and the \
@@ -329,13 +332,16 @@ impl Authorizer {
         let session = AuthorizationSession::new(manager, request)
             .await
             .map_err(|(_, error)| self.failed("registration", &error))?;
-        prompt.show(&AuthorizationNotice {
+        let notice = AuthorizationNotice {
             server: self.server.clone(),
             server_url: self.url.clone(),
             url: session.get_authorization_url().to_owned(),
             redirect_uri: listener.redirect_uri().to_owned(),
-        });
-        let redirect = listener.wait(&self.server, self.context.wait).await?;
+        };
+        prompt.show(&notice);
+        let redirect = listener.wait(&self.server, self.context.wait).await;
+        prompt.finished(&notice, redirect.is_ok());
+        let redirect = redirect?;
         let callback = AuthorizationCallback::from_redirect_url(&redirect)
             .map_err(|error| self.failed("authorization", &error))?;
         session

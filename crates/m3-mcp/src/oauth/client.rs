@@ -4,7 +4,9 @@
 //!
 //! A registered client is reused only with the authorization server it was registered
 //! with (SEP-2352: when the protected resource names another one, m3 registers again
-//! and never presents the old client there) and only on its registered redirect URI.
+//! and never presents the old client there), only on its registered redirect URI, and
+//! only for scopes it was registered for (an authorization server may refuse others to
+//! it, so a step-up to a new scope registers again).
 
 use m3_types::{Error, OAuthSettings, Reason, Result};
 use rmcp::transport::auth::{AuthorizationManager, AuthorizationMetadata};
@@ -92,7 +94,10 @@ pub(super) async fn choose_client(
         };
         return Ok((choice, None));
     }
-    if let Some(registration) = registered.filter(|r| r.issuer == metadata.issuer)
+    let reusable = |r: &Registration| {
+        r.issuer == metadata.issuer && scopes.iter().all(|scope| r.scopes.contains(scope))
+    };
+    if let Some(registration) = registered.filter(reusable)
         && let Some(port) = redirect_port(&registration)
         && let Ok(listener) = CallbackListener::bind(server, port).await
         && listener.redirect_uri() == registration.redirect_uri
@@ -126,6 +131,7 @@ pub(super) async fn choose_client(
         client_id: config.client_id.clone(),
         client_secret: config.client_secret.clone(),
         redirect_uri: listener.redirect_uri().to_owned(),
+        scopes: scopes.to_vec(),
         issuer: metadata.issuer.clone(),
     };
     let choice = ClientChoice {

@@ -25,6 +25,9 @@ pub(super) struct Registration {
     pub(super) client_secret: Option<String>,
     /// The redirect URI registered (the loopback listener's).
     pub(super) redirect_uri: String,
+    /// The scopes registered; an authorization server may refuse others for this client.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) scopes: Vec<String>,
     /// The authorization server's issuer it was registered with; another issuer (the
     /// protected resource moved to a new authorization server) needs a new registration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -40,6 +43,7 @@ impl std::fmt::Debug for Registration {
                 &self.client_secret.as_ref().map(|_| "[REDACTED]"),
             )
             .field("redirect_uri", &self.redirect_uri)
+            .field("scopes", &self.scopes)
             .field("issuer", &self.issuer)
             .finish()
     }
@@ -78,6 +82,15 @@ fn store_error(key: &OAuthKey, error: &m3_types::Error) -> AuthError {
 }
 
 impl KeyedCredentials {
+    /// The scopes granted with the stored token (none when there is none): a manager
+    /// restored from the store does not know them.
+    pub(super) async fn granted_scopes(&self) -> Vec<String> {
+        match self.load().await {
+            Ok(Some(credentials)) => credentials.granted_scopes,
+            _ => Vec::new(),
+        }
+    }
+
     fn set_registration(&self, registration: Option<Registration>) {
         if let Ok(mut slot) = self.registration.lock() {
             *slot = registration;
@@ -155,6 +168,7 @@ mod tests {
             client_id: client_id.to_owned(),
             client_secret: Some("s3cret".to_owned()),
             redirect_uri: "http://127.0.0.1:4000/callback".to_owned(),
+            scopes: vec!["a".to_owned()],
             issuer: Some("http://as.example".to_owned()),
         }
     }

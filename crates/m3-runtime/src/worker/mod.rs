@@ -4,6 +4,7 @@
 
 mod background;
 mod limits;
+mod oauth_prompt;
 mod pool;
 mod pool_options;
 mod registration;
