@@ -181,19 +181,23 @@ OAUTH_KEY = "bTMtY29uZm9ybWFuY2Utb2F1dGgta2V5LTMyLWJ5dGU="
 
 def leaked_tokens(home: str, texts: dict[str, bytes], execution: str, env: dict) -> list[str]:
     """Where a token of the suite's authorization server shows up: m3's output and
-    trace-level logs, the execution as `m3 inspect` shows it, and the store's bytes
+    trace-level logs, the execution as `m3 status` and `m3 rounds` show it, and the store's bytes
     (where the credentials row must be sealed). Also that the row is there, sealed."""
     places = dict(texts)
+    found: list[str] = []
     if execution:
-        inspect = subprocess.run([M3, "--json", "inspect", execution], env=env,
-                                 capture_output=True, check=False)
-        places["m3 inspect"] = inspect.stdout + inspect.stderr
+        for command in ("status", "rounds"):
+            shown = subprocess.run([M3, "--json", command, execution], env=env,
+                                   capture_output=True, check=False)
+            if shown.returncode != 0:
+                found.append(f"m3 {command} (failed: {shown.stderr[-200:]!r})")
+            places[f"m3 {command}"] = shown.stdout + shown.stderr
     for name in os.listdir(home):
         if name.startswith("m3.sqlite") and os.path.isfile(os.path.join(home, name)):
             with open(os.path.join(home, name), "rb") as f:
                 places[name] = f.read()
-    found = [where for where, data in places.items()
-             if any(prefix in data for prefix in TOKEN_PREFIXES)]
+    found += [where for where, data in places.items()
+              if any(prefix in data for prefix in TOKEN_PREFIXES)]
     store = b"".join(data for where, data in places.items() if where.startswith("m3.sqlite"))
     if b"m3oauth1." not in store:
         found.append("the store (no sealed credentials row)")
