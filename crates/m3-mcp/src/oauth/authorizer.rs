@@ -145,14 +145,9 @@ impl Authorizer {
             .await
             .map_err(|error| self.failed("restore", &error))?;
         if restored {
-            // rmcp restores the client id alone; a registered confidential client needs
-            // its secret back to refresh.
-            if let Some(registration) = self.current_registration()
-                && let Some(secret) = registration.client_secret
-            {
-                let config =
-                    OAuthClientConfig::new(registration.client_id, registration.redirect_uri)
-                        .with_client_secret(secret);
+            // rmcp restores the client id alone; a confidential client needs its secret
+            // back to refresh.
+            if let Some(config) = self.confidential_client()? {
                 manager
                     .configure_client(config)
                     .map_err(|error| self.failed("restore", &error))?;
@@ -161,6 +156,28 @@ impl Authorizer {
             self.install(manager).await;
         }
         Ok(())
+    }
+
+    /// The restored client with its secret, when it has one: the client m3 registered
+    /// (its secret kept with the tokens), else the configured client and its secret.
+    fn confidential_client(&self) -> Result<Option<OAuthClientConfig>> {
+        if let Some(registration) = self.current_registration() {
+            let config = registration.client_secret.map(|secret| {
+                OAuthClientConfig::new(registration.client_id, registration.redirect_uri)
+                    .with_client_secret(secret)
+            });
+            return Ok(config);
+        }
+        let secret = self
+            .settings
+            .client_secret(&self.server, &|name| std::env::var(name).ok())?;
+        Ok(match (&self.settings.client_id, secret) {
+            (Some(client_id), Some(secret)) => Some(
+                OAuthClientConfig::new(client_id.clone(), self.url.clone())
+                    .with_client_secret(secret),
+            ),
+            _ => None,
+        })
     }
 
     fn current_registration(&self) -> Option<super::credentials::Registration> {
