@@ -35,12 +35,9 @@ declare -A not_applicable=(
   [auth/dpop-nonce]="DPoP (sender-constrained tokens, an extension) is not implemented by m3"
   [auth/wif-jwt-bearer]="workload identity federation (a JWT bearer assertion, an extension) is not implemented by m3"
 )
-# Scenarios that apply to m3 but whose feature is not built yet (issue 34): printed on
-# every run as NOT BUILT with what is missing, never passed off as not applicable.
-declare -A not_built=(
-  [auth/authorization-server-migration]="re-registering when a server's authorization server changes while the client keeps using it (SEP-2352); m3 authorizes per connection and rmcp's stored credentials are not stamped with the issuer, so the check 'sep-2352-reregister-on-as-change' fails (13 of 14 pass)"
-  [auth/scope-step-up]="a 403 insufficient_scope during a call fails the call (transport_error, http_status 403) instead of authorizing again with the larger scope (docs/oauth.md)"
-)
+# Scenarios that apply to m3 but whose feature is not built yet: printed on every run as
+# NOT BUILT with what is missing, never passed off as not applicable. None at present.
+declare -A not_built=()
 # The OAuth scenarios (auth/*) run once, through the command line: the driver opens the
 # authorization URL m3 prints as a browser would (tests/conformance/m3_client.py).
 # The elicitation scenarios, run a second time answered through the JSON API.

@@ -142,6 +142,10 @@ class CliAnswerer:
 # The OAuth scenarios: m3 connects (a 401 starts authorization), lists and calls nothing
 # more than the handshake needs; the checks are about the authorization itself.
 AUTH_STEPS = [{"say": "connected"}]
+# The OAuth scenarios whose server refuses a later request (a call needing a larger
+# scope, a token of an authorization server it no longer trusts): m3 also calls the
+# mock server's one tool, so that refusal is met and answered.
+AUTH_CALL_SCENARIOS = {"auth/scope-step-up", "auth/authorization-server-migration"}
 # Where the driver puts a client secret the suite hands over (m3 reads it from there).
 SECRET_VARIABLE = "M3_CONFORMANCE_CLIENT_SECRET"
 # A client ID metadata document URL (SEP-991) as an operator would host one; the suite's
@@ -177,19 +181,23 @@ OAUTH_KEY = "bTMtY29uZm9ybWFuY2Utb2F1dGgta2V5LTMyLWJ5dGU="
 
 def leaked_tokens(home: str, texts: dict[str, bytes], execution: str, env: dict) -> list[str]:
     """Where a token of the suite's authorization server shows up: m3's output and
-    trace-level logs, the execution as `m3 inspect` shows it, and the store's bytes
+    trace-level logs, the execution as `m3 status` and `m3 rounds` show it, and the store's bytes
     (where the credentials row must be sealed). Also that the row is there, sealed."""
     places = dict(texts)
+    found: list[str] = []
     if execution:
-        inspect = subprocess.run([M3, "--json", "inspect", execution], env=env,
-                                 capture_output=True, check=False)
-        places["m3 inspect"] = inspect.stdout + inspect.stderr
+        for command in ("status", "rounds"):
+            shown = subprocess.run([M3, "--json", command, execution], env=env,
+                                   capture_output=True, check=False)
+            if shown.returncode != 0:
+                found.append(f"m3 {command} (failed: {shown.stderr[-200:]!r})")
+            places[f"m3 {command}"] = shown.stdout + shown.stderr
     for name in os.listdir(home):
         if name.startswith("m3.sqlite") and os.path.isfile(os.path.join(home, name)):
             with open(os.path.join(home, name), "rb") as f:
                 places[name] = f.read()
-    found = [where for where, data in places.items()
-             if any(prefix in data for prefix in TOKEN_PREFIXES)]
+    found += [where for where, data in places.items()
+              if any(prefix in data for prefix in TOKEN_PREFIXES)]
     store = b"".join(data for where, data in places.items() if where.startswith("m3.sqlite"))
     if b"m3oauth1." not in store:
         found.append("the store (no sealed credentials row)")
@@ -207,7 +215,9 @@ def main() -> int:
     url = sys.argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     steps = SCENARIOS.get(scenario)
-    if steps is None and scenario.startswith("auth/"):
+    if steps is None and scenario in AUTH_CALL_SCENARIOS:
+        steps = lambda: [*AUTH_STEPS, call("test-tool")]  # noqa: E731
+    elif steps is None and scenario.startswith("auth/"):
         steps = lambda: AUTH_STEPS  # noqa: E731
     if steps is None:
         print(f"m3 conformance driver: no script for scenario '{scenario}'", file=sys.stderr)

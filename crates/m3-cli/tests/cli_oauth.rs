@@ -5,7 +5,9 @@
 //! test opens it as a browser would, and the call completes; a second `m3 run` on the same
 //! store, after the token expired, uses the sealed stored credentials and refreshes them
 //! (no new authorization). No token ever appears in m3's output, its trace log, or the
-//! store's file. On SQLite and PostgreSQL.
+//! store's file. On SQLite and PostgreSQL. The same with a confidential dynamically
+//! registered client (its secret kept sealed with the tokens, so the restored client
+//! can refresh), and the step-up of a `403 insufficient_scope` during a call.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -31,7 +33,8 @@ struct OAuthPeer {
 }
 
 impl OAuthPeer {
-    fn start(dir: &Path) -> Self {
+    /// The peer with `flags` (`--confidential`, `--step-up`).
+    fn start(dir: &Path, flags: &[&str]) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -45,6 +48,7 @@ impl OAuthPeer {
             .arg(port.to_string())
             .args(["--ttl", &TTL.to_string(), "--log"])
             .arg(&log)
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -80,7 +84,13 @@ impl Drop for OAuthPeer {
 /// One `m3 --json run` calling `whoami`, trace-logging to `log`, opening any authorization
 /// URL it prints: its events and its exit code.
 fn call(store: &Store, peer: &OAuthPeer, log: &Path) -> (Vec<Value>, i32) {
+    call_tool(store, peer, log, "whoami")
+}
+
+/// [`call`] calling `tool`.
+fn call_tool(store: &Store, peer: &OAuthPeer, log: &Path, tool: &str) -> (Vec<Value>, i32) {
     let server = format!("peer={}", peer.url);
+    let call = format!("peer:{tool}");
     let mut command = store.command(&[
         "--json",
         "run",
@@ -89,7 +99,7 @@ fn call(store: &Store, peer: &OAuthPeer, log: &Path) -> (Vec<Value>, i32) {
         "--server-trust",
         "peer=loopback",
         "--call",
-        "peer:whoami",
+        &call,
     ]);
     command
         .env("M3_OAUTH_KEY", KEY)
@@ -131,8 +141,8 @@ fn no_token_in(places: &[(&str, Vec<u8>)]) {
     }
 }
 
-fn authorizes_once_then_refreshes(store: &Store) {
-    let peer = OAuthPeer::start(store.dir.path());
+fn authorizes_once_then_refreshes(store: &Store, flags: &[&str]) {
+    let peer = OAuthPeer::start(store.dir.path(), flags);
     let first_log = store.dir.path().join("first.log");
     let (first, code) = call(store, &peer, &first_log);
     assert_eq!(code, 0, "{first:?}");
@@ -176,22 +186,161 @@ fn authorizes_once_then_refreshes(store: &Store) {
         ("the first run's log", std::fs::read(&first_log).unwrap()),
         ("the second run's log", std::fs::read(&second_log).unwrap()),
     ];
+    places.extend(store_files(store));
+    no_token_in(&places);
+}
+
+/// The store's files.
+fn store_files(store: &Store) -> Vec<(&'static str, Vec<u8>)> {
+    let mut files = Vec::new();
     for entry in std::fs::read_dir(store.dir.path()).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         if path.is_file() && name.starts_with("m3.sqlite") {
-            places.push(("the store's file", std::fs::read(&path).unwrap()));
+            files.push(("the store's file", std::fs::read(&path).unwrap()));
         }
     }
-    no_token_in(&places);
+    files
 }
 
 #[test]
 fn sqlite_authorizes_once_then_refreshes_from_the_sealed_store() {
-    authorizes_once_then_refreshes(&Store::new());
+    authorizes_once_then_refreshes(&Store::new(), &[]);
 }
 
 #[test]
 fn postgres_authorizes_once_then_refreshes_from_the_sealed_store() {
-    authorizes_once_then_refreshes(&Store::postgres());
+    authorizes_once_then_refreshes(&Store::postgres(), &[]);
+}
+
+/// A client the authorization server made confidential: restored from the store, it
+/// still has its secret, so the second process refreshes instead of authorizing again.
+#[test]
+fn sqlite_a_confidential_registered_client_refreshes_after_a_restore() {
+    authorizes_once_then_refreshes(&Store::new(), &["--confidential"]);
+}
+
+/// A call the server refuses with `403 insufficient_scope` is authorized again with the
+/// union of the granted and the required scopes, then retried; a scope the authorization
+/// server never grants fails the call after one step-up, typed.
+#[test]
+fn sqlite_steps_up_to_a_larger_scope_once_per_call() {
+    let store = Store::new();
+    let peer = OAuthPeer::start(store.dir.path(), &["--step-up"]);
+    let write_log = store.dir.path().join("write.log");
+    let (write, code) = call_tool(&store, &peer, &write_log, "write_note");
+    assert_eq!(code, 0, "{write:?}");
+    assert_eq!(
+        kinds(&write),
+        [
+            "execution",
+            "authorization_required",
+            "authorization_required",
+            "result"
+        ]
+    );
+    let result = write.last().unwrap();
+    assert_eq!(result["snapshot"]["outcome"], "completed", "{result}");
+    assert!(result.to_string().contains("written"), "{result}");
+    assert_eq!(
+        peer.grants(),
+        [
+            "authorization_code notes:read",
+            "authorization_code notes:read notes:write"
+        ]
+    );
+
+    // notes:admin is never granted: one step-up (keeping the scopes granted before),
+    // then the second 403 fails the call.
+    let erase_log = store.dir.path().join("erase.log");
+    let (erase, code) = call_tool(&store, &peer, &erase_log, "erase_notes");
+    assert_ne!(code, 0, "{erase:?}");
+    assert_eq!(
+        kinds(&erase),
+        ["execution", "authorization_required", "result"]
+    );
+    let result = erase.last().unwrap();
+    assert_eq!(result["snapshot"]["outcome"], "failed", "{result}");
+    let failure = result.to_string();
+    assert!(failure.contains("insufficient_scope"), "{result}");
+    assert!(failure.contains("\"http_status\":403"), "{result}");
+    assert_eq!(
+        peer.grants()[2..],
+        ["authorization_code notes:read notes:write"]
+    );
+
+    let mut places = vec![
+        (
+            "the write run's events",
+            serde_json::to_vec(&write).unwrap(),
+        ),
+        (
+            "the erase run's events",
+            serde_json::to_vec(&erase).unwrap(),
+        ),
+        ("the write run's log", std::fs::read(&write_log).unwrap()),
+        ("the erase run's log", std::fs::read(&erase_log).unwrap()),
+    ];
+    places.extend(store_files(&store));
+    no_token_in(&places);
+}
+
+/// The page of `m3 serve`'s execution, as text.
+fn execution_page(base: &str, execution_id: &str) -> String {
+    let page = Command::new("curl")
+        .args(["-sSf", &format!("{base}/executions/{execution_id}")])
+        .output()
+        .unwrap();
+    assert!(page.status.success(), "{page:?}");
+    String::from_utf8(page.stdout).unwrap()
+}
+
+/// While `m3 run` waits for the person's authorization, the answer page of an `m3 serve`
+/// on the same store links the authorization URL on the execution's page; once the
+/// redirect came, it no longer does.
+#[test]
+fn sqlite_the_answer_page_links_an_authorization_while_it_is_pending() {
+    let store = Store::new();
+    let peer = OAuthPeer::start(store.dir.path(), &[]);
+    let server = format!("peer={}", peer.url);
+    let mut command = store.command(&[
+        "--json",
+        "run",
+        "--server",
+        &server,
+        "--server-trust",
+        "peer=loopback",
+        "--call",
+        "peer:whoami",
+    ]);
+    command.env("M3_OAUTH_KEY", KEY).stderr(Stdio::null());
+    let mut run = Running::start(command);
+    let execution = run.next_json();
+    let execution_id = execution["execution_id"].as_str().unwrap().to_owned();
+    let notice = run.next_json();
+    assert_eq!(notice["type"], "authorization_required", "{notice}");
+    let url = notice["url"].as_str().unwrap();
+
+    let mut serve = store.spawn(&["serve", "--bind", "127.0.0.1:0"]);
+    let base = serve.next_line().trim_end_matches('/').to_owned();
+    let link = format!(
+        "<a class=\"authorization-link\" href=\"{}\"",
+        url.replace('&', "&amp;")
+    );
+    // The worker appends the event right after printing the URL.
+    let page = wait_until(Duration::from_secs(10), "the page to link it", || {
+        let page = execution_page(&base, &execution_id);
+        page.contains(&link).then_some(page)
+    });
+    assert!(page.contains("data-server=\"peer\""), "{page}");
+
+    let opened = Command::new("curl").args(["-sSfL", url]).output().unwrap();
+    assert!(opened.status.success(), "{opened:?}");
+    let result = run.next_json();
+    assert_eq!(result["snapshot"]["outcome"], "completed", "{result}");
+    assert_eq!(run.finish().code, 0);
+    let page = execution_page(&base, &execution_id);
+    assert!(!page.contains("authorization-link"), "{page}");
+    assert!(page.contains("oauth.authorization_finished"), "{page}");
+    drop(serve);
 }

@@ -14,11 +14,10 @@ use super::fault::{ConnectionFault, FaultSender};
 use super::frames::{self, FrameReader};
 use super::handler::{LegacyRouter, M3ClientHandler};
 use super::http;
-use super::http::SharedManager;
 use super::negotiation::{
     Lifecycle, ServerIdentity, falls_back, handshake, lifecycle_mode, negotiated,
 };
-use super::oauth::{Authorizer, challenge_of};
+use super::oauth::{Authorizer, SharedAuthorizer, challenge_of};
 use super::operation::OperationProgress;
 use super::options::{ConnectOptions, ProtocolEra};
 use super::process::{self, ServerProcess, SpawnSettings};
@@ -176,18 +175,20 @@ impl McpConnection {
     pub async fn connect_http(server: &HttpServer, options: ConnectOptions) -> Result<Self> {
         let options = options.for_binding(server.era);
         let endpoint = http::resolve(server).await?;
-        let mut oauth = Authorizer::new(server, &endpoint.url, options.oauth.clone());
-        if let Err(error) = oauth.restore().await {
+        let mut authorizer = Authorizer::new(server, &endpoint.url, options.oauth.clone());
+        if let Err(error) = authorizer.restore().await {
             // Stored credentials that cannot be used are as good as none.
             tracing::warn!(server = %server.name, error = %error.message(), "stored OAuth credentials not used");
         }
+        let oauth: SharedAuthorizer = Arc::new(tokio::sync::Mutex::new(authorizer));
         let negotiated =
-            |manager| Self::connect_http_negotiated(server, &endpoint, &options, manager);
-        match negotiated(oauth.manager()).await {
+            || Self::connect_http_negotiated(server, &endpoint, &options, Some(Arc::clone(&oauth)));
+        match negotiated().await {
+            // A 401 to a request without a token: authorize, then connect again.
             Err(error) => match challenge_of(&error) {
                 Some(challenge) => {
-                    oauth.authorize(&challenge).await?;
-                    negotiated(oauth.manager()).await
+                    oauth.lock().await.authorize(&challenge).await?;
+                    negotiated().await
                 }
                 None => Err(error),
             },
@@ -196,12 +197,12 @@ impl McpConnection {
     }
 
     /// [`McpConnection::connect_http`] with the era negotiated, its requests authorized by
-    /// `oauth` when there is a token.
+    /// `oauth` when it has a token.
     async fn connect_http_negotiated(
         server: &HttpServer,
         endpoint: &http::Endpoint,
         options: &ConnectOptions,
-        oauth: Option<SharedManager>,
+        oauth: Option<SharedAuthorizer>,
     ) -> Result<Self> {
         let attempt = |lifecycle| {
             Self::connect_http_once(server, endpoint, options, lifecycle, oauth.clone())
@@ -223,7 +224,7 @@ impl McpConnection {
         endpoint: &http::Endpoint,
         options: &ConnectOptions,
         lifecycle: Lifecycle,
-        oauth: Option<SharedManager>,
+        oauth: Option<SharedAuthorizer>,
     ) -> Result<Self> {
         let (fault_tx, faults) = FaultSender::new();
         let raw = Arc::new(RawMessages::default());

@@ -48,6 +48,21 @@ impl ConnectionFault {
         self
     }
 
+    /// The fault of a failure outside the wire (an authorization during the
+    /// connection): its message and details, a `protocol_error` staying one and every
+    /// other code a transport fault.
+    pub(crate) fn from_error(error: &Error) -> Self {
+        let fault = if error.is_protocol() {
+            Self::protocol(error.message())
+        } else {
+            Self::transport(error.message())
+        };
+        Self {
+            details: error.details().clone(),
+            ..fault
+        }
+    }
+
     /// The typed error for this fault, tagged with the server name.
     pub(crate) fn to_error(&self, server: &str) -> Error {
         let base = match self.kind {

@@ -1,5 +1,6 @@
 //! The page over real HTTP: markup the tests rely on, escaping, the plain
-//! form post (coerced, validated, errors next to the field), assets.
+//! form post (coerced, validated, errors next to the field), assets, a pending OAuth
+//! authorization on an execution's page.
 
 // Helpers outside #[test] fns fail the test on purpose.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -7,6 +8,10 @@
 mod support;
 
 use hyper::{Method, StatusCode};
+use m3_store::{
+    AppendEvent, EVENT_OAUTH_AUTHORIZATION_FINISHED, EVENT_OAUTH_AUTHORIZATION_REQUIRED,
+    NewExecution,
+};
 use m3_types::{ElicitationRequest, FormElicitationRequest};
 use serde_json::json;
 use support::{address_form, object, serve, url_request};
@@ -276,4 +281,56 @@ async fn a_url_request_shows_its_full_host_in_punycode_before_consent() {
         "{body}"
     );
     assert!(body.contains("data-host=\"plain.example\""), "{body}");
+}
+
+#[tokio::test]
+async fn a_pending_oauth_authorization_is_a_link_on_the_execution_page_until_it_ends() {
+    let served = serve(|b| b).await;
+    let store = served.kit.store();
+    let execution = store
+        .create_execution(NewExecution::new(json!({"test": true})))
+        .await
+        .unwrap();
+    let id = execution.execution_id;
+    let url = "https://auth.example/authorize?client_id=m3&state=s1&code_challenge=c";
+    let required = json!({"server": "crm", "server_url": "https://crm.example/mcp", "url": url});
+    store
+        .append_event(AppendEvent::new(
+            &id,
+            EVENT_OAUTH_AUTHORIZATION_REQUIRED,
+            required,
+        ))
+        .await
+        .unwrap();
+    let page = served.get(&format!("/executions/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let escaped = url.replace('&', "&amp;");
+    assert!(
+        page.body.contains(&format!(
+            "<a class=\"authorization-link\" href=\"{escaped}\" target=\"_blank\" rel=\"noopener noreferrer\">"
+        )),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("data-server=\"crm\""), "{}", page.body);
+    assert!(
+        page.body.contains("data-host=\"auth.example\""),
+        "{}",
+        page.body
+    );
+
+    let finished = json!({"server": "crm", "url": url, "completed": true});
+    store
+        .append_event(AppendEvent::new(
+            &id,
+            EVENT_OAUTH_AUTHORIZATION_FINISHED,
+            finished,
+        ))
+        .await
+        .unwrap();
+    let page = served.get(&format!("/executions/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(!page.body.contains("authorization-link"), "{}", page.body);
+    // The timeline still tells both.
+    assert!(page.body.contains(EVENT_OAUTH_AUTHORIZATION_FINISHED));
 }

@@ -120,9 +120,10 @@ pub mod execution;
 pub use execution::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, EVENT_ELICITATION_REQUEST,
     EVENT_ELICITATION_RESPONSE, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
-    EVENT_EXECUTION_HANDED_OVER, EVENT_EXECUTION_STATE_CHANGED, ExecutionChange, ExecutionEvent,
-    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution,
-    ListExecutions, NewExecution, RenewLeases, TerminalizeExpired, Terminalized,
+    EVENT_EXECUTION_HANDED_OVER, EVENT_EXECUTION_STATE_CHANGED, EVENT_OAUTH_AUTHORIZATION_FINISHED,
+    EVENT_OAUTH_AUTHORIZATION_REQUIRED, ExecutionChange, ExecutionEvent, ExecutionLease,
+    ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution, ListExecutions,
+    NewExecution, RenewLeases, TerminalizeExpired, Terminalized,
 };
 
 /// `docs/changes.md`, compiled and run as doctests.

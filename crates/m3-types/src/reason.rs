@@ -130,6 +130,10 @@ reasons! {
     /// registration, the grant or the person's authorization failed (or nobody was there
     /// to be shown the authorization URL).
     AuthorizationFailed => "authorization_failed",
+    /// An HTTP server refused a token with `403 insufficient_scope` and authorizing
+    /// again with the larger scope it named did not help (or it named no scope beyond
+    /// those already granted); m3 steps up at most once per request.
+    InsufficientScope => "insufficient_scope",
     // ---- notifications
     /// A webhook URL is not `http` or `https`, or is not a URL at all.
     WebhookUrlScheme => "webhook_url_scheme",

@@ -27,11 +27,12 @@ use sse_stream::Sse;
 use super::fault::{ConnectionFault, FaultSender};
 use super::options::ConnectOptions;
 use super::raw::RawMessages;
+use crate::oauth::SharedAuthorizer;
 
 mod authorized;
 mod post;
 
-pub(crate) use authorized::{AuthorizedClient, SharedManager};
+pub(crate) use authorized::AuthorizedClient;
 
 type HttpError = StreamableHttpError<reqwest::Error>;
 
@@ -94,14 +95,15 @@ pub async fn resolve(server: &HttpServer) -> Result<Endpoint> {
 }
 
 /// The rmcp transport for `endpoint`, reporting failures into `faults`, its requests
-/// authorized by `oauth` once there is a token.
+/// authorized by `oauth` once it has a token (and authorized again through it when the
+/// server refuses one).
 pub(crate) fn transport(
     server: &str,
     endpoint: &Endpoint,
     options: &ConnectOptions,
     raw: Arc<RawMessages>,
     faults: FaultSender,
-    oauth: Option<SharedManager>,
+    oauth: Option<SharedAuthorizer>,
 ) -> Result<StreamableHttpClientTransport<AuthorizedClient<ObservedClient>>> {
     let client = client(server, endpoint, options.connect_timeout)?;
     let custom_headers: HashMap<HeaderName, HeaderValue> = header_map(server, endpoint)?
@@ -123,8 +125,9 @@ pub(crate) fn transport(
         max_bytes: max,
     };
     let observer = client.clone();
-    let report: authorized::Report = Arc::new(move |error| faults.raise(observer.fault_for(error)));
-    let client = AuthorizedClient::new(client, oauth, server, report);
+    let raise = faults.clone();
+    let report: authorized::Report = Arc::new(move |error| raise.raise(observer.fault_for(error)));
+    let client = AuthorizedClient::new(client, oauth, server, report, faults);
     Ok(StreamableHttpClientTransport::with_client(client, config))
 }
 
@@ -225,7 +228,8 @@ impl ObservedClient {
             (StreamableHttpError::InsufficientScope(_), _) => ConnectionFault::transport(format!(
                 "MCP server '{server}' answered HTTP 403: the token's scope is insufficient"
             ))
-            .with_detail("http_status", 403),
+            .with_detail("http_status", 403)
+            .with_detail("reason", m3_types::Reason::InsufficientScope.as_str()),
             (StreamableHttpError::ResponseBodyTooLarge { max_size }, _) => {
                 ConnectionFault::protocol(format!(
                     "MCP server '{server}' answered with a body larger than {max_size} bytes"

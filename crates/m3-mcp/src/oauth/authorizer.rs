@@ -5,17 +5,16 @@ use std::sync::Arc;
 
 use m3_types::{Error, HttpServer, OAuthGrant, OAuthSettings, Reason, Result};
 use rmcp::transport::auth::{
-    AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationRequest,
-    AuthorizationSession, ClientCredentialsConfig,
+    AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationMetadata,
+    AuthorizationRequest, AuthorizationSession, ClientCredentialsConfig, OAuthClientConfig,
+    WWWAuthenticateParams,
 };
 use tokio::sync::Mutex;
 
-use super::callback::CallbackListener;
+use super::client::{CLIENT_NAME, ClientChoice, choose_client, scope_union};
 use super::context::{AuthorizationNotice, OAuthContext, OAuthKey};
-use super::credentials::KeyedCredentials;
+use super::credentials::{KeyedCredentials, RegistrationSlot};
 
-/// The client name sent with dynamic client registration.
-const CLIENT_NAME: &str = "m3";
 /// The detail carrying a `401`'s `WWW-Authenticate` challenge.
 pub(crate) const CHALLENGE_DETAIL: &str = "www_authenticate";
 
@@ -27,6 +26,14 @@ pub(crate) fn challenge_of(error: &Error) -> Option<String> {
     unauthorized.then(|| challenge.to_owned())
 }
 
+/// The manager requests are authorized with. Its content is replaced in place when the
+/// binding authorizes again, so every connection holding it uses the new token.
+pub(crate) type SharedManager = Arc<Mutex<AuthorizationManager>>;
+
+/// A binding's authorizer, shared by its connection attempts and their requests (which
+/// authorize again through it when the server refuses a token).
+pub(crate) type SharedAuthorizer = Arc<Mutex<Authorizer>>;
+
 /// The authorization of one binding.
 pub(crate) struct Authorizer {
     server: String,
@@ -34,7 +41,9 @@ pub(crate) struct Authorizer {
     private_addresses: bool,
     settings: OAuthSettings,
     context: OAuthContext,
-    manager: Option<Arc<Mutex<AuthorizationManager>>>,
+    manager: Option<SharedManager>,
+    /// The client m3 registered itself, kept beside the tokens in the store.
+    registration: RegistrationSlot,
 }
 
 impl std::fmt::Debug for Authorizer {
@@ -59,17 +68,40 @@ impl Authorizer {
             settings: server.oauth.clone().unwrap_or_default(),
             context,
             manager: None,
+            registration: RegistrationSlot::default(),
         }
     }
 
+    /// The binding's name.
+    pub(crate) fn server(&self) -> &str {
+        &self.server
+    }
+
     /// The manager requests are authorized with, once there is one.
-    pub(crate) fn manager(&self) -> Option<Arc<Mutex<AuthorizationManager>>> {
+    pub(crate) fn manager(&self) -> Option<SharedManager> {
         self.manager.clone()
+    }
+
+    /// Use `manager` from now on: in place of the current one, so the connections
+    /// sharing it send its token.
+    async fn install(&mut self, manager: AuthorizationManager) {
+        match &self.manager {
+            Some(shared) => *shared.lock().await = manager,
+            None => self.manager = Some(Arc::new(Mutex::new(manager))),
+        }
     }
 
     fn key(&self) -> OAuthKey {
         let client = self.settings.client_id.as_deref().unwrap_or("dynamic");
         OAuthKey::new(self.url.clone(), client)
+    }
+
+    fn credentials(&self) -> KeyedCredentials {
+        KeyedCredentials {
+            store: Arc::clone(&self.context.store),
+            key: self.key(),
+            registration: Arc::clone(&self.registration),
+        }
     }
 
     fn failed(&self, step: &str, error: &AuthError) -> Error {
@@ -93,10 +125,7 @@ impl Authorizer {
             AuthorizationManager::new(self.url.as_str()).await
         };
         let mut manager = manager.map_err(|error| self.failed("setup", &error))?;
-        manager.set_credential_store(KeyedCredentials {
-            store: Arc::clone(&self.context.store),
-            key: self.key(),
-        });
+        manager.set_credential_store(self.credentials());
         Ok(manager)
     }
 
@@ -116,10 +145,75 @@ impl Authorizer {
             .await
             .map_err(|error| self.failed("restore", &error))?;
         if restored {
+            // rmcp restores the client id alone; a confidential client needs its secret
+            // back to refresh.
+            if let Some(config) = self.confidential_client()? {
+                manager
+                    .configure_client(config)
+                    .map_err(|error| self.failed("restore", &error))?;
+            }
             tracing::info!(server = %self.server, "OAuth credentials restored from the store");
-            self.manager = Some(Arc::new(Mutex::new(manager)));
+            self.install(manager).await;
         }
         Ok(())
+    }
+
+    /// The restored client with its secret, when it has one: the client m3 registered
+    /// (its secret kept with the tokens), else the configured client and its secret.
+    fn confidential_client(&self) -> Result<Option<OAuthClientConfig>> {
+        if let Some(registration) = self.current_registration() {
+            let config = registration.client_secret.map(|secret| {
+                OAuthClientConfig::new(registration.client_id, registration.redirect_uri)
+                    .with_client_secret(secret)
+            });
+            return Ok(config);
+        }
+        let secret = self
+            .settings
+            .client_secret(&self.server, &|name| std::env::var(name).ok())?;
+        Ok(match (&self.settings.client_id, secret) {
+            (Some(client_id), Some(secret)) => Some(
+                OAuthClientConfig::new(client_id.clone(), self.url.clone())
+                    .with_client_secret(secret),
+            ),
+            _ => None,
+        })
+    }
+
+    fn current_registration(&self) -> Option<super::credentials::Registration> {
+        self.registration.lock().ok().and_then(|slot| slot.clone())
+    }
+
+    /// Authorize again after the server refused a token with `403 insufficient_scope`
+    /// (step-up): the union of the scopes granted so far and the ones `required`.
+    ///
+    /// # Errors
+    /// `transport_error` with reason `insufficient_scope` (and `http_status` 403) when the
+    /// challenge asks for no scope beyond those already granted (authorizing again
+    /// could not help); else as [`Authorizer::authorize`].
+    pub(crate) async fn step_up(&mut self, challenge: &str) -> Result<()> {
+        let base = url::Url::parse(&self.url)
+            .map_err(|error| Error::transport(format!("MCP server '{}': {error}", self.server)))?;
+        let required = WWWAuthenticateParams::parse(challenge, &base).scope;
+        let required = required.as_deref();
+        let mut current = self.settings.scopes.clone();
+        if let Some(manager) = &self.manager {
+            current.extend(manager.lock().await.get_current_scopes().await);
+        }
+        current.extend(self.credentials().granted_scopes().await);
+        let Some(scopes) = required.and_then(|required| scope_union(&current, required)) else {
+            return Err(Error::transport(format!(
+                "MCP server '{}' answered HTTP 403: the token's scope is insufficient, and the \
+                 scope it asks for ({}) is no more than was granted",
+                self.server,
+                required.unwrap_or("none named")
+            ))
+            .with_detail("server", self.server.clone())
+            .with_detail("http_status", 403)
+            .with_reason(Reason::InsufficientScope));
+        };
+        tracing::info!(server = %self.server, scopes = %scopes.join(" "), "MCP server asks for a larger OAuth scope; authorizing again");
+        self.authorize_with(challenge, Some(scopes)).await
     }
 
     /// Answer the server's `challenge`: discovery, registration and the binding's grant.
@@ -129,23 +223,38 @@ impl Authorizer {
     /// `transport_error` (reason `authorization_failed`) naming the failed step;
     /// `timeout` when nobody completes the authorization in time.
     pub(crate) async fn authorize(&mut self, challenge: &str) -> Result<()> {
+        self.authorize_with(challenge, None).await
+    }
+
+    /// [`Authorizer::authorize`] asking for `scopes` (else the binding's, the
+    /// challenge's or the server's, in that order).
+    async fn authorize_with(&mut self, challenge: &str, scopes: Option<Vec<String>>) -> Result<()> {
         tracing::info!(server = %self.server, grant = %self.settings.grant, "MCP server asks for OAuth authorization");
         let mut manager = self.fresh_manager().await?;
         let resolution = manager
             .resolve_metadata_from_challenge(Some(challenge))
             .await
             .map_err(|error| self.failed("discovery", &error))?;
-        manager.set_metadata(resolution.metadata);
+        let metadata = resolution.metadata;
+        manager.set_metadata(metadata.clone());
         let secret = self
             .settings
             .client_secret(&self.server, &|name| std::env::var(name).ok())?;
+        let scopes = match scopes {
+            Some(scopes) => scopes,
+            None if !self.settings.scopes.is_empty() => self.settings.scopes.clone(),
+            None => Vec::new(),
+        };
         let manager = match self.settings.grant {
-            OAuthGrant::ClientCredentials => self.client_credentials(manager, secret).await?,
+            OAuthGrant::ClientCredentials => {
+                self.client_credentials(manager, secret, scopes).await?
+            }
             OAuthGrant::AuthorizationCode => {
-                self.authorization_code(manager, challenge, secret).await?
+                self.authorization_code(manager, &metadata, challenge, secret, scopes)
+                    .await?
             }
         };
-        self.manager = Some(Arc::new(Mutex::new(manager)));
+        self.install(manager).await;
         Ok(())
     }
 
@@ -153,6 +262,7 @@ impl Authorizer {
         &self,
         mut manager: AuthorizationManager,
         secret: Option<String>,
+        scopes: Vec<String>,
     ) -> Result<AuthorizationManager> {
         let (Some(client_id), Some(client_secret)) = (self.settings.client_id.clone(), secret)
         else {
@@ -165,7 +275,7 @@ impl Authorizer {
         let config = ClientCredentialsConfig::ClientSecret {
             client_id,
             client_secret,
-            scopes: self.settings.scopes.clone(),
+            scopes,
             resource: Some(self.url.clone()),
         };
         manager
@@ -181,9 +291,11 @@ impl Authorizer {
 
     async fn authorization_code(
         &self,
-        manager: AuthorizationManager,
+        mut manager: AuthorizationManager,
+        metadata: &AuthorizationMetadata,
         challenge: &str,
         secret: Option<String>,
+        scopes: Vec<String>,
     ) -> Result<AuthorizationManager> {
         let Some(prompt) = self.context.prompt.clone() else {
             return Err(Error::transport(format!(
@@ -195,34 +307,58 @@ impl Authorizer {
             .with_detail("http_status", 401)
             .with_reason(Reason::AuthorizationFailed));
         };
-        let port = self.settings.callback_port.unwrap_or(0);
-        let listener = CallbackListener::bind(&self.server, port).await?;
+        let scopes = if scopes.is_empty() {
+            manager.select_initial_scopes(&[]).await
+        } else {
+            scopes
+        };
+        let (client, registration) = choose_client(
+            &self.server,
+            &mut manager,
+            metadata,
+            &self.settings,
+            secret,
+            self.current_registration(),
+            &scopes,
+        )
+        .await?;
+        if let Ok(mut slot) = self.registration.lock() {
+            *slot = registration;
+        }
+        let ClientChoice {
+            listener,
+            client_id,
+            client_secret,
+        } = client;
         let mut request = AuthorizationRequest::new(listener.redirect_uri())
             .with_client_name(CLIENT_NAME)
             .with_challenge(challenge)
             .with_initial_scope_selection();
-        if !self.settings.scopes.is_empty() {
-            request = request.with_scopes(self.settings.scopes.clone());
+        if !scopes.is_empty() {
+            request = request.with_scopes(scopes);
         }
         if let Some(url) = &self.settings.client_metadata_url {
             request = request.with_client_metadata_url(url.clone());
         }
-        if let Some(client_id) = &self.settings.client_id {
-            request = request.with_preregistered_client(client_id.clone());
+        if let Some(client_id) = client_id {
+            request = request.with_preregistered_client(client_id);
         }
-        if let Some(secret) = secret {
+        if let Some(secret) = client_secret {
             request = request.with_client_secret(secret);
         }
         let session = AuthorizationSession::new(manager, request)
             .await
             .map_err(|(_, error)| self.failed("registration", &error))?;
-        prompt.show(&AuthorizationNotice {
+        let notice = AuthorizationNotice {
             server: self.server.clone(),
             server_url: self.url.clone(),
             url: session.get_authorization_url().to_owned(),
             redirect_uri: listener.redirect_uri().to_owned(),
-        });
-        let redirect = listener.wait(&self.server, self.context.wait).await?;
+        };
+        prompt.show(&notice);
+        let redirect = listener.wait(&self.server, self.context.wait).await;
+        prompt.finished(&notice, redirect.is_ok());
+        let redirect = redirect?;
         let callback = AuthorizationCallback::from_redirect_url(&redirect)
             .map_err(|error| self.failed("authorization", &error))?;
         session

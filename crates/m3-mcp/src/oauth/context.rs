@@ -93,6 +93,12 @@ pub struct AuthorizationNotice {
 pub trait AuthorizationPrompt: Send + Sync + fmt::Debug {
     /// Show `notice`; the client then waits for the redirect on `notice.redirect_uri`.
     fn show(&self, notice: &AuthorizationNotice);
+
+    /// The wait for `notice`'s redirect ended: `completed` when it came, `false` when
+    /// nobody authorized in time. A place still showing the URL stops (default: nothing).
+    fn finished(&self, notice: &AuthorizationNotice, completed: bool) {
+        let _ = (notice, completed);
+    }
 }
 
 /// What a connection needs for OAuth: where tokens are kept, who is shown an
@@ -126,6 +132,11 @@ impl OAuthContext {
     pub fn with_store(mut self, store: Arc<dyn OAuthTokenStore>) -> Self {
         self.store = store;
         self
+    }
+
+    /// Who is shown authorization URLs, if anybody.
+    pub fn prompt(&self) -> Option<Arc<dyn AuthorizationPrompt>> {
+        self.prompt.clone()
     }
 
     /// Show authorization URLs through `prompt`.

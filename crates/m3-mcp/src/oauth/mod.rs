@@ -16,10 +16,13 @@
 
 mod authorizer;
 mod callback;
+mod client;
 mod context;
 mod credentials;
 
-pub(crate) use authorizer::{Authorizer, CHALLENGE_DETAIL, challenge_of};
+pub(crate) use authorizer::{
+    Authorizer, CHALLENGE_DETAIL, SharedAuthorizer, SharedManager, challenge_of,
+};
 pub use context::{
     AuthorizationNotice, AuthorizationPrompt, MemoryTokenStore, OAuthContext, OAuthKey,
     OAuthTokenStore,

@@ -6,6 +6,7 @@ mod adoption;
 mod background;
 mod handover;
 mod limits;
+mod oauth_prompt;
 mod pool;
 mod pool_options;
 mod registration;

@@ -482,7 +482,7 @@ impl Worker {
             servers: &spec.servers,
             env: &self.env,
             tools: spec.tool_selection()?,
-            oauth: self.oauth.clone(),
+            oauth: super::oauth_prompt::for_execution(&self.oauth, &self.executions, lease),
             input,
             round_limit: spec.elicitation_round_limit,
             round_limits: self.round_limits,

@@ -35,6 +35,7 @@ pub(super) async fn page(
         Ok((snapshot, rounds, events)) => {
             let main = html! {
                 (summary(base, &snapshot, rounds.len(), events.len()))
+                (super::authorization::section(&events, snapshot.lifecycle.is_terminal()))
                 (timeline(base, &execution_id, &rounds, &events))
             };
             let title = format!("Execution {} · m3", short(&execution_id));

@@ -4,6 +4,7 @@
 //! assets. A request with `X-M3-Fragment: 1` gets only the round's element
 //! (the script's live inbox and in-place submit use it).
 
+mod authorization;
 mod bulk;
 mod coerce;
 mod context;

@@ -156,7 +156,7 @@ fn request_block(
 /// The full host of a URL request, before consent, as the specification asks: its ASCII
 /// (punycode) form, which a look-alike international name cannot disguise, and the
 /// Unicode form beside it when the two differ.
-fn url_host(address: &str) -> Markup {
+pub(super) fn url_host(address: &str) -> Markup {
     let parsed = url::Url::parse(address).ok();
     let ascii = parsed.as_ref().and_then(url::Url::host_str).unwrap_or("");
     let (unicode, _) = idna::domain_to_unicode(ascii);

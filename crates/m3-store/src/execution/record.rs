@@ -27,6 +27,13 @@ pub const EVENT_ELICITATION_REQUEST: &str = "elicitation.request";
 /// Kind of the event the managed-input coordinator appends when it starts delivering a
 /// round's response: the redacted responses, never the values.
 pub const EVENT_ELICITATION_RESPONSE: &str = "elicitation.response";
+/// Kind of the event a worker appends when an HTTP server asks for OAuth authorization by
+/// a person: `server`, `server_url` and the authorization `url` to open (it carries the
+/// PKCE challenge and `state`, never a secret). The answer page shows it as a link.
+pub const EVENT_OAUTH_AUTHORIZATION_REQUIRED: &str = "oauth.authorization_required";
+/// Kind of the event a worker appends when the wait for that authorization ended:
+/// `server`, `url` and `completed` (`false`: nobody authorized in time).
+pub const EVENT_OAUTH_AUTHORIZATION_FINISHED: &str = "oauth.authorization_finished";
 
 /// One stored execution: its specification, lifecycle, terminal data, worker
 /// lease and cancel flag.
