@@ -170,6 +170,17 @@ fn report_event(out: Output, event: &PoolEvent) -> Result<(), Failure> {
         PoolEvent::Adopted { execution_id } => {
             out_event(out, "adopted", json!({"execution_id": execution_id}))
         }
+        PoolEvent::Parked {
+            execution_id,
+            round_id,
+        } => out_event(
+            out,
+            "parked",
+            json!({"execution_id": execution_id, "round_id": round_id}),
+        ),
+        PoolEvent::Resumed { execution_id } => {
+            out_event(out, "resumed", json!({"execution_id": execution_id}))
+        }
         _ => Ok(()),
     }
 }

@@ -9,9 +9,9 @@ use super::lifecycle::{Active, Coordinator};
 use crate::lease::round as renewal;
 
 impl Coordinator {
-    /// Whether the wait ended for a handover (the round stays pending for a successor).
-    pub(crate) fn is_handed_over(&self) -> bool {
-        self.lock().handed_over
+    /// Why the wait ended with the round still pending (a handover, or parking), if it did.
+    pub(crate) fn released(&self) -> Option<super::lifecycle::Release> {
+        self.lock().released.clone()
     }
 
     /// Fails the active round (if any) with `error`.
@@ -32,7 +32,7 @@ impl Coordinator {
         let Some(active) = self.lock().active.take() else {
             return;
         };
-        if self.lock().handed_over {
+        if self.lock().released.is_some() {
             // The successor holds the round now; dropping `active` stops this worker's
             // renewal of its lease.
             return;

@@ -6,31 +6,27 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use m3_store::signal::{ChangeSubscription, Topic};
+use m3_store::signal::Topic;
 use m3_store::{
     AppendEvent, CreateRound, EVENT_ELICITATION_REQUEST, EVENT_ELICITATION_RESPONSE,
     ExecutionLeaseRef, ExecutionStore, LeaseRef, ManagedInputStore, RoundRef,
 };
 use m3_types::messages;
 use m3_types::{
-    Error, ExecutionStatus, ManagedInputRecord, ManagedInputStatus, PendingElicitationRound,
-    ResponseMap, Result,
+    Error, ExecutionStatus, ManagedInputRecord, PendingElicitationRound, ResponseMap, Result,
 };
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::instrument;
 
-use super::notify::{self, ResponseNotifier, RoundPendingHook};
+use super::notify::{self, ResponseNotifier, RoundPendingHook, Waiters};
 use super::records;
-use super::unattended::{Acted, Unattended};
+use super::unattended::Unattended;
 use crate::lease::LeaseKeeper;
 use crate::lease::round::{self as renewal, RecoverySlot};
-use crate::store_retry::{self, Backoff, is_connection_lost};
+use crate::store_retry;
 use crate::trace::MarkedRound;
-
-/// How often a wait with a deadline looks at the store's clock again.
-const DEADLINE_RECHECK: Duration = Duration::from_secs(1);
 
 /// Settings of one coordinator.
 #[derive(Debug, Clone)]
@@ -46,6 +42,28 @@ pub(crate) struct CoordinatorSettings {
     /// Cancelled when the worker stops and hands its waiting executions over: a wait for a
     /// transferable round then ends, leaving the round pending for the successor.
     pub(crate) handover: CancellationToken,
+    /// Whether a wait for a transferable round that lasts [`PARK_AFTER`] is parked: the
+    /// task ends, the worker keeps only the leases and an index entry, and the answer
+    /// brings the execution back from the store (`m3 worker`; off for an embedded worker).
+    pub(crate) park: bool,
+}
+
+/// How long a transferable round is waited for in memory before its execution is parked
+/// (an answer within it is delivered without rebuilding anything).
+pub(crate) const PARK_AFTER: Duration = Duration::from_secs(1);
+
+/// Why a wait ended with the round still pending, for this worker or another to go on.
+#[derive(Debug, Clone)]
+pub(crate) enum Release {
+    /// The worker stops: the execution goes to another live worker.
+    HandOver,
+    /// The wait is parked: the round and its lease, and when a deadline, reminder or policy
+    /// is due (store clock).
+    Park {
+        round: RoundRef,
+        lease: LeaseRef,
+        wake_at: Option<OffsetDateTime>,
+    },
 }
 
 #[derive(Debug)]
@@ -64,9 +82,9 @@ pub(super) struct State {
     pub(super) rounds: u32,
     pub(super) closed: bool,
     pub(super) active: Option<Active>,
-    /// The wait ended for a handover: the round stays pending for the successor, and
-    /// nothing in this worker may fail it.
-    pub(super) handed_over: bool,
+    /// The wait ended with the round pending, for a successor or for this worker later:
+    /// nothing in this run may fail the round.
+    pub(super) released: Option<Release>,
     /// Handed-over rounds whose answers hold values their schema marks secret.
     marked: Vec<MarkedRound>,
 }
@@ -135,7 +153,7 @@ impl Coordinator {
     ///
     /// Returns the unredacted responses, with the round in `delivery_started`; the caller
     /// sends them and runs [`Coordinator::record_delivery`] meanwhile.
-    #[instrument(name = "m3.round.wait", skip_all, fields(execution.id = %pending.execution_id, round.id = %pending.round_id), err)]
+    #[instrument(name = "m3.round.wait", skip_all, fields(execution.id = %pending.execution_id, round.id = %pending.round_id))]
     pub(crate) async fn await_round(
         &self,
         pending: PendingElicitationRound,
@@ -193,6 +211,10 @@ impl Coordinator {
         match result {
             Ok(delivery) => Ok(delivery),
             Err(error) => {
+                // A wait released for a handover or parking is not a failure.
+                if self.lock().released.is_none() {
+                    tracing::error!(%error, "managed elicitation round ended with an error");
+                }
                 self.fail_active(&error).await;
                 Err(error)
             }
@@ -417,123 +439,6 @@ impl Coordinator {
         .map(drop)
     }
 
-    /// Waits for the round's response: wakes on this process's responders, the store's
-    /// change signal, a lost lease and the deadline, and re-reads the round each time.
-    ///
-    /// A read that lost its database connection (a server restart) is repeated with
-    /// backoff for as long as the round's lease is kept: the lease keeper rides out the
-    /// same outage and ends the wait (through `recovery`) only once the lease is gone.
-    pub(super) async fn await_response(
-        &self,
-        round: &RoundRef,
-        lease: &LeaseRef,
-        deadline: Option<OffsetDateTime>,
-        mut waiters: Waiters<'_>,
-        recovery: &RecoverySlot,
-        unattended: &mut Unattended,
-    ) -> Result<ManagedInputRecord> {
-        let mut backoff = Backoff::default();
-        let transferable = self.lock().active.as_ref().is_some_and(|a| a.transferable);
-        // After a lost connection: re-read after this pause, not at the next wake-up.
-        let mut reread_after: Option<Duration> = None;
-        loop {
-            let budget = self.wait_budget(round, deadline, unattended.next_due())?;
-            if budget.is_zero() {
-                // A reminder or a policy is due (always before the deadline, checked above).
-                match unattended
-                    .act(&self.executions, &self.store, lease, self.now())
-                    .await
-                {
-                    Ok(Acted::Answered(record)) => return Ok(*record),
-                    Ok(Acted::Waiting) => continue,
-                    Err(error) if is_connection_lost(&error) => {
-                        let pause = backoff.next_pause();
-                        tracing::warn!(%error, ?pause, "lost the database connection while a reminder or policy was due; trying again");
-                        tokio::time::sleep(pause).await;
-                        continue;
-                    }
-                    Err(error) => return Err(error),
-                }
-            }
-            let timer_only = tokio::select! {
-                () = waiters.local.notified() => false,
-                _ = waiters.changes.changed() => false,
-                () = recovery.notified() => false,
-                () = self.settings.handover.cancelled(), if transferable => {
-                    self.lock().handed_over = true;
-                    return Err(Error::cancelled("the round's execution is handed to another worker"));
-                }
-                () = sleep_at_most(budget.min(reread_after.unwrap_or(Duration::MAX))) => reread_after.is_none(),
-            };
-            if timer_only {
-                // Nothing changed: only the deadline needs a look, at the top.
-                continue;
-            }
-            if let Some(error) = recovery.take() {
-                return Err(error);
-            }
-            let record = match self.store.get_round(round).await {
-                Err(error) if is_connection_lost(&error) => {
-                    let pause = backoff.next_pause();
-                    tracing::warn!(%error, ?pause, "lost the database connection while waiting; reading again");
-                    reread_after = Some(pause);
-                    continue;
-                }
-                read => {
-                    backoff.reset();
-                    reread_after = None;
-                    read?
-                }
-            };
-            let record = record.ok_or_else(|| {
-                Error::managed_input_state("managed-input round disappeared while waiting")
-            })?;
-            match record.status {
-                ManagedInputStatus::Pending => {}
-                ManagedInputStatus::ResponseValidated => return Ok(record),
-                ManagedInputStatus::Failed => return Err(records::failed_round_error(&record)),
-                other => {
-                    return Err(Error::managed_input_state(format!(
-                        "managed-input round moved to {} while waiting",
-                        other.as_str()
-                    )));
-                }
-            }
-        }
-    }
-
-    /// How long the wait may sleep: until the deadline or the next reminder or policy
-    /// (zero: one is due now), at most [`DEADLINE_RECHECK`] with either (they are on the
-    /// store's clock, which need not keep pace with the timer: a test's manual clock
-    /// jumps); with neither, until a wake-up (the subscription's own fallback poll bounds
-    /// the sleep), never on a short timer.
-    ///
-    /// # Errors
-    /// `timeout` once the deadline has passed.
-    fn wait_budget(
-        &self,
-        round: &RoundRef,
-        deadline: Option<OffsetDateTime>,
-        next_due: Option<OffsetDateTime>,
-    ) -> Result<Duration> {
-        let now = self.now();
-        if deadline.is_some_and(|deadline| deadline <= now) {
-            return Err(records::deadline_error(round));
-        }
-        Ok(deadline
-            .into_iter()
-            .chain(next_due)
-            .min()
-            .map_or(Duration::MAX, |until| {
-                let left = until - now;
-                if left <= time::Duration::ZERO {
-                    Duration::ZERO
-                } else {
-                    left.unsigned_abs().min(DEADLINE_RECHECK)
-                }
-            }))
-    }
-
     /// The active round was delivered and the server answered: `mark_delivered`
     /// and `resolve` it. `operation_complete` is informational (the budget is per
     /// execution).
@@ -585,20 +490,5 @@ impl Coordinator {
         {
             let _ = self.transition(ExecutionStatus::RunningTurn).await;
         }
-    }
-}
-
-/// What a waiting coordinator wakes on: this process's responders, and the store's
-/// change signal (other processes, and the fallback poll).
-pub(super) struct Waiters<'a> {
-    pub(super) local: &'a tokio::sync::Notify,
-    pub(super) changes: ChangeSubscription,
-}
-
-/// Sleeps for `budget`, or forever for [`Duration::MAX`] (which no timer can hold).
-async fn sleep_at_most(budget: Duration) {
-    match tokio::time::Instant::now().checked_add(budget) {
-        Some(until) if budget != Duration::MAX => tokio::time::sleep_until(until).await,
-        _ => std::future::pending().await,
     }
 }

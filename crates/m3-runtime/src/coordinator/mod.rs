@@ -17,8 +17,9 @@ mod lifecycle;
 mod notify;
 mod records;
 mod unattended;
+mod wait;
 
-pub(crate) use lifecycle::{Coordinator, CoordinatorSettings};
+pub(crate) use lifecycle::{Coordinator, CoordinatorSettings, Release};
 pub use m3_types::RECOVERY_UNAVAILABLE;
 pub use notify::{ResponseNotifier, RoundPendingHook};
 pub use unattended::DEFAULT_REMIND_AT;

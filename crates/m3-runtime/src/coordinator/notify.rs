@@ -1,8 +1,10 @@
 //! In-process wake-ups for coordinators waiting on a response, and the hook a coordinator
 //! calls when its round becomes pending.
 
+use m3_store::signal::ChangeSubscription;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use m3_types::{Error, Result};
 use tokio::sync::Notify;
@@ -116,5 +118,20 @@ impl RoundPendingHook {
 impl std::fmt::Debug for RoundPendingHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("RoundPendingHook")
+    }
+}
+
+/// What a waiting coordinator wakes on: this process's responders, and the store's
+/// change signal (other processes, and the fallback poll).
+pub(super) struct Waiters<'a> {
+    pub(super) local: &'a tokio::sync::Notify,
+    pub(super) changes: ChangeSubscription,
+}
+
+/// Sleeps for `budget`, or forever for [`Duration::MAX`] (which no timer can hold).
+pub(super) async fn sleep_at_most(budget: Duration) {
+    match tokio::time::Instant::now().checked_add(budget) {
+        Some(until) if budget != Duration::MAX => tokio::time::sleep_until(until).await,
+        _ => std::future::pending().await,
     }
 }

@@ -11,7 +11,9 @@
 #[cfg(feature = "codex")]
 mod codex;
 mod contract;
+mod operation_log;
 mod resumed;
+mod resumption;
 mod scripted;
 mod session;
 
@@ -22,10 +24,11 @@ use crate::selection::AgentSelection;
 #[cfg(feature = "codex")]
 pub use codex::{CodexHarness, TESTED_CODEX_VERSIONS, detect_codex_version};
 pub use contract::Harness;
-pub(crate) use resumed::ResumedOperation;
+pub(crate) use operation_log::OperationLog;
+pub(crate) use resumption::ResumedOperation;
 pub use scripted::ScriptedHarness;
 pub use session::AgentSession;
-pub(crate) use session::{InputPolicy, OperationLog, SessionSetup};
+pub(crate) use session::{InputPolicy, SessionSetup};
 
 /// The harness for `selection`.
 ///

@@ -3,29 +3,10 @@
 //! the operation continues as if it had never moved.
 
 use m3_mcp::{CompletedOperation, McpConnection, OperationRequest, ResumeRequest};
-use m3_types::{OperationKind, ResponseMap, Result};
+use m3_types::Result;
 
+use super::resumption::ResumedOperation;
 use super::session::{AgentSession, deliver_with};
-
-/// The handed-over operation: which call it is, where its round left it, and the answer
-/// whose delivery the successor started.
-#[derive(Debug, Clone)]
-pub(crate) struct ResumedOperation {
-    pub(crate) server: String,
-    pub(crate) kind: OperationKind,
-    pub(crate) name: String,
-    pub(crate) request_state: Option<String>,
-    /// Rounds of the operation answered before this one, this one included.
-    pub(crate) completed_rounds: u32,
-    pub(crate) responses: ResponseMap,
-}
-
-impl ResumedOperation {
-    /// Whether `request` on `server` is this operation.
-    pub(super) fn matches(&self, server: &str, request: &OperationRequest) -> bool {
-        self.server == server && self.kind == request.kind() && self.name == request.name()
-    }
-}
 
 impl AgentSession {
     /// Makes the next call of `operation`'s server, kind and name continue it.

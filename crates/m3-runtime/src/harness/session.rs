@@ -3,7 +3,7 @@
 //! execution's human-input policy, and records every logical operation.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use m3_types::plan::{PlanMatcher, PlanQuestion};
@@ -15,13 +15,14 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::operation_log::OperationLog;
+use super::resumption::ResumedOperation;
 use crate::coordinator::Coordinator;
 use crate::spec::PermissionPolicy;
 use crate::telemetry;
-use crate::trace::MarkedRound;
 use m3_mcp::{
-    CompletedOperation, ConnectOptions, InputRound, LogicalOperation, McpConnection,
-    OperationProgress, OperationRequest,
+    CompletedOperation, ConnectOptions, InputRound, McpConnection, OperationProgress,
+    OperationRequest,
 };
 
 /// How long [`AgentSession::call_tool`] waits for a tool to be listed.
@@ -45,194 +46,6 @@ pub(crate) enum InputPolicy {
     Managed(Arc<Coordinator>),
 }
 
-/// Operation records, shared with the worker so they survive a cancelled run.
-#[derive(Debug, Default)]
-pub(crate) struct OperationLog {
-    finished: Mutex<Vec<LogicalOperation>>,
-    in_flight: Mutex<Option<(Arc<McpConnection>, String)>>,
-    /// Operations a harness observed itself (Codex is the MCP client).
-    external: Mutex<Vec<LogicalOperation>>,
-    token_usage: Mutex<Option<Value>>,
-    /// Resolved `${NAME}` header values of the session's HTTP bindings: redacted
-    /// wherever they would be persisted.
-    secrets: Mutex<Vec<String>>,
-    /// Delivered rounds with answers their schema marks secret: redacted in the trace.
-    marked: Mutex<Vec<MarkedRound>>,
-    /// The agent's answer so far; kept here so a handover can record it.
-    transcript: Mutex<Vec<String>>,
-    /// The index of the script step in progress (scripted harness): where a successor
-    /// worker goes on after a handover.
-    step: Mutex<Option<usize>>,
-    /// After a handover: the operation the predecessor left waiting, and the id of the
-    /// operation that continues it here (their attempts make one record).
-    interrupted: Mutex<Option<LogicalOperation>>,
-    continuation: Mutex<Option<String>>,
-}
-
-impl OperationLog {
-    /// The agent's answer so far.
-    pub(crate) fn transcript(&self) -> Vec<String> {
-        lock(&self.transcript).clone()
-    }
-
-    /// Records that script step `index` starts.
-    pub(crate) fn begin_step(&self, index: usize) {
-        *lock(&self.step) = Some(index);
-    }
-
-    /// The script step in progress, if the harness reports steps.
-    pub(crate) fn step(&self) -> Option<usize> {
-        *lock(&self.step)
-    }
-
-    /// Starts from what an earlier worker recorded before a handover: its (redacted)
-    /// operations and answer text.
-    /// `interrupted` names the operation whose round was handed over: the operation that
-    /// continues it ([`continue_as`](Self::continue_as)) is recorded as the same one.
-    pub(crate) fn restore(
-        &self,
-        operations: Vec<LogicalOperation>,
-        transcript: Vec<String>,
-        interrupted: &str,
-    ) {
-        let (left, done): (Vec<_>, Vec<_>) = operations
-            .into_iter()
-            .partition(|op| op.logical_operation_id == interrupted);
-        lock(&self.finished).extend(done);
-        *lock(&self.interrupted) = left.into_iter().next();
-        lock(&self.transcript).extend(transcript);
-    }
-
-    /// Records that operation `logical_operation_id` continues the interrupted one.
-    pub(crate) fn continue_as(&self, logical_operation_id: &str) {
-        *lock(&self.continuation) = Some(logical_operation_id.to_owned());
-    }
-
-    /// `record`, preceded by the interrupted operation's attempts when it continues it.
-    fn merged(&self, record: LogicalOperation) -> LogicalOperation {
-        if lock(&self.continuation).as_deref() != Some(record.logical_operation_id.as_str()) {
-            return record;
-        }
-        let Some(mut merged) = lock(&self.interrupted).clone() else {
-            return record;
-        };
-        merged.attempts.extend(record.attempts);
-        merged.rounds = record.rounds;
-        merged.finished_at = record.finished_at;
-        merged.error = record.error;
-        merged
-    }
-
-    /// Registers values to redact from the trace, the result and the error.
-    pub(crate) fn add_secrets(&self, values: &[String]) {
-        let mut secrets = self.secrets.lock().unwrap_or_else(PoisonError::into_inner);
-        for value in values {
-            if !value.is_empty() && !secrets.contains(value) {
-                secrets.push(value.clone());
-            }
-        }
-    }
-
-    /// Registers delivered rounds whose schema marks fields secret.
-    pub(crate) fn add_marked_rounds(&self, rounds: Vec<MarkedRound>) {
-        self.marked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend(rounds);
-    }
-
-    /// The rounds registered with [`add_marked_rounds`](Self::add_marked_rounds).
-    pub(crate) fn marked_rounds(&self) -> Vec<MarkedRound> {
-        self.marked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// The values registered with [`add_secrets`](Self::add_secrets).
-    pub(crate) fn secrets(&self) -> Vec<String> {
-        self.secrets
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Replaces the operations (and token usage) a harness observed itself.
-    #[cfg_attr(
-        not(feature = "codex"),
-        expect(
-            dead_code,
-            reason = "only a harness that is its own MCP client (codex) uses it"
-        )
-    )]
-    pub(crate) fn set_external(&self, operations: Vec<LogicalOperation>, usage: Option<Value>) {
-        *self.external.lock().unwrap_or_else(PoisonError::into_inner) = operations;
-        if usage.is_some() {
-            *self
-                .token_usage
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = usage;
-        }
-    }
-
-    /// The model's token usage, when the harness reported it.
-    pub(crate) fn token_usage(&self) -> Option<Value> {
-        self.token_usage
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn finish(&self, connection: &McpConnection, logical_operation_id: &str) {
-        *self
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
-        if let Some(record) = connection.operation_record(logical_operation_id) {
-            let record = self.merged(record);
-            if lock(&self.continuation).as_deref() == Some(logical_operation_id) {
-                *lock(&self.interrupted) = None;
-            }
-            self.finished
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(record);
-        }
-    }
-
-    /// Every recorded operation, including one still in flight.
-    pub(crate) fn snapshot(&self) -> Vec<LogicalOperation> {
-        let mut all = self
-            .finished
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        if let Some((connection, id)) = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            && let Some(record) = connection.operation_record(id)
-        {
-            all.push(self.merged(record));
-        } else if let Some(interrupted) = lock(&self.interrupted).clone() {
-            all.push(interrupted);
-        }
-        all.extend(
-            self.external
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .iter()
-                .cloned(),
-        );
-        all
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// The agent's view of an execution: its MCP servers and its answer text.
 ///
 /// A [`Harness`](super::Harness) calls [`call_tool`](Self::call_tool),
@@ -252,7 +65,7 @@ pub struct AgentSession {
     clock: Arc<dyn Clock>,
     /// The operation a predecessor worker handed over mid-round: the next matching call
     /// continues it instead of starting anew.
-    pub(super) resumed: Option<super::resumed::ResumedOperation>,
+    pub(super) resumed: Option<ResumedOperation>,
 }
 
 /// What a session is made of (see [`AgentSession::connect`]).
@@ -467,7 +280,7 @@ impl AgentSession {
 
     /// Adds text to the agent's answer.
     pub fn say(&mut self, text: impl Into<String>) {
-        lock(&self.log.transcript).push(text.into());
+        self.log.say(text.into());
     }
 
     /// The agent's answer so far (every `say` and every operation's text).
@@ -516,12 +329,7 @@ impl AgentSession {
             .with_logical_operation_id(logical_operation_id.clone())
             .with_round_limit(self.round_limit.saturating_add(1))
             .with_trace_context(trace_context);
-        *self
-            .log
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) =
-            Some((Arc::clone(&connection), logical_operation_id.clone()));
+        self.log.start(&connection, &logical_operation_id);
         let result = self.drive(&connection, request).instrument(span).await;
         self.log.finish(&connection, &logical_operation_id);
         let done = result?;

@@ -11,4 +11,4 @@ mod deadline;
 mod keeper;
 pub(crate) mod round;
 
-pub(crate) use keeper::{Held, LeaseKeeper};
+pub(crate) use keeper::{Held, Holding, LeaseKeeper};

@@ -12,19 +12,38 @@ use m3_types::{ChangeRecordKind, Cursor, ExecutionStatus, Result};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// The feed records that may end a parked execution's wait.
+const ENDS_A_WAIT: [ChangeRecordKind; 4] = [
+    ChangeRecordKind::RoundAnswered,
+    ChangeRecordKind::RoundFailed,
+    ChangeRecordKind::ExecutionCancelRequested,
+    ChangeRecordKind::ExecutionFinished,
+];
+
 /// Records per read while finding the feed's end.
 const PAGE: usize = 1_000;
 
 /// How long to wait before reading again after the feed failed (a lost database).
 const RETRY: Duration = Duration::from_secs(1);
 
+/// What the feed says to a pool.
+#[derive(Debug)]
+pub(super) enum Found {
+    /// An execution handed to the pool.
+    Handed(Box<ExecutionRecord>),
+    /// Something that may end a parked execution's wait happened to execution `.0`: a
+    /// round answered or failed, a cancel request, the execution finished.
+    Touched(String),
+}
+
 /// Sends every execution handed to `owner_id` on `found` until `stop`: those handed over
-/// already (a listing), then each as its handover commits. An execution may be sent twice
-/// (the listing and the feed overlap); the receiver keeps one run per execution.
+/// already (a listing), then each as its handover commits; and each execution whose wait a
+/// change may end. An execution may be sent twice (the listing and the feed overlap); the
+/// receiver keeps one run per execution.
 pub(super) async fn watch_handovers(
     store: Arc<dyn ExecutionStore>,
     owner_id: String,
-    found: mpsc::UnboundedSender<ExecutionRecord>,
+    found: mpsc::UnboundedSender<Found>,
     stop: CancellationToken,
 ) {
     loop {
@@ -46,18 +65,22 @@ pub(super) async fn watch_handovers(
 async fn watch_once(
     store: &Arc<dyn ExecutionStore>,
     owner_id: &str,
-    found: &mpsc::UnboundedSender<ExecutionRecord>,
+    found: &mpsc::UnboundedSender<Found>,
 ) -> Result<()> {
     let from = feed_end(store.as_ref()).await?;
     let waiting = ListExecutions::new().with_lifecycle(ExecutionStatus::WaitingForInput);
     for record in store.list_executions(waiting).await? {
         if leased_to(&record, owner_id) {
-            let _ = found.send(record);
+            let _ = found.send(Found::Handed(Box::new(record)));
         }
     }
     let mut feed = std::pin::pin!(m3_store::changes::follow(Arc::clone(store), from));
     while let Some(change) = feed.next().await {
         let change = change?;
+        if ENDS_A_WAIT.contains(&change.kind) {
+            let _ = found.send(Found::Touched(change.execution_id.clone()));
+            continue;
+        }
         let handed = change.kind == ChangeRecordKind::ExecutionClaimed
             && change
                 .execution
@@ -68,7 +91,7 @@ async fn watch_once(
         if let Some(record) = store.get_execution(&change.execution_id).await?
             && leased_to(&record, owner_id)
         {
-            let _ = found.send(record);
+            let _ = found.send(Found::Handed(Box::new(record)));
         }
     }
     Ok(())

@@ -13,13 +13,14 @@ use std::time::Duration;
 
 use m3_mcp::LogicalOperation;
 use m3_store::{AppendEvent, ExecutionLeaseRef, ExecutionRecord, ExecutionStore, FinishExecution};
-use m3_types::{Error, ExecutionOutcome, ManagedInputRecord, ManagedInputStatus, Result};
+use m3_types::{Error, ExecutionOutcome, ManagedInputStatus, Result};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::ending::Ending;
+use super::released::{Adoption, Held, RunEnd};
 use super::runner::{Stops, Worker, parse_spec};
-use crate::coordinator::Coordinator;
-use crate::harness::{OperationLog, ResumedOperation};
+use crate::coordinator::Release;
 use crate::spec::ExecutionSpec;
 use crate::trace::ExecutionTrace;
 
@@ -33,56 +34,42 @@ const SUCCESSOR_RETRY: Duration = Duration::from_millis(500);
 /// A registry entry older than this is not offered an execution.
 const LIVE_WITHIN: Duration = Duration::from_secs(30);
 
-/// What a successor needs to go on with a handed-over execution.
-#[derive(Debug)]
-pub(crate) struct Adoption {
-    /// The script step whose round was handed over.
-    pub(crate) step: usize,
-    round: ManagedInputRecord,
-    operations: Vec<LogicalOperation>,
-    transcript: Vec<String>,
-    /// Rounds of the round's operation so far, this one included.
-    completed_rounds: u32,
-}
-
-impl Adoption {
-    /// Restores the predecessor's trace into `log`, waits for the round's answer and starts
-    /// its delivery; returns the operation the session continues.
-    pub(crate) async fn take_over(
-        &self,
-        coordinator: &Coordinator,
-        log: &OperationLog,
-    ) -> Result<ResumedOperation> {
-        let pending = &self.round.pending;
-        log.restore(
-            self.operations.clone(),
-            self.transcript.clone(),
-            &pending.logical_operation_id,
-        );
-        let delivery = coordinator.adopt(self.round.clone()).await?;
-        Ok(ResumedOperation {
-            server: pending.server.clone(),
-            kind: pending.operation_kind,
-            name: pending.operation_name.clone(),
-            request_state: pending.request_state.clone(),
-            completed_rounds: self.completed_rounds,
-            responses: delivery.responses,
-        })
-    }
-}
-
 impl Worker {
+    /// Goes on with an execution whose wait was released with its round pending: hands it
+    /// over, or parks it. `Err`: how the run ends instead (failed closed: nobody took it
+    /// before the drain timeout, or its checkpoint could not be written).
+    pub(super) async fn release(
+        &self,
+        held: Held<'_>,
+        release: Release,
+        drained: &CancellationToken,
+    ) -> std::result::Result<RunEnd, Ending> {
+        match release {
+            Release::HandOver => match self.pass_on(&held, drained).await {
+                Some(record) => Ok(RunEnd::Record(Box::new(record))),
+                None => Err(Ending::Drained),
+            },
+            Release::Park {
+                round,
+                lease,
+                wake_at,
+            } => match self.park(&held, round, lease, wake_at).await {
+                Ok(parked) => Ok(RunEnd::Parked(Box::new(parked))),
+                Err(error) => Err(Ending::LeaseLost(error)),
+            },
+        }
+    }
+
     /// Hands the execution (its wait ended for a handover) to a live worker: records the
     /// checkpoint, then offers it until one takes it or `drained` fires. `None`: nobody took
     /// it (the caller fails it closed, as before handovers existed).
-    pub(super) async fn pass_on(
+    async fn pass_on(
         &self,
-        spec: &ExecutionSpec,
-        lease: &ExecutionLeaseRef,
-        log: &OperationLog,
+        held: &Held<'_>,
         drained: &CancellationToken,
     ) -> Option<ExecutionRecord> {
-        if let Err(error) = self.record_checkpoint(spec, lease, log).await {
+        let (spec, lease) = (held.spec, held.lease);
+        if let Err(error) = self.record_checkpoint(held).await {
             tracing::warn!(%error, "could not record where the execution is; failing it closed");
             return None;
         }
@@ -105,13 +92,10 @@ impl Worker {
         }
     }
 
-    /// Appends the checkpoint event under the lease.
-    async fn record_checkpoint(
-        &self,
-        spec: &ExecutionSpec,
-        lease: &ExecutionLeaseRef,
-        log: &OperationLog,
-    ) -> Result<()> {
+    /// Appends the checkpoint event under the lease: the script step, the redacted trace so
+    /// far, and when the execution timeout ends (store clock).
+    pub(super) async fn record_checkpoint(&self, held: &Held<'_>) -> Result<()> {
+        let (spec, lease, log) = (held.spec, held.lease, held.log);
         let step = log
             .step()
             .ok_or_else(|| Error::managed_input_state("the harness did not report its position"))?;
@@ -123,7 +107,9 @@ impl Worker {
             token_usage: None,
         };
         let (trace, _) = trace.redacted(&log.secrets(), &log.marked_rounds())?;
-        let payload = json!({"step": step, "trace": trace});
+        let now = m3_store::store_now(self.store().clock().as_ref());
+        let turn_deadline = m3_types::timestamp::format(now + held.timeout_left);
+        let payload = json!({"step": step, "trace": trace, "turn_deadline": turn_deadline});
         let event = AppendEvent::new(&lease.execution_id, EVENT_EXECUTION_CHECKPOINT, payload)
             .with_lease(lease.clone());
         self.store().append_event(event).await.map(drop)
@@ -152,11 +138,13 @@ impl Worker {
     /// # Errors
     /// As [`run`](Self::run); an execution whose checkpoint or round cannot be read is failed
     /// closed (`managed_input_recovery_unavailable`).
+    /// `from_elsewhere`: handed over by another worker (not parked by this one).
     pub(crate) async fn run_adopted(
         &self,
         record: ExecutionRecord,
         stops: Stops,
-    ) -> Result<ExecutionRecord> {
+        from_elsewhere: bool,
+    ) -> Result<RunEnd> {
         let lease =
             record.lease.as_ref().map(|l| l.to_ref()).ok_or_else(|| {
                 Error::managed_input_state("a handed-over execution has no lease")
@@ -164,7 +152,10 @@ impl Worker {
         let spec = parse_spec(&record)?;
         drop(record);
         self.store().renew_lease(&lease, spec.lease()).await?;
-        match self.load_adoption(&lease.execution_id).await {
+        match self
+            .load_adoption(&lease.execution_id, from_elsewhere)
+            .await
+        {
             Ok(adoption) => self.drive(spec, lease, stops, Some(adoption)).await,
             Err(error) => {
                 tracing::warn!(%error, "cannot go on with a handed-over execution; failing it closed");
@@ -173,13 +164,16 @@ impl Worker {
                 let request = FinishExecution::new(&lease.execution_id, ExecutionOutcome::Failed)
                     .with_error(error.to_error_info())
                     .with_lease(lease);
-                self.store().finish(request).await
+                self.store()
+                    .finish(request)
+                    .await
+                    .map(|record| RunEnd::Record(Box::new(record)))
             }
         }
     }
 
     /// The checkpoint and the open round of a handed-over execution.
-    async fn load_adoption(&self, execution_id: &str) -> Result<Adoption> {
+    async fn load_adoption(&self, execution_id: &str, announce: bool) -> Result<Adoption> {
         let events = self.store().list_events(execution_id, None).await?;
         let checkpoint = events
             .iter()
@@ -196,6 +190,13 @@ impl Worker {
                 Error::managed_input_state("the checkpoint's operations are unreadable")
                     .with_source(e)
             })?;
+        let timeout_left = checkpoint.payload["turn_deadline"]
+            .as_str()
+            .and_then(|at| m3_types::timestamp::parse(at).ok())
+            .map(|at| {
+                let now = m3_store::store_now(self.store().clock().as_ref());
+                (at - now).try_into().unwrap_or(Duration::ZERO)
+            });
         let transcript = match &trace["final_text"] {
             Value::String(text) if !text.is_empty() => vec![text.clone()],
             _ => Vec::new(),
@@ -222,6 +223,8 @@ impl Worker {
             .count();
         Ok(Adoption {
             step,
+            timeout_left,
+            announce,
             round,
             operations,
             transcript,

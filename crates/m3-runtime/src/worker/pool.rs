@@ -14,13 +14,18 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use super::adoption::watch_handovers;
+use super::adoption::{Found, watch_handovers};
 use super::limits::raise_open_files_limit;
+use super::park::ParkedIndex;
 use super::pool_options::PoolOptions;
 use super::registration::Registration;
 use super::runner::{Stops, Worker};
 use super::sweep::spawn_sweep;
 use super::wait::wait_for_queued;
+
+/// How often a pool looks for parked executions that are due (a deadline, a reminder, a
+/// policy, the execution timeout) or lost their lease.
+const PARKED_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What a pool reports as it works (see [`WorkerPool::events`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,52 +68,68 @@ pub enum PoolEvent {
         /// The execution.
         execution_id: String,
     },
+    /// An execution's round waits: the execution is parked (nothing but its leases and an
+    /// index entry in memory) until the round is answered.
+    Parked {
+        /// The execution.
+        execution_id: String,
+        /// The round it waits on.
+        round_id: String,
+    },
+    /// A parked execution runs again (its round was answered, or something is due).
+    Resumed {
+        /// The execution.
+        execution_id: String,
+    },
 }
 
 /// One running execution's local tokens.
 #[derive(Debug, Clone)]
-struct Local {
+pub(super) struct Local {
     cancel: CancellationToken,
     drained: CancellationToken,
     handover: CancellationToken,
 }
 
 impl Local {
-    fn stops(&self) -> Stops {
+    pub(super) fn stops(&self, park: bool) -> Stops {
         Stops {
             cancel: self.cancel.clone(),
             drained: self.drained.clone(),
             handover: self.handover.clone(),
+            park,
         }
     }
 }
 
 #[derive(Debug)]
-struct Inner {
-    worker: Worker,
-    store: Arc<dyn ExecutionStore>,
-    options: PoolOptions,
-    owner_id: String,
-    slots: Option<Arc<Semaphore>>,
-    wanted: Mutex<VecDeque<String>>,
-    wake: Notify,
-    local: Mutex<HashMap<String, Local>>,
-    tasks: TaskTracker,
-    claiming: CancellationToken,
-    stopped: CancellationToken,
-    events: Arc<Mutex<Option<mpsc::UnboundedSender<PoolEvent>>>>,
+pub(super) struct Inner {
+    pub(super) worker: Worker,
+    pub(super) store: Arc<dyn ExecutionStore>,
+    pub(super) options: PoolOptions,
+    pub(super) owner_id: String,
+    pub(super) slots: Option<Arc<Semaphore>>,
+    pub(super) wanted: Mutex<VecDeque<String>>,
+    pub(super) wake: Notify,
+    pub(super) local: Mutex<HashMap<String, Local>>,
+    pub(super) tasks: TaskTracker,
+    pub(super) claiming: CancellationToken,
+    pub(super) stopped: CancellationToken,
+    pub(super) events: Arc<Mutex<Option<mpsc::UnboundedSender<PoolEvent>>>>,
     /// The receiver buffering from the start (`events_from_start`), until taken.
-    first_events: Mutex<Option<mpsc::UnboundedReceiver<PoolEvent>>>,
+    pub(super) first_events: Mutex<Option<mpsc::UnboundedReceiver<PoolEvent>>>,
     /// The pool's entry in the store's worker registry.
-    registration: Registration,
+    pub(super) registration: Registration,
     /// Executions this pool handed to another worker.
-    handed_over: Mutex<Vec<String>>,
+    pub(super) handed_over: Mutex<Vec<String>>,
+    /// Executions parked until their round is answered.
+    pub(super) parked: ParkedIndex,
 }
 
 /// Claims and runs queued executions (cheap to clone).
 #[derive(Debug, Clone)]
 pub struct WorkerPool {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 /// What [`WorkerPool::shutdown`] did.
@@ -164,6 +185,7 @@ impl WorkerPool {
                 claiming,
                 registration,
                 handed_over: Mutex::new(Vec::new()),
+                parked: ParkedIndex::default(),
                 stopped: CancellationToken::new(),
                 events,
                 first_events: Mutex::new(first_events),
@@ -219,9 +241,10 @@ impl WorkerPool {
             .map(|l| l.cancel.clone())
     }
 
-    /// How many executions run now.
+    /// How many executions run now (a parked one, waiting for its answer with nothing in
+    /// memory but its leases, counts).
     pub fn running(&self) -> usize {
-        lock(&self.inner.local).len()
+        lock(&self.inner.local).len() + self.inner.parked.len()
     }
 
     /// Stops claiming, lets running executions finish for the drain timeout, then fails the
@@ -235,6 +258,10 @@ impl WorkerPool {
     pub async fn shutdown_or(&self, force: impl std::future::Future<Output = ()>) -> DrainReport {
         self.inner.claiming.cancel();
         self.inner.tasks.close();
+        // A parked execution comes back to be handed over (or drained) like a running one.
+        for entry in self.inner.parked.take_all() {
+            self.spawn_resume(entry);
+        }
         if self.inner.options.heartbeat.is_some() {
             // A registered worker hands what waits on a transferable round to a live one.
             for local in lock(&self.inner.local).values() {
@@ -279,7 +306,7 @@ impl WorkerPool {
         self.inner.registration.retire().await;
     }
 
-    fn local_entry(&self, execution_id: &str) -> Local {
+    pub(super) fn local_entry(&self, execution_id: &str) -> Local {
         lock(&self.inner.local)
             .entry(execution_id.to_owned())
             .or_insert_with(|| Local {
@@ -376,62 +403,13 @@ impl WorkerPool {
             let ended = pool
                 .inner
                 .worker
-                .run_claimed_stoppable(claimed, local.stops())
+                .run_claimed_stoppable(claimed, local.stops(pool.parks()))
                 .await;
-            pool.ended(&id, ended, permit);
+            pool.ended(&id, ended, permit).await;
         });
     }
 
     /// Reports how a run of `id` ended and frees its slot.
-    fn ended(
-        &self,
-        id: &str,
-        ended: Result<ExecutionRecord>,
-        permit: Option<OwnedSemaphorePermit>,
-    ) {
-        let id = id.to_owned();
-        let pool = self;
-        {
-            let event = match ended {
-                Ok(record) if !record.is_finished() => {
-                    lock(&pool.inner.handed_over).push(id.clone());
-                    PoolEvent::HandedOver {
-                        execution_id: id.clone(),
-                        successor: record.lease.map(|l| l.owner_id).unwrap_or_default(),
-                    }
-                }
-                Ok(record) => PoolEvent::Finished {
-                    execution_id: id.clone(),
-                    outcome: record.outcome,
-                    error_code: None,
-                },
-                Err(error) => {
-                    tracing::warn!(execution.id = %id, %error, "execution worker ended with an error");
-                    PoolEvent::Finished {
-                        execution_id: id.clone(),
-                        outcome: None,
-                        error_code: Some(error.code().to_owned()),
-                    }
-                }
-            };
-            if let PoolEvent::Finished {
-                outcome,
-                error_code,
-                ..
-            } = &event
-            {
-                let label = outcome
-                    .map(|outcome| outcome.as_str().to_owned())
-                    .or_else(|| error_code.clone())
-                    .unwrap_or_default();
-                crate::metrics::Metrics::global().count_worker_execution(&label);
-            }
-            lock(&pool.inner.local).remove(&id);
-            drop(permit);
-            pool.emit(event);
-        }
-    }
-
     /// Takes the executions other workers hand to this one, as they are handed over
     /// ([`watch_handovers`]), until the pool stops claiming.
     async fn adopt_loop(self) {
@@ -444,13 +422,25 @@ impl WorkerPool {
             stop.clone(),
         );
         tokio::spawn(watcher);
+        let mut due = tokio::time::interval(PARKED_CHECK);
         loop {
-            let record = tokio::select! {
-                record = handed.recv() => match record {
-                    Some(record) => record,
+            let found = tokio::select! {
+                found = handed.recv() => match found {
+                    Some(found) => found,
                     None => return,
                 },
+                _ = due.tick() => {
+                    self.wake_parked(None);
+                    continue;
+                }
                 () = stop.cancelled() => return,
+            };
+            let record = match found {
+                Found::Handed(record) => *record,
+                Found::Touched(id) => {
+                    self.wake_parked(Some(&id));
+                    continue;
+                }
             };
             if lock(&self.inner.local).contains_key(&record.execution_id) {
                 continue;
@@ -476,14 +466,18 @@ impl WorkerPool {
         let span = crate::telemetry::execution_span(&id);
         self.inner.tasks.spawn(
             async move {
-                let ended = pool.inner.worker.run_adopted(record, local.stops()).await;
-                pool.ended(&id, ended, permit);
+                let ended = pool
+                    .inner
+                    .worker
+                    .run_adopted(record, local.stops(pool.parks()), true)
+                    .await;
+                pool.ended(&id, ended, permit).await;
             }
             .instrument(span),
         );
     }
 
-    fn emit(&self, event: PoolEvent) {
+    pub(super) fn emit(&self, event: PoolEvent) {
         send(&self.inner.events, event);
     }
 }
@@ -510,6 +504,6 @@ fn round_pending_hook(
     })
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -11,13 +11,13 @@ use m3_store::{
 };
 use m3_types::{
     Error, ExecutionOutcome, ExecutionResult, ExecutionStatus, HumanInput, Result, RoundLimits,
-    messages,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::background;
-use super::handover::Adoption;
+use super::ending::Ending;
+use super::released::{Adoption, Held, RunEnd};
 use crate::coordinator::{Coordinator, CoordinatorSettings, ResponseNotifier, RoundPendingHook};
 use crate::harness::{
     AgentSession, Harness, InputPolicy, OperationLog, SessionSetup, harness_for, harness_resuming,
@@ -46,65 +46,8 @@ pub struct Worker {
     keeper: LeaseKeeper,
 }
 
-/// How the turn of an execution ended.
-enum Ending {
-    Done(Result<String>),
-    Cancelled,
-    TimedOut,
-    LeaseLost(Error),
-    /// The worker stopped (drain timeout) before the execution ended.
-    Drained,
-}
-
-impl Ending {
-    /// The final text, or the error the execution ends with.
-    fn into_outcome(self, spec: &ExecutionSpec) -> (Option<String>, Option<Error>) {
-        match self {
-            Self::Done(Ok(text)) => (Some(text), None),
-            Self::Done(Err(error)) | Self::LeaseLost(error) => (None, Some(error)),
-            Self::Drained if spec.human_input == HumanInput::Managed => (
-                None,
-                Some(
-                    Error::managed_input_recovery(messages::RECOVERY_UNAVAILABLE)
-                        .with_detail("reason", DRAINED_REASON),
-                ),
-            ),
-            Self::Drained => (None, None),
-            Self::Cancelled => (
-                None,
-                Some(Error::cancelled(
-                    "execution cancelled: caller requested cancellation",
-                )),
-            ),
-            Self::TimedOut => (
-                None,
-                Some(
-                    Error::timeout(format!("execution timed out after {} ms", spec.timeout_ms))
-                        .with_detail("reason", "execution_timeout"),
-                ),
-            ),
-        }
-    }
-}
-
-impl Ending {
-    /// The outcome when it is not the one the error implies: a drained execution that is
-    /// not managed ends `interrupted`, as recovery would end it.
-    fn outcome_override(&self, spec: &ExecutionSpec) -> Option<ExecutionOutcome> {
-        match self {
-            Self::Drained if spec.human_input != HumanInput::Managed => {
-                Some(ExecutionOutcome::Interrupted)
-            }
-            _ => None,
-        }
-    }
-}
-
-/// Why a worker that stopped failed the executions it still ran.
-pub const DRAINED_REASON: &str = "worker stopped after its drain timeout";
-
 /// How an execution ended, for the terminal write.
-pub(super) struct Ended {
+struct Ended {
     final_text: Option<String>,
     error: Option<Error>,
     /// The outcome when it is not the one `error` implies.
@@ -118,10 +61,15 @@ pub(crate) struct Stops {
     pub(crate) cancel: CancellationToken,
     pub(crate) drained: CancellationToken,
     pub(crate) handover: CancellationToken,
+    /// Park a long wait for a transferable round (see `CoordinatorSettings::park`).
+    pub(crate) park: bool,
 }
 
 /// What ends a running turn early.
 struct Watch<'a> {
+    /// How long the turn may still run (the execution timeout, less what a predecessor or
+    /// an earlier part of this run used).
+    timeout: std::time::Duration,
     cancel: &'a CancellationToken,
     drained: &'a CancellationToken,
     lost: &'a CancellationToken,
@@ -172,6 +120,11 @@ impl Worker {
         self
     }
 
+    /// The renewer of this worker's leases.
+    pub(super) fn keeper(&self) -> &LeaseKeeper {
+        &self.keeper
+    }
+
     /// The store this worker runs executions of.
     pub fn store(&self) -> &Arc<dyn ExecutionStore> {
         &self.executions
@@ -204,7 +157,7 @@ impl Worker {
                 cancel,
                 ..Stops::default()
             };
-            self.drive(spec, lease, stops, None).await
+            self.drive(spec, lease, stops, None).await?.into_record()
         };
         run.instrument(telemetry::execution_span(execution_id))
             .await
@@ -232,7 +185,9 @@ impl Worker {
             drained,
             ..Stops::default()
         };
-        self.run_claimed_stoppable(claimed, stops).await
+        self.run_claimed_stoppable(claimed, stops)
+            .await?
+            .into_record()
     }
 
     /// [`run_claimed`](Self::run_claimed) with every local signal, handing over included.
@@ -240,18 +195,14 @@ impl Worker {
         &self,
         claimed: ClaimedExecution,
         stops: Stops,
-    ) -> Result<ExecutionRecord> {
+    ) -> Result<RunEnd> {
         let span = telemetry::execution_span(&claimed.record.execution_id);
         self.run_claimed_in_span(claimed, stops)
             .instrument(span)
             .await
     }
 
-    async fn run_claimed_in_span(
-        &self,
-        claimed: ClaimedExecution,
-        stops: Stops,
-    ) -> Result<ExecutionRecord> {
+    async fn run_claimed_in_span(&self, claimed: ClaimedExecution, stops: Stops) -> Result<RunEnd> {
         let lease = claimed.lease.to_ref();
         let parsed = parse_spec(&claimed.record);
         // The stored record (its spec as JSON) is not needed past here: a waiting execution
@@ -264,7 +215,11 @@ impl Worker {
                 let request = FinishExecution::new(&lease.execution_id, ExecutionOutcome::Failed)
                     .with_error(error.to_error_info())
                     .with_lease(lease.clone());
-                return self.executions.finish(request).await;
+                return self
+                    .executions
+                    .finish(request)
+                    .await
+                    .map(|record| RunEnd::Record(Box::new(record)));
             }
         };
         self.executions.renew_lease(&lease, spec.lease()).await?;
@@ -279,12 +234,18 @@ impl Worker {
         lease: ExecutionLeaseRef,
         stops: Stops,
         adoption: Option<Adoption>,
-    ) -> Result<ExecutionRecord> {
+    ) -> Result<RunEnd> {
         let Stops {
             cancel,
             drained,
             handover,
+            park,
         } = stops;
+        let started = tokio::time::Instant::now();
+        let timeout = adoption
+            .as_ref()
+            .and_then(|a| a.timeout_left)
+            .unwrap_or_else(|| spec.timeout());
         let execution_id = lease.execution_id.as_str();
         let stop = CancellationToken::new();
         let _stop_guard = stop.clone().drop_guard();
@@ -305,11 +266,17 @@ impl Worker {
             stop.clone(),
         );
         let log = Arc::new(OperationLog::default());
-        let coordinator = self.coordinator_for(&spec, &lease, &handover).await?;
+        let coordinator = self
+            .coordinator_for(&spec, &lease, (&handover, park))
+            .await?;
+        if let (Some(adoption), Some(coordinator)) = (&adoption, &coordinator) {
+            coordinator.hold(adoption.round());
+        }
         let mut ending = if self.executions.is_cancel_requested(execution_id).await? {
             Ending::Cancelled
         } else {
             let watch = Watch {
+                timeout,
                 cancel: &cancel,
                 drained: &drained,
                 lost: &lost,
@@ -324,11 +291,19 @@ impl Worker {
             };
             self.race(turn, watch).await
         };
-        if coordinator.as_ref().is_some_and(|c| c.is_handed_over()) {
-            // Passed on while its lease (renewed by the heartbeat) is still this worker's.
-            match Box::pin(self.pass_on(&spec, &lease, &log, &drained)).await {
-                Some(record) => return Ok(record),
-                None => ending = Ending::Drained,
+        if let Some(release) = coordinator.as_ref().and_then(|c| c.released()) {
+            // Passed on or parked while its lease (renewed by the heartbeat) is still this
+            // worker's.
+            let left = timeout.saturating_sub(started.elapsed());
+            let held = Held {
+                spec: &spec,
+                lease: &lease,
+                log: &log,
+                timeout_left: left,
+            };
+            match Box::pin(self.release(held, release, &drained)).await {
+                Ok(end) => return Ok(end),
+                Err(fallback) => ending = fallback,
             }
         }
         let outcome = ending.outcome_override(&spec);
@@ -349,7 +324,9 @@ impl Worker {
         };
         // Boxed, like every step that is not alive while the execution waits for an answer:
         // the task keeps only the waiting path's state for its whole life.
-        Box::pin(self.finish(&spec, &lease, ended, &log)).await
+        Box::pin(self.finish(&spec, &lease, ended, &log))
+            .await
+            .map(|record| RunEnd::Record(Box::new(record)))
     }
 
     /// The stored execution and its spec.
@@ -392,7 +369,7 @@ impl Worker {
         &self,
         spec: &ExecutionSpec,
         lease: &ExecutionLeaseRef,
-        handover: &CancellationToken,
+        (handover, park): (&CancellationToken, bool),
     ) -> Result<Option<Arc<Coordinator>>> {
         if spec.human_input != HumanInput::Managed {
             return Ok(None);
@@ -412,6 +389,7 @@ impl Worker {
                 remind_at: spec.remind_at(),
                 keeper: self.keeper.clone(),
                 handover: handover.clone(),
+                park,
             },
         ))))
     }
@@ -433,7 +411,7 @@ impl Worker {
             done = &mut body => Ending::Done(done),
             () = watch.cancel.cancelled() => Ending::Cancelled,
             () = watch.drained.cancelled() => Ending::Drained,
-            () = tokio::time::sleep(spec.timeout()) => Ending::TimedOut,
+            () = tokio::time::sleep(watch.timeout) => Ending::TimedOut,
             () = watch.lost.cancelled() => Ending::LeaseLost(watch.lost_error.take().unwrap_or_else(|| {
                 Error::managed_input_recovery("managed interaction cannot be resumed safely after worker loss")
             })),
@@ -514,7 +492,7 @@ impl Worker {
         Ok(text)
     }
 
-    pub(super) async fn finish(
+    async fn finish(
         &self,
         spec: &ExecutionSpec,
         lease: &ExecutionLeaseRef,
