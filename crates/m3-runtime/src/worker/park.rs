@@ -88,8 +88,6 @@ impl Worker {
 pub(crate) struct ParkedEntry {
     pub(crate) parked: Parked,
     pub(crate) hold: ParkedHold,
-    /// Its concurrency slot: a parked execution still counts.
-    pub(crate) permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// The pool's parked executions, by id.

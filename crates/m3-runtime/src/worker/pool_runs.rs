@@ -26,7 +26,10 @@ impl WorkerPool {
         let event = match ended {
             Ok(RunEnd::Parked(parked)) => {
                 lock(&self.inner.local).remove(&id);
-                self.keep_parked(*parked, permit).await;
+                // A parked execution holds no files, tasks or connections: its slot is free
+                // for another while it waits.
+                drop(permit);
+                self.keep_parked(*parked).await;
                 return;
             }
             Ok(RunEnd::Record(record)) if !record.is_finished() => {
@@ -69,7 +72,7 @@ impl WorkerPool {
 
     /// Keeps `parked`'s leases and indexes it; brings it back at once if the pool began to
     /// stop meanwhile (it is then handed over like a running one).
-    async fn keep_parked(&self, parked: Parked, permit: Option<OwnedSemaphorePermit>) {
+    async fn keep_parked(&self, parked: Parked) {
         let hold = match self.inner.worker.hold_parked(&parked).await {
             Ok(hold) => hold,
             Err(error) => {
@@ -83,11 +86,7 @@ impl WorkerPool {
             execution_id: id.clone(),
             round_id: parked.round_id().to_owned(),
         });
-        self.inner.parked.insert(ParkedEntry {
-            parked,
-            hold,
-            permit,
-        });
+        self.inner.parked.insert(ParkedEntry { parked, hold });
         if self.inner.claiming.is_cancelled()
             && let Some(entry) = self.inner.parked.take(&id)
         {
@@ -124,7 +123,13 @@ impl WorkerPool {
         let span = crate::telemetry::execution_span(&id);
         self.inner.tasks.spawn(
             async move {
-                let ParkedEntry { hold, permit, .. } = entry;
+                let ParkedEntry { hold, .. } = entry;
+                // Its answer is delivered at once: over the concurrency limit if need be.
+                let permit = pool
+                    .inner
+                    .slots
+                    .as_ref()
+                    .and_then(|slots| std::sync::Arc::clone(slots).try_acquire_owned().ok());
                 let record = pool.inner.store.get_execution(&id).await;
                 // The run renews both leases from here on.
                 drop(hold);

@@ -20,6 +20,12 @@
 //! - `traces [ROUNDS]`: submit -> visible and respond -> MCP retry in one process with
 //!   tracing off and with the OTLP exporter on (to `tests/peers/otlp_receiver.py`): at most
 //!   5% slower;
+//! - `handover [PARKED] [STDIO] [HANDED] [ANSWERED] [--db URL] [--window SECS]`: PARKED
+//!   transferable executions (2026-07-28 over Streamable HTTP) waiting in one `m3 worker`,
+//!   parked: its RSS and idle CPU over the window (default 60 s), beside STDIO stdio ones;
+//!   then, on SQLite and (as for `respond`) PostgreSQL, HANDED waiting executions handed
+//!   from a worker stopped by SIGTERM to a live one, and respond -> retry for ANSWERED of
+//!   them beside ANSWERED never handed over;
 //! - `smoke`: every benchmark in a tiny configuration (scripts/test.sh: keeps them running,
 //!   asserts no timing).
 //!
@@ -30,6 +36,7 @@
 //! ```
 
 mod events;
+mod handover;
 mod notify;
 mod respond;
 mod respond_http;
@@ -95,6 +102,12 @@ async fn main() -> Result<(), Error> {
                 .unwrap_or(200);
             notify_everywhere(rounds, notify::BURST, db.as_deref()).await
         }
+        Some("handover") => {
+            let window = flag(&args, "--window").map(|w| w.parse()).transpose()?.unwrap_or(60);
+            let db = flag(&args, "--db");
+            let sizes = [number(1, 10_000)?, number(2, 1_000)?, number(3, 1_000)?, number(4, 50)?];
+            handover_everywhere(sizes, db.as_deref(), std::time::Duration::from_secs(window)).await
+        }
         Some("traces") => traces::bench(number(1, 200)?),
         Some("traces-child") => {
             traces::child(args.get(1).map(String::as_str) == Some("on"), number(2, 200)?).await
@@ -106,9 +119,10 @@ async fn main() -> Result<(), Error> {
             events_everywhere(3, None).await?;
             let dir = tempfile::tempdir()?;
             worker::submit_to_start(dir.path(), 2).await?;
-            worker::waiting_at_once(dir.path(), 3).await
+            worker::waiting_at_once(dir.path(), 3).await?;
+            handover_everywhere([3, 2, 3, 2], None, std::time::Duration::from_secs(1)).await
         }
-        _ => Err("usage: m3-test-bench-runtime respond [ROUNDS] [--db URL] | events [COMMITS] [--db URL] | notify [ROUNDS] [--db URL] | worker [STARTS] [WAITING] | traces [ROUNDS] | smoke".into()),
+        _ => Err("usage: m3-test-bench-runtime respond [ROUNDS] [--db URL] | events [COMMITS] [--db URL] | notify [ROUNDS] [--db URL] | worker [STARTS] [WAITING] | handover [PARKED] [STDIO] [HANDED] [ANSWERED] [--db URL] [--window SECS] | traces [ROUNDS] | smoke".into()),
     }
 }
 
@@ -136,6 +150,24 @@ async fn notify_everywhere(rounds: usize, burst: usize, db: Option<&str>) -> Res
     notify::bench("sqlite", &sqlite, rounds, burst).await?;
     if let Some(url) = postgres_url(db)? {
         notify::bench("postgres", &url, rounds, burst).await?;
+    }
+    Ok(())
+}
+
+/// The handover benchmark: `[parked, stdio, handed, answered]` executions; parked and stdio
+/// waiting on SQLite, the handover on SQLite and then on PostgreSQL when a server is named.
+async fn handover_everywhere(
+    [parked, stdio, handed, answered]: [usize; 4],
+    db: Option<&str>,
+    window: std::time::Duration,
+) -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    handover::parked_at_once(dir.path(), parked, window).await?;
+    worker::waiting_at_once_over(dir.path(), stdio, window).await?;
+    let sqlite = dir.path().join("handover.sqlite").display().to_string();
+    handover::handover("sqlite", &sqlite, handed, answered).await?;
+    if let Some(url) = postgres_url(db)? {
+        handover::handover("postgres", &url, handed, answered).await?;
     }
     Ok(())
 }
