@@ -46,10 +46,30 @@ impl Process {
     /// Reads lines until `n` of `type` `kind` were seen; how long that took.
     fn count_of(&self, kind: &str, n: usize) -> Result<Duration, Error> {
         let started = Instant::now();
-        for _ in 0..n {
-            self.next_of(kind)?;
-        }
+        self.count_each(&[(kind, n)])?;
         Ok(started.elapsed())
+    }
+
+    /// Reads lines until, for each `(kind, n)`, `n` lines of that `type` were seen (in any
+    /// interleaving); when the first kind's count was reached.
+    fn count_each(&self, wanted: &[(&str, usize)]) -> Result<Duration, Error> {
+        let started = Instant::now();
+        let mut seen = vec![0usize; wanted.len()];
+        let mut first_done = (wanted[0].1 == 0).then(|| started.elapsed());
+        while seen.iter().zip(wanted).any(|(s, (_, n))| s < n) {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(600))
+                .map_err(|_| format!("fewer lines than wanted: {wanted:?}, seen {seen:?}"))?;
+            let value: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if let Some(at) = wanted.iter().position(|(kind, _)| value["type"] == *kind) {
+                seen[at] += 1;
+                if at == 0 && seen[0] == wanted[0].1 {
+                    first_done = Some(started.elapsed());
+                }
+            }
+        }
+        Ok(first_done.unwrap_or_else(|| started.elapsed()))
     }
 
     /// The next line of `type` `kind`.
@@ -214,10 +234,9 @@ pub(crate) async fn handover(
     stopping.signal("-TERM")?;
     stopping.next_of("stopped")?;
     let handed_off = signalled.elapsed();
-    for _ in 0..handed {
-        staying.next_of("adopted")?;
-    }
-    let taken = signalled.elapsed();
+    // Taken over, they wait parked in the live worker too.
+    // Taken over, they wait parked in the live worker too; counted from the stop line on.
+    let taken = handed_off + staying.count_each(&[("adopted", handed), ("parked", handed)])?;
     print_row(
         &format!("[{label}] handover of {handed} waiting executions"),
         Summary::of(vec![handed_off.as_secs_f64() * 1000.0]),
@@ -228,8 +247,6 @@ pub(crate) async fn handover(
         Summary::of(vec![taken.as_secs_f64() * 1000.0]),
         "SIGTERM -> the last `adopted` line",
     );
-    // Taken over, they wait parked in the live worker too.
-    staying.count_of("parked", handed)?;
     let after = respond_to_retry(&kit, &moved[..answered.min(moved.len())]).await?;
     let fresh = submit(&kit, &url, answered).await?;
     // Parked like the handed-over ones: the comparison is the handover's alone.
