@@ -307,7 +307,7 @@ impl WorkerPool {
     }
 
     pub(super) fn local_entry(&self, execution_id: &str) -> Local {
-        lock(&self.inner.local)
+        let local = lock(&self.inner.local)
             .entry(execution_id.to_owned())
             .or_insert_with(|| Local {
                 // Not a child of `claiming`: a drain stops claiming but lets executions run.
@@ -315,7 +315,13 @@ impl WorkerPool {
                 drained: CancellationToken::new(),
                 handover: CancellationToken::new(),
             })
-            .clone()
+            .clone();
+        // A run that starts while a registered pool stops (one that was parking when the
+        // stop came) is handed over like the others.
+        if self.inner.claiming.is_cancelled() && self.inner.options.heartbeat.is_some() {
+            local.handover.cancel();
+        }
+        local
     }
 
     async fn claim_loop(self) {
