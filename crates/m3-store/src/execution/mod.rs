@@ -24,6 +24,7 @@
 //! Every mutation is atomic: its checks and its write are one serializable
 //! step of the backend.
 
+mod change;
 pub(crate) mod record;
 pub mod rules;
 
@@ -36,12 +37,13 @@ use m3_types::{Clock, Cursor, ExecutionStatus, Result};
 use crate::ManagedInputStore;
 use crate::changes::{ChangePage, PruneChanges, Pruned};
 
+pub use change::ExecutionChange;
 pub use record::{
     AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, EVENT_ELICITATION_REQUEST,
     EVENT_ELICITATION_RESPONSE, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED,
     EVENT_EXECUTION_HANDED_OVER, EVENT_EXECUTION_STATE_CHANGED, EVENT_OAUTH_AUTHORIZATION_FINISHED,
-    EVENT_OAUTH_AUTHORIZATION_REQUIRED, ExecutionChange, ExecutionEvent, ExecutionLease,
-    ExecutionLeaseRef, ExecutionRecord, FinishExecution, ListExecutions, NewExecution, RenewLeases,
+    EVENT_OAUTH_AUTHORIZATION_REQUIRED, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, FinishExecution, ListExecutions, NewExecution, RenewLeases,
     TerminalizeExpired, Terminalized,
 };
 

@@ -10,10 +10,11 @@ use super::{
     TerminalData, check_fence, check_finish, check_lease_write, check_terminalize,
     check_transition, diagnose, errors, mark_finished, state_changed_payload,
 };
+use crate::execution::ExecutionChange;
 use crate::execution::record::{
     AppendEvent, EVENT_EXECUTION_CREATED, EVENT_EXECUTION_FINISHED, EVENT_EXECUTION_HANDED_OVER,
-    EVENT_EXECUTION_STATE_CHANGED, ExecutionChange, ExecutionEvent, ExecutionLease,
-    ExecutionLeaseRef, ExecutionRecord, FinishExecution, TerminalizeExpired,
+    EVENT_EXECUTION_STATE_CHANGED, ExecutionEvent, ExecutionLease, ExecutionLeaseRef,
+    ExecutionRecord, FinishExecution, TerminalizeExpired,
 };
 use crate::managed_input::rules::Decision;
 

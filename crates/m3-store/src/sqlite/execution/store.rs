@@ -15,12 +15,13 @@ use super::probe::SqliteProbe;
 use super::rows::{event_from_row, execution_from_row, select_execution};
 use super::schema;
 use super::writes::fetch;
+use crate::ExecutionChange;
 use crate::ExecutionStore;
 use crate::changes::{ChangePage, PruneChanges, Pruned};
 use crate::execution::record::{
-    AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionChange, ExecutionEvent,
-    ExecutionLease, ExecutionLeaseRef, ExecutionRecord, FinishExecution, ListExecutions,
-    NewExecution, RenewLeases, TerminalizeExpired, Terminalized,
+    AcquireLease, AppendEvent, ClaimQueued, ClaimedExecution, ExecutionEvent, ExecutionLease,
+    ExecutionLeaseRef, ExecutionRecord, FinishExecution, ListExecutions, NewExecution, RenewLeases,
+    TerminalizeExpired, Terminalized,
 };
 use crate::execution::rules::change_step;
 use crate::execution::rules::errors as error;
