@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::Error;
 use crate::stats::{Summary, cpu_ticks, print_row, status_kb, ticks_per_second};
-use crate::worker::m3_bin;
+use crate::worker::{m3_bin, reader_kit};
 
 /// A running `m3` child (a worker or the HTTP server) and its stdout lines.
 struct Process {
@@ -140,16 +140,6 @@ fn worker(db: &str, concurrency: usize, drain: &str) -> Result<Process, Error> {
     Ok(worker)
 }
 
-async fn kit(db: &str) -> Result<AsyncMcpTestKit, Error> {
-    Ok(AsyncMcpTestKit::builder()
-        .database(db)
-        .embedded_worker(false)
-        .recovery_sweep(None)
-        .recover_on_open(false)
-        .build()
-        .await?)
-}
-
 /// Queues `n` managed `book_shipment` executions on the HTTP server `url`.
 async fn submit(kit: &AsyncMcpTestKit, url: &str, n: usize) -> Result<Vec<String>, Error> {
     let agent = kit.agents([call("book_shipment")])?.remove(0);
@@ -180,7 +170,7 @@ pub(crate) async fn parked_at_once(
 ) -> Result<(), Error> {
     let db = dir.join("parked.sqlite").display().to_string();
     let (server, url) = http_server()?;
-    let kit = kit(&db).await?;
+    let kit = reader_kit(std::path::Path::new(&db)).await?;
     submit(&kit, &url, waiting).await?;
     // Parked executions give their slot back: a thousand at a time reach their rounds.
     let worker = worker(&db, waiting.min(1_000), "0")?;
@@ -223,7 +213,7 @@ pub(crate) async fn handover(
     answered: usize,
 ) -> Result<(), Error> {
     let (server, url) = http_server()?;
-    let kit = kit(db).await?;
+    let kit = reader_kit(std::path::Path::new(db)).await?;
     let stopping = worker(db, handed.min(1_000), "30")?;
     let moved = submit(&kit, &url, handed).await?;
     stopping.count_of("parked", handed)?;

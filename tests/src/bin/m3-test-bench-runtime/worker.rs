@@ -159,7 +159,7 @@ pub(crate) async fn submit_to_start(dir: &Path, starts: usize) -> Result<(), Err
 }
 
 /// A kit that only reads (no worker, no sweep, no recovery).
-async fn reader_kit(db: &Path) -> Result<AsyncMcpTestKit, Error> {
+pub(crate) async fn reader_kit(db: &Path) -> Result<AsyncMcpTestKit, Error> {
     Ok(AsyncMcpTestKit::builder()
         .database(db)
         .embedded_worker(false)
