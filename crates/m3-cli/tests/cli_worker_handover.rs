@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use common::{Store, m3_bin, refs};
 use nix::sys::signal::Signal;
-use queue::{call_log, file, logged_server, sigkill, signal, wait_for_event, wait_until, worker};
+use queue::{
+    answer, call_log, file, logged_server, sigkill, signal, wait_for_event, wait_until, worker,
+};
 use serde_json::Value;
 
 /// How many executions wait on the HTTP server when the worker stops (issue 32, item 5).
@@ -148,19 +150,6 @@ fn pending_listed(store: &Store, executions: &[String]) -> Vec<(String, String, 
             .collect();
         (rounds.len() == executions.len()).then_some(rounds)
     })
-}
-
-fn answer(store: &Store, execution: &str, round: &str) -> common::Done {
-    store.m3(&[
-        "--json",
-        "respond",
-        execution,
-        round,
-        "--idempotency-key",
-        "k",
-        "--accept",
-        r#"shipping_address={"street": "1 Main Street", "city": "Pune"}"#,
-    ])
 }
 
 fn status(store: &Store, execution: &str) -> Value {

@@ -14,22 +14,9 @@ use common::Store;
 use m3_kit::{AsyncMcpTestKit, SweepOptions};
 use nix::sys::signal::Signal;
 use queue::{
-    RECOVERY_BOUND, book, execution_row, file, logged_server, rounds, sigkill, signal, submit,
-    wait_for_event, wait_until, worker,
+    RECOVERY_BOUND, answer, book, execution_row, file, logged_server, rounds, sigkill, signal,
+    submit, wait_for_event, wait_until, worker,
 };
-
-fn answer(store: &Store, execution: &str, round: &str) -> common::Done {
-    store.m3(&[
-        "--json",
-        "respond",
-        execution,
-        round,
-        "--idempotency-key",
-        "k",
-        "--accept",
-        r#"shipping_address={"street": "1 Main Street", "city": "Pune"}"#,
-    ])
-}
 
 fn pending_round(store: &Store, execution: &str) -> String {
     wait_until(Duration::from_secs(30), "a pending round", || {

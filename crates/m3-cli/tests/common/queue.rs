@@ -238,3 +238,17 @@ pub fn server_pids(log: &Path) -> Vec<u32> {
 pub fn file(store: &Store, name: &str) -> PathBuf {
     store.dir.path().join(name)
 }
+
+/// `m3 --json respond` accepting a delivery address for `round` (idempotency key `k`).
+pub fn answer(store: &Store, execution: &str, round: &str) -> crate::common::Done {
+    store.m3(&[
+        "--json",
+        "respond",
+        execution,
+        round,
+        "--idempotency-key",
+        "k",
+        "--accept",
+        r#"shipping_address={"street": "1 Main Street", "city": "Pune"}"#,
+    ])
+}
